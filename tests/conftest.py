@@ -1,0 +1,115 @@
+"""Session-wide real servers: PostgreSQL (embedded or `CRUX_DATABASE_URL`) and Temporal.
+
+Each test that asks for `database_url` gets a fresh database cloned from a migrated template,
+so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from crux.stack import EmbeddedPostgres, start_postgres_sync, start_temporal
+from storage import create_pool
+from storage.migrate import migrate
+
+TEMPLATE_DATABASE = "crux_test_template"
+
+
+def _with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, parts.fragment))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of the session's PostgreSQL server (maintenance database)."""
+    external = os.environ.get("CRUX_DATABASE_URL")
+    if external:
+        yield external
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="crux-test-pg-"))
+    server: EmbeddedPostgres = start_postgres_sync(data_dir / "pgdata")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def template_database(postgres_url: str) -> str:
+    """A database with every migration applied, cloned by each test."""
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DATABASE}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{TEMPLATE_DATABASE}"')
+    finally:
+        await admin.close()
+    connection = await asyncpg.connect(_with_database(postgres_url, TEMPLATE_DATABASE))
+    try:
+        await migrate(connection)
+    finally:
+        await connection.close()
+    return TEMPLATE_DATABASE
+
+
+@pytest_asyncio.fixture
+async def database_url(postgres_url: str, template_database: str) -> AsyncIterator[str]:
+    """URL of a fresh, migrated database for one test."""
+    name = f"crux_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+    finally:
+        await admin.close()
+    yield _with_database(postgres_url, name)
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest_asyncio.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A connection pool on the test's fresh database."""
+    created = await create_pool(database_url, min_size=1, max_size=8)
+    try:
+        yield created
+    finally:
+        await created.close()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A real Temporal dev server for the whole session (`TEMPORAL_TEST_ADDRESS` overrides)."""
+    address = os.environ.get("TEMPORAL_TEST_ADDRESS")
+    if address:
+        from temporalio.contrib.pydantic import pydantic_data_converter
+
+        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        yield WorkflowEnvironment.from_client(client)
+        return
+    env = await start_temporal(ui=False)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    """The Temporal client of the session's server."""
+    return temporal_env.client
