@@ -1,0 +1,13 @@
+"""Thin Temporal activities over `providers/` and `storage/`."""
+
+from activities._errors import to_application_error
+from activities._providers import ProviderRegistry
+from activities.generation import GenerationActivities, assistant_message_id, user_message_id
+
+__all__ = [
+    "GenerationActivities",
+    "ProviderRegistry",
+    "assistant_message_id",
+    "to_application_error",
+    "user_message_id",
+]

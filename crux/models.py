@@ -7,9 +7,11 @@ every model is frozen, rejects unknown fields and holds no message text.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from planner import RequestReceipt
 
 
 class WireModel(BaseModel):
@@ -38,3 +40,115 @@ class ThreadCommit(WireModel):
     selected_head: str
     committed_at: datetime
     replayed: bool = False
+
+
+class InputBudgetSpec(WireModel):
+    """An input budget on the wire (`optimize_at` soft, `max` strict)."""
+
+    optimize_at: int | None = None
+    max: int | None = None
+
+
+class HistorySpec(WireModel):
+    """The request-history policy on the wire.
+
+    Attributes:
+        kind: `exact` (the whole selected path, required) or `recent` (a causal-group-safe
+            exact suffix bounded by `messages` and/or `tokens`).
+        messages: Most messages to keep for `recent`.
+        tokens: Most history tokens to keep for `recent`.
+    """
+
+    kind: Literal["exact", "recent"] = "exact"
+    messages: int | None = None
+    tokens: int | None = None
+
+
+class GenerationInput(WireModel):
+    """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
+
+    Attributes:
+        generation_id: Caller-supplied idempotency key; the workflow id is
+            `crux/gen/<thread_id or "adhoc">/<generation_id>`.
+        thread_id: The Thread to read and commit to; `None` for an ad-hoc generation.
+        model: `provider:model` id (for example `openai:gpt-4o-mini` or `offline:echo`).
+        prompt_id: A prompt registered on the worker; `crux.default` renders `input` as the
+            user message (a string, or an object with a `message` field).
+        input: Inline prompt input. It is recorded in the workflow's start event; callers
+            who keep all text out of Temporal stage it instead (`input_ref`).
+        input_ref: Id of input staged in PostgreSQL by the facade.
+        messages_ref: Id of call-site messages staged by the facade; when set they shadow the
+            Thread (the Thread is neither read nor committed).
+        owner: Thread owner whose head is read and advanced.
+        history: Request-history policy.
+        input_budget: Input budget for every provider call of this generation.
+        max_output_tokens: Output reserve override.
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+    model: str = "offline:echo"
+    prompt_id: str = "crux.default"
+    input: Any = None
+    input_ref: str | None = None
+    messages_ref: str | None = None
+    owner: str = "main"
+    history: HistorySpec = HistorySpec()
+    input_budget: InputBudgetSpec | None = None
+    max_output_tokens: int | None = None
+
+
+class Usage(WireModel):
+    """Token usage reported by a provider."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class StepRecord(WireModel):
+    """One provider step of a generation (content-free).
+
+    Attributes:
+        attempt: Attempt number within the generation (1-based).
+        request: The request receipt of the sealed plan that was sent.
+        usage: Usage the provider reported.
+        finish_reason: The provider's finish reason.
+        output_tokens: Size of the staged output.
+    """
+
+    attempt: int
+    request: RequestReceipt
+    usage: Usage
+    finish_reason: str
+    output_tokens: int = 0
+
+
+class GenerationResult(WireModel):
+    """Result of `ManagedGenerationWorkflow` (content-free; text stays in PostgreSQL).
+
+    Attributes:
+        generation_id: The caller's generation id.
+        thread_id: The Thread, when managed.
+        output_message_id: Id of the final assistant message (in the Thread, or in
+            generation staging for ad-hoc generations).
+        thread_commit: The commit receipt for managed generations.
+        steps: One record per provider step.
+        usage: Total usage over the steps.
+        history_source: `thread`, `caller-messages` or `none`.
+        replayed: `True` when this generation had already completed and its stored result
+            was returned.
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+    output_message_id: str
+    thread_commit: ThreadCommit | None = None
+    steps: list[StepRecord] = []
+    usage: Usage = Usage()
+    history_source: Literal["thread", "caller-messages", "none"] = "none"
+    replayed: bool = False
+
+
+def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
+    """The workflow id of a generation: `crux/gen/<thread or adhoc>/<generation_id>`."""
+    return f"crux/gen/{thread_id or 'adhoc'}/{generation_id}"

@@ -1,0 +1,92 @@
+"""The one place where domain errors become Temporal `ApplicationError`s.
+
+`ApplicationError.type` is always the domain class name (`crux.errors.ErrorType`), and the
+first detail is the error code where the class has one, so workflows and the facade can
+rebuild a typed error without parsing messages. Nothing here carries content.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import asyncpg
+from temporalio.exceptions import ApplicationError
+
+from crux.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+    ErrorType,
+    ProviderError,
+    ProviderHTTPError,
+    RequestCompositionError,
+    StorageUnavailableError,
+    ThreadCommitError,
+    ThreadError,
+)
+
+# Contention and unknown outcomes are worth retrying: a repeat of the same call repairs.
+_RETRYABLE_THREAD_CODES = frozenset({"commit_failed"})
+
+
+def to_application_error(error: BaseException) -> BaseException:
+    """Translate a domain or driver error into what Temporal should see.
+
+    Returns:
+        An `ApplicationError` for known errors; the original error otherwise (Temporal
+        then retries it under the activity's policy).
+    """
+    if isinstance(error, ApplicationError):
+        return error
+    if isinstance(error, ProviderError):
+        return _provider_error(error)
+    if isinstance(error, ThreadCommitError):
+        return ApplicationError(
+            str(error), error.code, type=ErrorType.THREAD_COMMIT, non_retryable=False
+        )
+    if isinstance(error, ThreadError):
+        return ApplicationError(
+            str(error),
+            error.code,
+            type=ErrorType.THREAD,
+            non_retryable=error.code not in _RETRYABLE_THREAD_CODES,
+        )
+    if isinstance(error, RequestCompositionError):
+        return ApplicationError(
+            str(error),
+            error.code,
+            error.diagnostics,
+            type=ErrorType.REQUEST_COMPOSITION,
+            non_retryable=True,
+        )
+    if isinstance(error, ConfigurationError):
+        return ApplicationError(str(error), type=ErrorType.CONFIGURATION, non_retryable=True)
+    if isinstance(error, StorageUnavailableError | OSError | asyncpg.InterfaceError):
+        return ApplicationError(
+            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
+        )
+    if isinstance(error, asyncpg.PostgresConnectionError | asyncpg.CannotConnectNowError):
+        return ApplicationError(
+            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
+        )
+    return error
+
+
+def _provider_error(error: ProviderError) -> ApplicationError:
+    if isinstance(error, ContextOverflowError):
+        error_type = ErrorType.CONTEXT_TOO_LONG
+    else:
+        known = {member.value: member for member in ErrorType}
+        error_type = known.get(type(error).__name__, ErrorType.PROVIDER)
+    details: list[object] = [error.provider]
+    delay: timedelta | None = None
+    if isinstance(error, ProviderHTTPError):
+        details.append(error.status_code)
+        if error.retry_after is not None and error.retry_after >= 0:
+            delay = timedelta(seconds=error.retry_after)
+    return ApplicationError(
+        str(error),
+        *details,
+        type=error_type,
+        non_retryable=not error.retryable,
+        next_retry_delay=delay,
+    )

@@ -1,0 +1,54 @@
+"""Resolve `provider:model` ids to provider clients built from the worker's settings."""
+
+from __future__ import annotations
+
+import httpx
+
+from crux.config import Settings
+from crux.errors import ConfigurationError
+from providers import (
+    AnthropicMessagesProvider,
+    ChatProvider,
+    OfflineChatProvider,
+    OpenAIChatProvider,
+)
+
+
+class ProviderRegistry:
+    """Maps a model id to a client and the provider's own model name.
+
+    Keys stay here, on the worker: they never enter workflow inputs or history.
+
+    Args:
+        settings: Base URLs and keys.
+        http: The worker's shared HTTP client (created at worker start).
+    """
+
+    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+        openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        anthropic_key = (
+            settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+        )
+        self._providers: dict[str, ChatProvider] = {
+            "offline": OfflineChatProvider(),
+            "openai": OpenAIChatProvider(
+                http, base_url=settings.openai_base_url, api_key=openai_key
+            ),
+            "anthropic": AnthropicMessagesProvider(
+                http, base_url=settings.anthropic_base_url, api_key=anthropic_key
+            ),
+        }
+
+    def resolve(self, model_id: str) -> tuple[ChatProvider, str]:
+        """Return `(client, provider model name)` for a `provider:model` id.
+
+        Raises:
+            ConfigurationError: The id is malformed or names an unknown provider.
+        """
+        provider, separator, name = model_id.partition(":")
+        if not separator or not name:
+            raise ConfigurationError("model ids are 'provider:model'")
+        try:
+            return self._providers[provider], name
+        except KeyError:
+            raise ConfigurationError("unknown provider in model id") from None

@@ -1,0 +1,422 @@
+"""The activities of one managed generation: read, invoke, commit.
+
+Each method resolves its dependencies, calls the store or a provider, and maps errors in
+one place (`_errors.to_application_error`). Every write is keyed by `generation_id` (and
+attempt), so a retried activity finds its own earlier work instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
+
+from temporalio import activity
+
+from activities._errors import to_application_error
+from activities._providers import ProviderRegistry
+from activities.contracts import (
+    ACTIVITY_COMMIT_TURN,
+    ACTIVITY_INVOKE_MODEL,
+    ACTIVITY_READ_REQUEST,
+    CommitTurnInput,
+    CommitTurnResult,
+    InvokeModelInput,
+    InvokeModelResult,
+    ReadRequestInput,
+    ReadRequestResult,
+)
+from crux.errors import ThreadError
+from crux.logs import get_logger
+from crux.messages import Message
+from crux.models import GenerationResult, Usage
+from crux.prompts import PromptRegistry
+from planner import HistoryAggregate, HistoryItem, ModelCatalog
+from providers import ChatRequest, TokenCounter
+from storage import GenerationStore, HistoryEntry, ThreadStore
+
+_T = TypeVar("_T")
+_log = get_logger(__name__)
+
+# Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
+HEARTBEAT_INTERVAL_SECONDS = 5.0
+
+
+def user_message_id(generation_id: str) -> str:
+    """Deterministic id of a generation's rendered user message."""
+    return f"gen:{generation_id}:user"
+
+
+def assistant_message_id(generation_id: str) -> str:
+    """Deterministic id of a generation's final assistant message."""
+    return f"gen:{generation_id}:assistant"
+
+
+class GenerationActivities:
+    """Activities for `ManagedGenerationWorkflow`, holding the worker's clients.
+
+    Args:
+        threads: The canonical Thread store.
+        generations: Staging, ledger and receipts.
+        providers: Model id to provider client.
+        prompts: Prompts plain Temporal clients may name.
+        catalog: Model capacity profiles.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: ThreadStore,
+        generations: GenerationStore,
+        providers: ProviderRegistry,
+        prompts: PromptRegistry,
+        catalog: ModelCatalog,
+    ) -> None:
+        self._threads = threads
+        self._generations = generations
+        self._providers = providers
+        self._prompts = prompts
+        self._catalog = catalog
+
+    @activity.defn(name=ACTIVITY_READ_REQUEST)
+    async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
+        """Render the user turn, read one exact Thread revision and size everything."""
+        try:
+            return await self._read_request(request)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    @activity.defn(name=ACTIVITY_INVOKE_MODEL)
+    async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
+        """Re-check the pinned revision, call the provider once, stage the output."""
+        try:
+            return await self._invoke_model(request)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    @activity.defn(name=ACTIVITY_COMMIT_TURN)
+    async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
+        """Publish the accepted turn as one causal group and record the generation."""
+        try:
+            return await self._commit_turn(request)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    async def _read_request(self, request: ReadRequestInput) -> ReadRequestResult:
+        existing = await self._generations.find_result(request.generation_id)
+        if existing is not None:
+            return ReadRequestResult(existing=existing.model_copy(update={"replayed": True}))
+        profile = self._catalog.resolve(request.model)
+        counter = TokenCounter.for_encoding(profile.encoding)
+        user, system = await self._stage_inputs(request)
+        system_tokens = counter.count_message(system) if system is not None else 0
+        turn_tokens = counter.count_message(user)
+
+        if request.messages_ref is not None:
+            caller = await self._generations.get_staged_messages(
+                request.messages_ref, "caller-messages"
+            )
+            if caller is None:
+                raise ThreadError("not_found", "staged call-site messages are missing")
+            counts = counter.count_messages(caller)
+            items = [
+                HistoryItem(
+                    id=m.id or f"caller:{index}",
+                    role=m.role,
+                    group_id=f"caller:{index}",
+                    tokens=n,
+                    tool_call_ids=tuple(c.tool_call_id for c in m.tool_calls),
+                    tool_call_id=m.tool_call_id,
+                )
+                for index, (m, n) in enumerate(zip(caller, counts, strict=True))
+            ]
+            history, older = _bound(items, request.max_input_tokens)
+            if request.thread_id is not None:
+                # Shadowing is deliberate but must be visible while debugging.
+                _log.info(
+                    "thread.history.override",
+                    generation_id=request.generation_id,
+                    thread_id=request.thread_id,
+                    messages=len(caller),
+                )
+            return ReadRequestResult(
+                history_source="caller-messages",
+                history=history,
+                older_history=older,
+                system_tokens=system_tokens,
+                current_turn_tokens=turn_tokens,
+                counting_confidence=counter.confidence,
+                encoding=counter.encoding_name,
+            )
+
+        if request.thread_id is None:
+            return ReadRequestResult(
+                history_source="none",
+                system_tokens=system_tokens,
+                current_turn_tokens=turn_tokens,
+                counting_confidence=counter.confidence,
+                encoding=counter.encoding_name,
+            )
+
+        view = await self._threads.read_history_view(
+            request.thread_id, owner=request.owner, encoding=counter.encoding_name
+        )
+        entries = view.messages
+        history_entries, older_entries = _newest_groups(entries, request.max_input_tokens)
+        missing = [e.id for e in history_entries if e.tokens is None]
+        counted: dict[str, int] = {}
+        if missing:
+            messages = await self._threads.load_messages(request.thread_id, missing)
+            counted = {
+                m.id or "": n
+                for m, n in zip(messages, counter.count_messages(messages), strict=True)
+            }
+            await self._threads.store_token_counts(
+                request.thread_id, counter.encoding_name, counted
+            )
+        history = [
+            HistoryItem(
+                id=e.id,
+                role=e.role,
+                group_id=e.group_id,
+                tokens=e.tokens if e.tokens is not None else counted[e.id],
+                tool_call_ids=tuple(e.tool_call_ids),
+                tool_call_id=e.tool_call_id,
+            )
+            for e in history_entries
+        ]
+        older = HistoryAggregate(
+            count=len(older_entries),
+            tokens=sum(e.tokens or 0 for e in older_entries),
+            first_id=older_entries[0].id if older_entries else None,
+            last_id=older_entries[-1].id if older_entries else None,
+        )
+        return ReadRequestResult(
+            history_source="thread",
+            revision=view.revision,
+            head=view.head,
+            history=history,
+            older_history=older,
+            system_tokens=system_tokens,
+            current_turn_tokens=turn_tokens,
+            counting_confidence=counter.confidence,
+            encoding=counter.encoding_name,
+            counted_messages=len(counted),
+        )
+
+    async def _stage_inputs(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
+        generation_id = request.generation_id
+        if request.input_ref is not None:
+            staged_user = await self._generations.get_staged(request.input_ref, 0, "user")
+            if staged_user is None:
+                raise ThreadError("not_found", "staged input is missing")
+            staged_system = await self._generations.get_staged(request.input_ref, 0, "system")
+            return staged_user.message, staged_system.message if staged_system else None
+        prompt = self._prompts.get(request.prompt_id)
+        rendered = Message(
+            id=user_message_id(generation_id), role="user", content=prompt.render(request.input)
+        )
+        user = await self._generations.stage(
+            generation_id, 0, "user", rendered, thread_id=request.thread_id
+        )
+        system: Message | None = None
+        if prompt.system:
+            staged = await self._generations.stage(
+                generation_id,
+                0,
+                "system",
+                Message(role="system", content=prompt.system),
+                thread_id=request.thread_id,
+            )
+            system = staged.message
+        return user.message, system
+
+    async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
+        staged = await self._generations.get_staged(request.generation_id, request.attempt, "output")
+        if staged is not None and staged.info is not None:
+            # A retry after a lost completion: the provider already answered this attempt.
+            return InvokeModelResult.model_validate(
+                {**staged.info, "reused_staged_output": True}
+            )
+        if request.history_source == "thread" and request.thread_id and request.revision:
+            await self._threads.validate_revision(
+                request.thread_id, request.revision, owner=request.owner
+            )
+        input_ref = request.generation_id
+        user = await self._generations.get_staged(input_ref, 0, "user")
+        if user is None:
+            raise ThreadError("not_found", "staged input is missing")
+        system = await self._generations.get_staged(input_ref, 0, "system")
+        history = await self._history_messages(request)
+        messages = [*([system.message] if system else []), *history, user.message]
+        provider, model_name = self._providers.resolve(request.model)
+        response = await _with_heartbeat(
+            provider.complete(
+                ChatRequest(
+                    model=model_name,
+                    messages=messages,
+                    max_output_tokens=request.max_output_tokens,
+                )
+            )
+        )
+        output = Message(
+            id=assistant_message_id(request.generation_id),
+            role="assistant",
+            content=response.message.content,
+        )
+        profile = self._catalog.resolve(request.model)
+        output_tokens = TokenCounter.for_encoding(profile.encoding).count_message(output)
+        result = InvokeModelResult(
+            usage=Usage(
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            ),
+            finish_reason=response.finish_reason,
+            output_tokens=output_tokens,
+            tool_call_ids=[c.tool_call_id for c in output.tool_calls],
+        )
+        await self._generations.stage(
+            request.generation_id,
+            request.attempt,
+            "output",
+            output,
+            thread_id=request.thread_id,
+            source_message_ids=request.message_ids,
+            info=result.model_dump(mode="json"),
+        )
+        _log.info(
+            "provider.attempt.completed",
+            generation_id=request.generation_id,
+            attempt=request.attempt,
+            model=request.model,
+            input_tokens=result.usage.input_tokens,
+            output_tokens=result.usage.output_tokens,
+            finish_reason=result.finish_reason,
+        )
+        return result
+
+    async def _history_messages(self, request: InvokeModelInput) -> list[Message]:
+        if not request.message_ids:
+            return []
+        if request.history_source == "thread" and request.thread_id:
+            return await self._threads.load_messages(request.thread_id, request.message_ids)
+        if request.history_source == "caller-messages":
+            caller = await self._generations.get_staged_messages(
+                request.generation_id, "caller-messages"
+            )
+            if caller is None:
+                raise ThreadError("not_found", "staged call-site messages are missing")
+            by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}
+            return [by_id[i] for i in request.message_ids]
+        return []
+
+    async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
+        existing = await self._generations.find_result(request.generation_id)
+        if existing is not None:
+            return CommitTurnResult(result=existing)
+        output = await self._generations.get_staged(
+            request.generation_id, request.accepted_attempt, "output"
+        )
+        if output is None:
+            raise ThreadError("not_found", "the accepted attempt's output is not staged")
+        usage = Usage(
+            input_tokens=sum(s.usage.input_tokens for s in request.steps),
+            output_tokens=sum(s.usage.output_tokens for s in request.steps),
+        )
+        commit = None
+        if request.history_source == "thread" and request.thread_id is not None:
+            user = await self._generations.get_staged(request.generation_id, 0, "user")
+            if user is None:
+                raise ThreadError("not_found", "staged input is missing")
+            commit = await self._threads.commit_managed_turn(
+                request.thread_id,
+                [user.message, output.message],
+                expected_head=request.expected_head,
+                owner=request.owner,
+            )
+        result = GenerationResult(
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            output_message_id=assistant_message_id(request.generation_id),
+            thread_commit=commit,
+            steps=request.steps,
+            usage=usage,
+            history_source=request.history_source,
+        )
+        stored = await self._generations.record_result(
+            result,
+            workflow_id=request.workflow_id,
+            receipts=[
+                (s.request.id, s.request.model_dump(mode="json"), None) for s in request.steps
+            ],
+            keep_final=output.message if commit is None else None,
+        )
+        if commit is not None:
+            _log.info(
+                "thread.turn.committed",
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                status=commit.status,
+                messages=len(commit.message_ids),
+                replayed=commit.replayed,
+            )
+        return CommitTurnResult(result=stored)
+
+
+def _group_spans(entries: Sequence[HistoryEntry]) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for index, entry in enumerate(entries):
+        if index > 0 and entry.group_id != entries[index - 1].group_id:
+            spans.append((start, index))
+            start = index
+    if entries:
+        spans.append((start, len(entries)))
+    return spans
+
+
+def _newest_groups(
+    entries: Sequence[HistoryEntry], ceiling: int
+) -> tuple[list[HistoryEntry], list[HistoryEntry]]:
+    """Split a path into the newest whole groups that could fit `ceiling` and the rest.
+
+    Uncounted messages are assumed to cost at least one token each, so the split never
+    drops a group that could have fitted.
+    """
+    total = 0
+    cut = len(entries)
+    for start, end in reversed(_group_spans(entries)):
+        size = sum(e.tokens if e.tokens is not None else 1 for e in entries[start:end])
+        if total + size > ceiling:
+            break
+        total += size
+        cut = start
+    return list(entries[cut:]), list(entries[:cut])
+
+
+def _bound(
+    items: list[HistoryItem], ceiling: int
+) -> tuple[list[HistoryItem], HistoryAggregate]:
+    total = 0
+    cut = len(items)
+    for index in range(len(items) - 1, -1, -1):
+        if total + items[index].tokens > ceiling:
+            break
+        total += items[index].tokens
+        cut = index
+    older = items[:cut]
+    return items[cut:], HistoryAggregate(
+        count=len(older),
+        tokens=sum(i.tokens for i in older),
+        first_id=older[0].id if older else None,
+        last_id=older[-1].id if older else None,
+    )
+
+
+async def _with_heartbeat(call: Awaitable[_T]) -> _T:
+    task = asyncio.ensure_future(call)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_INTERVAL_SECONDS)
+        if done:
+            return task.result()
+        activity.heartbeat()

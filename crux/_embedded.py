@@ -1,0 +1,103 @@
+"""Start the whole embedded stack (PostgreSQL, Temporal dev server, worker) in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from crux._worker import run_worker
+from crux.config import Settings
+from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
+from storage import create_pool, migrate
+
+STACK_DATABASE = "crux"
+
+
+@dataclass
+class EmbeddedStack:
+    """The running embedded stack.
+
+    Attributes:
+        settings: Settings pointing at the embedded services.
+        client: A Temporal client for the dev server.
+        pool: A pool on the Crux database.
+        ui_url: Address of the Temporal UI, when served.
+    """
+
+    settings: Settings
+    client: Client
+    pool: asyncpg.Pool
+    ui_url: str | None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+async def _ensure_database(postgres: EmbeddedPostgres) -> str:
+    admin = await asyncpg.connect(postgres.url)
+    try:
+        exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", STACK_DATABASE)
+        if not exists:
+            await admin.execute(f'CREATE DATABASE "{STACK_DATABASE}"')
+    finally:
+        await admin.close()
+    return postgres.database_url(STACK_DATABASE)
+
+
+@asynccontextmanager
+async def embedded_stack(
+    base: Settings, *, stack_dir: Path, ui: bool = True, with_worker: bool = True
+) -> AsyncIterator[EmbeddedStack]:
+    """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
+
+    Args:
+        base: Settings to start from (provider settings and the model are kept).
+        stack_dir: Where PostgreSQL keeps its data between runs.
+        ui: Serve the Temporal UI (on 8233 when that port is free).
+        with_worker: Also run a Crux worker in this process.
+    """
+    postgres = await start_postgres(stack_dir / "pgdata")
+    env: WorkflowEnvironment | None = None
+    stop = asyncio.Event()
+    worker_task: asyncio.Task[None] | None = None
+    pool: asyncpg.Pool | None = None
+    try:
+        database_url = await _ensure_database(postgres)
+        connection = await asyncpg.connect(database_url)
+        try:
+            await migrate(connection)
+        finally:
+            await connection.close()
+        ui_port = DEFAULT_UI_PORT if ui and _port_free(DEFAULT_UI_PORT) else None
+        env = await start_temporal(ui=ui, ui_port=ui_port)
+        address = env.client.service_client.config.target_host
+        settings = base.model_copy(
+            update={"temporal_address": address, "database_url": database_url}
+        )
+        ui_url = f"http://127.0.0.1:{ui_port}" if ui and ui_port else None
+        if ui and ui_url is None:
+            ui_url = "(Temporal UI on a free port; see the dev server's output)"
+        pool = await create_pool(database_url)
+        if with_worker:
+            worker_task = asyncio.create_task(run_worker(settings, client=env.client, stop=stop))
+        yield EmbeddedStack(settings=settings, client=env.client, pool=pool, ui_url=ui_url)
+    finally:
+        stop.set()
+        if worker_task is not None:
+            with suppress(Exception):
+                await asyncio.wait_for(worker_task, timeout=30)
+        if pool is not None:
+            await pool.close()
+        if env is not None:
+            await env.shutdown()
+        await asyncio.to_thread(postgres.stop)

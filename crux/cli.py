@@ -1,0 +1,95 @@
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from crux.config import Settings
+from crux.errors import CruxError
+from crux.logs import configure_logging
+
+DEFAULT_STACK_DIR = ".stack"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crux", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    dev = commands.add_parser("dev", help="run the embedded stack and a worker in the foreground")
+    dev.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
+
+    demo = commands.add_parser("demo", help="run a multi-turn managed conversation offline")
+    demo.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
+    demo.add_argument("--turns", type=int, default=3)
+    demo.add_argument("--keep", action="store_true", help="keep the stack running afterwards")
+
+    commands.add_parser("worker", help="run a worker against TEMPORAL_ADDRESS/CRUX_DATABASE_URL")
+
+    thread = commands.add_parser("thread", help="inspect Threads")
+    thread_commands = thread.add_subparsers(dest="thread_command", required=True)
+    show = thread_commands.add_parser("show", help="print a Thread's selected path")
+    show.add_argument("thread_id")
+    show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
+
+    database = commands.add_parser("db", help="database maintenance")
+    database_commands = database.add_subparsers(dest="db_command", required=True)
+    database_commands.add_parser("migrate", help="apply pending SQL migrations")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `crux` console script."""
+    arguments = _parser().parse_args(argv)
+    settings = Settings.from_env(os.environ)
+    configure_logging(log_format=settings.log_format, level=settings.log_level)
+    try:
+        code = asyncio.run(_dispatch(arguments, settings))
+    except KeyboardInterrupt:
+        code = 130
+    except CruxError as error:
+        print(f"crux: {type(error).__name__}: {error}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without interpreter finalisation: the Temporal runtime's threads can abort a
+    # short-lived process during shutdown (exit code 134).
+    os._exit(code)
+
+
+async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
+    from crux import _commands
+
+    if arguments.command == "dev":
+        return await _commands.dev(settings, stack_dir=arguments.stack_dir, stop=_stop_event())
+    if arguments.command == "demo":
+        return await _commands.demo(
+            settings,
+            stack_dir=arguments.stack_dir,
+            turns=arguments.turns,
+            keep=arguments.keep,
+            stop=_stop_event(),
+        )
+    if arguments.command == "worker":
+        from crux._worker import run_worker
+
+        await run_worker(settings, stop=_stop_event())
+        return 0
+    if arguments.command == "thread":
+        return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "db":
+        return await _commands.db_migrate(settings)
+    return 2
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    return stop

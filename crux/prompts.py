@@ -1,0 +1,168 @@
+"""Prompts: how a caller's input becomes the rendered user turn.
+
+A prompt renders the current user message from its input (the seed's
+`prompt({ id, use, prompt })`). The rendered message, not the raw input, is what the
+provider receives and what a managed turn commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from crux.errors import ConfigurationError
+from crux.models import HistorySpec, InputBudgetSpec
+
+DEFAULT_PROMPT_ID = "crux.default"
+
+Renderer = Callable[[Any], str]
+
+
+def render_default(value: Any) -> str:
+    """Render an input the default way: a string as is, `{"message": ...}` by its message.
+
+    Raises:
+        ConfigurationError: The input has nothing to render.
+    """
+    if isinstance(value, str):
+        if not value:
+            raise ConfigurationError("the prompt input is empty")
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("message"), str):  # pyright: ignore[reportUnknownMemberType]
+        message: str = value["message"]  # pyright: ignore[reportUnknownVariableType]
+        if not message:
+            raise ConfigurationError("the prompt input message is empty")
+        return message
+    if value is None:
+        raise ConfigurationError("the prompt needs an input")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A named prompt.
+
+    Attributes:
+        id: Stable prompt id (recorded on receipts).
+        render: Turns the input into the user message text.
+        system: Optional system instructions (an exact contract: never summarised).
+        thread_id: The Thread bound through `use`, if any.
+        history: The request-history policy bound through `use`.
+        input_budget: Definition-level input budget.
+    """
+
+    id: str
+    render: Renderer = render_default
+    system: str | None = None
+    thread_id: str | None = None
+    history: HistorySpec = field(default_factory=HistorySpec)
+    input_budget: InputBudgetSpec | None = None
+
+
+def prompt(
+    *,
+    id: str,
+    prompt: Renderer | str | None = None,
+    system: str | None = None,
+    use: Sequence[object] = (),
+    input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+) -> Prompt:
+    """Define a prompt.
+
+    Args:
+        id: Stable prompt id.
+        prompt: A function of the input returning the user message, or a fixed string;
+            the default renders a string input or an object's `message`.
+        system: System instructions.
+        use: Contributors: a Thread handle, a history policy (`history.recent(...)`).
+        input_budget: `{"optimize_at": ..., "max": ...}`.
+
+    Raises:
+        ConfigurationError: An argument is invalid.
+    """
+    if not id or id != id.strip():
+        raise ConfigurationError("prompt id must be a non-empty string without outer spaces")
+    if prompt is None:
+        renderer: Renderer = render_default
+    elif isinstance(prompt, str):
+        text = prompt
+
+        def renderer(_value: Any) -> str:
+            return text
+    elif callable(prompt):
+        renderer = prompt
+    else:
+        raise ConfigurationError("prompt must be a callable, a string or None")
+    thread_id: str | None = None
+    history = HistorySpec()
+    for entry in use:
+        if isinstance(entry, HistorySpec):
+            history = entry
+        elif isinstance(getattr(entry, "id", None), str) and hasattr(entry, "append"):
+            thread_id = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
+        else:
+            raise ConfigurationError(f"unsupported use[] entry: {type(entry).__name__}")
+    return Prompt(
+        id=id,
+        render=renderer,
+        system=system,
+        thread_id=thread_id,
+        history=history,
+        input_budget=_budget(input_budget),
+    )
+
+
+def _budget(value: Mapping[str, int] | InputBudgetSpec | None) -> InputBudgetSpec | None:
+    if value is None or isinstance(value, InputBudgetSpec):
+        return value
+    try:
+        return InputBudgetSpec.model_validate(dict(value))
+    except ValueError:
+        raise ConfigurationError("input_budget accepts only optimize_at and max") from None
+
+
+class PromptRegistry:
+    """The prompts a worker can render for plain Temporal clients, by id."""
+
+    def __init__(self, prompts: Iterable[Prompt] = ()) -> None:
+        self._prompts: dict[str, Prompt] = {DEFAULT_PROMPT_ID: Prompt(id=DEFAULT_PROMPT_ID)}
+        for entry in prompts:
+            self._prompts[entry.id] = entry
+
+    def get(self, prompt_id: str) -> Prompt:
+        """Return the prompt registered under `prompt_id`.
+
+        Raises:
+            ConfigurationError: No such prompt is registered.
+        """
+        try:
+            return self._prompts[prompt_id]
+        except KeyError:
+            raise ConfigurationError("unknown prompt id") from None
+
+
+class _HistoryPolicies:
+    """Request-history policies: `history.recent(...)` and `history.exact()`."""
+
+    def recent(self, *, messages: int | None = None, tokens: int | None = None) -> HistorySpec:
+        """A causal-group-safe exact suffix bounded by message count and/or tokens.
+
+        Raises:
+            ConfigurationError: A bound is not a positive integer.
+        """
+        for name, bound in (("messages", messages), ("tokens", tokens)):
+            if bound is not None and (
+                isinstance(bound, bool) or not isinstance(bound, int) or bound <= 0
+            ):
+                raise ConfigurationError(f"history.recent {name} must be a positive integer")
+        return HistorySpec(kind="recent", messages=messages, tokens=tokens)
+
+    def exact(self) -> HistorySpec:
+        """The whole selected path, required (the default)."""
+        return HistorySpec()
+
+
+history = _HistoryPolicies()
+"""Request-history policies (`history.recent(messages=12, tokens=8_000)`)."""

@@ -1,0 +1,299 @@
+"""`Runtime`: the typed caller-side facade over the generation workflow.
+
+`generate()` renders the prompt on the caller's side, stages the rendered turn (and any
+call-site messages) in PostgreSQL, starts `ManagedGenerationWorkflow` with ids only, waits,
+and reads the final text back from PostgreSQL. Temporal never sees message text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import SearchAttributeKey, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+
+from crux.config import Settings
+from crux.errors import (
+    ConfigurationError,
+    CruxError,
+    ErrorType,
+    RequestCompositionError,
+    ThreadCommitError,
+    ThreadError,
+)
+from crux.messages import Message
+from crux.models import (
+    GenerationInput,
+    GenerationResult,
+    HistorySpec,
+    InputBudgetSpec,
+    StepRecord,
+    ThreadCommit,
+    Usage,
+    workflow_id_for,
+)
+from crux.prompts import Prompt, prompt as define_prompt
+from storage import GenerationStore, ThreadStore
+
+WORKFLOW_NAME = "ManagedGenerationWorkflow"
+
+_STAGE = SearchAttributeKey.for_keyword("CruxStage")
+_THREAD = SearchAttributeKey.for_keyword("CruxThreadId")
+_GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
+_MODEL = SearchAttributeKey.for_keyword("CruxModel")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The outcome of `Runtime.generate`.
+
+    Attributes:
+        text: The final assistant text.
+        message: The final assistant message.
+        result: The workflow's content-free result.
+    """
+
+    text: str
+    message: Message
+    result: GenerationResult
+
+    @property
+    def generation_id(self) -> str:
+        """The generation id (also the idempotency key)."""
+        return self.result.generation_id
+
+    @property
+    def thread_commit(self) -> ThreadCommit | None:
+        """The Thread commit receipt, for managed generations."""
+        return self.result.thread_commit
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        """One record per provider step; `steps[i].request` is the request receipt."""
+        return self.result.steps
+
+    @property
+    def usage(self) -> Usage:
+        """Total usage over the steps."""
+        return self.result.usage
+
+
+class Runtime:
+    """Runs managed generations on Temporal with PostgreSQL as the canonical store.
+
+    Args:
+        client: A Temporal client using the pydantic data converter.
+        pool: An asyncpg pool on the Crux database.
+        task_queue: The Crux worker's task queue.
+        default_model: Model used when `generate` names none.
+        search_attributes: Set Crux search attributes at start (they must be registered
+            on the namespace; the embedded dev server registers them).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        pool: asyncpg.Pool,
+        *,
+        task_queue: str = "crux",
+        default_model: str = "offline:echo",
+        search_attributes: bool = True,
+    ) -> None:
+        self._client = client
+        self._pool = pool
+        self._task_queue = task_queue
+        self._default_model = default_model
+        self._search_attributes = search_attributes
+        self._generations = GenerationStore(pool)
+        self._threads = ThreadStore(pool)
+
+    @classmethod
+    def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
+        """Build a runtime with the task queue and default model of `settings`."""
+        return cls(
+            client, pool, task_queue=settings.task_queue, default_model=settings.default_model
+        )
+
+    async def generate(
+        self,
+        prompt: Prompt | str,
+        *,
+        input: Any = None,
+        thread: object | None = None,
+        model: str | None = None,
+        messages: Sequence[Message | Mapping[str, Any]] | None = None,
+        generation_id: str | None = None,
+        history: HistorySpec | None = None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+        max_output_tokens: int | None = None,
+        owner: str = "main",
+    ) -> Generation:
+        """Run one managed generation and wait for its committed result.
+
+        Args:
+            prompt: A `Prompt`, or a plain string used as the user message.
+            input: The prompt's input.
+            thread: A Thread handle or id; overrides a Thread bound in `prompt.use`.
+            model: `provider:model`; the runtime's default when omitted.
+            messages: Call-site messages: they shadow the Thread for this call (it is neither
+                read nor committed), exactly as the seed specifies.
+            generation_id: Idempotency key: the same id yields one turn, however often it is
+                started. A random id is used when omitted (not retry-safe).
+            history: Request-history policy; overrides the prompt's.
+            input_budget: `{"optimize_at": ..., "max": ...}`; merged over the prompt's.
+            max_output_tokens: Output reserve for this call.
+            owner: The Thread owner whose head is read and advanced.
+
+        Raises:
+            RequestCompositionError: The request cannot fit with authorised losses.
+            ThreadError: The Thread rejected the operation (for example `identity_conflict`).
+            ThreadCommitError: The turn could not be published; no success is reported.
+        """
+        if isinstance(prompt, str):
+            text = prompt
+            prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
+        thread_id = _thread_id(thread) or prompt.thread_id
+        generation_id = generation_id or f"gen_{uuid.uuid4().hex}"
+        rendered = Message(id=f"gen:{generation_id}:user", role="user", content=prompt.render(input))
+        await self._generations.stage(generation_id, 0, "user", rendered, thread_id=thread_id)
+        if prompt.system:
+            await self._generations.stage(
+                generation_id,
+                0,
+                "system",
+                Message(role="system", content=prompt.system),
+                thread_id=thread_id,
+            )
+        messages_ref: str | None = None
+        if messages is not None:
+            normalised = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+            await self._generations.stage_messages(generation_id, "caller-messages", normalised)
+            messages_ref = generation_id
+        request = GenerationInput(
+            generation_id=generation_id,
+            thread_id=thread_id,
+            model=model or self._default_model,
+            prompt_id=prompt.id,
+            input_ref=generation_id,
+            messages_ref=messages_ref,
+            owner=owner,
+            history=history or prompt.history,
+            input_budget=_merge_budget(prompt.input_budget, input_budget),
+            max_output_tokens=max_output_tokens,
+        )
+        result = await self.run(request)
+        return await self._hydrate(result)
+
+    async def run(self, request: GenerationInput) -> GenerationResult:
+        """Start (or attach to) the workflow for `request` and wait for its result.
+
+        Raises:
+            RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
+        """
+        workflow_id = workflow_id_for(request.generation_id, request.thread_id)
+        attributes = None
+        if self._search_attributes:
+            attributes = TypedSearchAttributes(
+                [
+                    _STAGE.value_set("starting"),
+                    _GENERATION.value_set(request.generation_id),
+                    _MODEL.value_set(request.model),
+                    *([_THREAD.value_set(request.thread_id)] if request.thread_id else []),
+                ]
+            )
+        try:
+            handle = await self._client.start_workflow(
+                WORKFLOW_NAME,
+                request,
+                id=workflow_id,
+                task_queue=self._task_queue,
+                result_type=GenerationResult,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                search_attributes=attributes,
+                static_summary=f"generation {request.generation_id}",
+            )
+            return await handle.result()
+        except WorkflowFailureError as failure:
+            raise _domain_error(failure) from None
+
+    async def inspect(self, request_id: str) -> dict[str, Any]:
+        """Return the stored, content-free receipt (and inspection) of a request.
+
+        Works from any process and after restarts: receipts live in PostgreSQL.
+
+        Raises:
+            KeyError: No receipt is stored under `request_id`.
+        """
+        receipt, inspection = await self._generations.get_receipt(request_id)
+        return {"receipt": receipt, "inspection": inspection}
+
+    async def _hydrate(self, result: GenerationResult) -> Generation:
+        if result.thread_commit is not None and result.thread_id is not None:
+            [message] = await self._threads.load_messages(
+                result.thread_id, [result.output_message_id]
+            )
+        else:
+            staged = await self._generations.get_staged(result.generation_id, 0, "final")
+            if staged is None:
+                raise ThreadError("not_found", "the generation's output is no longer stored")
+            message = staged.message
+        return Generation(text=message.text, message=message, result=result)
+
+
+def _thread_id(thread: object | None) -> str | None:
+    if thread is None:
+        return None
+    if isinstance(thread, str):
+        return thread
+    identifier = getattr(thread, "id", None)
+    if isinstance(identifier, str):
+        return identifier
+    raise ConfigurationError("thread must be a Thread handle or an id")
+
+
+def _merge_budget(
+    base: InputBudgetSpec | None, override: Mapping[str, int] | InputBudgetSpec | None
+) -> InputBudgetSpec | None:
+    if override is None:
+        return base
+    if not isinstance(override, InputBudgetSpec):
+        try:
+            override = InputBudgetSpec.model_validate(dict(override))
+        except ValueError:
+            raise ConfigurationError("input_budget accepts only optimize_at and max") from None
+    if base is None:
+        return override
+    # Field by field: the invocation wins where it speaks.
+    return InputBudgetSpec(
+        optimize_at=override.optimize_at if override.optimize_at is not None else base.optimize_at,
+        max=override.max if override.max is not None else base.max,
+    )
+
+
+def _domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureError:
+    """Rebuild the typed domain error from a workflow failure's cause chain."""
+    cause: BaseException | None = failure.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type:
+            details = list(cause.details)
+            code = str(details[0]) if details else ""
+            if cause.type == ErrorType.REQUEST_COMPOSITION:
+                diagnostics = details[1] if len(details) > 1 and isinstance(details[1], dict) else {}
+                return RequestCompositionError(
+                    code,  # pyright: ignore[reportArgumentType]
+                    cause.message,
+                    diagnostics=diagnostics,  # pyright: ignore[reportUnknownArgumentType]
+                )
+            if cause.type == ErrorType.THREAD_COMMIT:
+                return ThreadCommitError(cause.message)
+            if cause.type == ErrorType.THREAD:
+                return ThreadError(code or "commit_failed", cause.message)  # pyright: ignore[reportArgumentType]
+            if cause.type == ErrorType.CONFIGURATION:
+                return ConfigurationError(cause.message)
+        cause = cause.__cause__
+    return failure

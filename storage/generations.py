@@ -1,0 +1,209 @@
+"""Generation staging, the generation ledger and request receipts.
+
+Staged rows hold text only while a managed generation is in flight (the rendered user turn,
+each attempt's output); the ledger row written at completion is content-free and answers
+"did this `generation_id` already produce a turn?" for as long as the database keeps it,
+which outlives Temporal's retention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from crux.messages import Message
+from crux.models import GenerationResult
+
+_STAGE = """
+INSERT INTO crux_generation_staging
+    (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+"""
+
+_GET_STAGED = """
+SELECT message, info FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = $2 AND kind = $3
+"""
+
+_FIND_RESULT = "SELECT result FROM crux_generations WHERE generation_id = $1"
+
+_RECORD_RESULT = """
+INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (generation_id) DO NOTHING
+"""
+
+_RECORD_RECEIPT = """
+INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (request_id) DO NOTHING
+"""
+
+_GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
+
+_DROP_STAGING = "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind <> 'final'"
+
+
+@dataclass(frozen=True)
+class StagedMessage:
+    """A staged message and its content-free facts."""
+
+    message: Message
+    info: dict[str, Any] | None
+
+
+def _messages(row: Any) -> list[Message]:
+    if row is None:
+        raise KeyError("staged messages")
+    return [Message.model_validate(m) for m in row["message"]["messages"]]
+
+
+class GenerationStore:
+    """Staging, ledger and receipts for managed generations.
+
+    Args:
+        pool: The asyncpg pool (created with `storage.create_pool`).
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def stage(
+        self,
+        generation_id: str,
+        attempt: int,
+        kind: str,
+        message: Message,
+        *,
+        thread_id: str | None = None,
+        source_message_ids: Sequence[str] = (),
+        info: dict[str, Any] | None = None,
+    ) -> StagedMessage:
+        """Stage a message once; a retry returns the row written first.
+
+        Args:
+            generation_id: The generation.
+            attempt: Attempt number (0 for inputs).
+            kind: `user`, `system`, `output`, ...
+            message: The message to stage.
+            thread_id: The Thread the generation belongs to (for redaction cascades).
+            source_message_ids: Thread messages the staged content was derived from.
+            info: Content-free facts about the row (usage, finish reason).
+
+        Returns:
+            The staged row (the earlier one when it already existed).
+        """
+        async with self._pool.acquire() as connection:
+            await connection.execute(
+                _STAGE,
+                generation_id,
+                attempt,
+                kind,
+                thread_id,
+                message.model_dump(mode="json"),
+                list(source_message_ids),
+                info,
+            )
+            row = await connection.fetchrow(_GET_STAGED, generation_id, attempt, kind)
+        if row is None:
+            # A concurrent redaction removed the row between the two statements.
+            raise KeyError(generation_id)
+        return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
+
+    async def get_staged(self, generation_id: str, attempt: int, kind: str) -> StagedMessage | None:
+        """Return a staged row, or `None` when nothing is staged under that key."""
+        row = await self._pool.fetchrow(_GET_STAGED, generation_id, attempt, kind)
+        if row is None:
+            return None
+        return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
+
+    async def stage_messages(
+        self, generation_id: str, kind: str, messages: Sequence[Message]
+    ) -> list[Message]:
+        """Stage an ordered list of messages (call-site transcripts) as one row."""
+        payload = {"messages": [m.model_dump(mode="json") for m in messages]}
+        async with self._pool.acquire() as connection:
+            await connection.execute(
+                _STAGE, generation_id, 0, kind, None, payload, [], None
+            )
+            row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
+        return _messages(row)
+
+    async def get_staged_messages(self, generation_id: str, kind: str) -> list[Message] | None:
+        """Return a staged message list, or `None` when none is staged."""
+        row = await self._pool.fetchrow(_GET_STAGED, generation_id, 0, kind)
+        return None if row is None else _messages(row)
+
+    async def find_result(self, generation_id: str) -> GenerationResult | None:
+        """The stored result of a completed generation, if any."""
+        stored: Any = await self._pool.fetchval(_FIND_RESULT, generation_id)
+        return None if stored is None else GenerationResult.model_validate(stored)
+
+    async def record_result(
+        self,
+        result: GenerationResult,
+        *,
+        workflow_id: str,
+        receipts: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]] = (),
+        keep_final: Message | None = None,
+    ) -> GenerationResult:
+        """Record a completed generation, its receipts, and drop its in-flight staging.
+
+        Idempotent: a second call keeps the first result and returns it.
+
+        Args:
+            result: The content-free result.
+            workflow_id: The workflow that produced it.
+            receipts: `(request_id, receipt JSON, inspection JSON)` per provider step.
+            keep_final: For ad-hoc generations, the output to keep (as the `final` row),
+                since no Thread holds it.
+
+        Returns:
+            The result stored for this generation id.
+        """
+        async with self._pool.acquire() as connection, connection.transaction():
+            if keep_final is not None:
+                await connection.execute(
+                    _STAGE,
+                    result.generation_id,
+                    0,
+                    "final",
+                    result.thread_id,
+                    keep_final.model_dump(mode="json"),
+                    [],
+                    None,
+                )
+            await connection.execute(
+                _RECORD_RESULT,
+                result.generation_id,
+                result.thread_id,
+                workflow_id,
+                result.model_dump(mode="json"),
+            )
+            for request_id, receipt, inspection in receipts:
+                await connection.execute(
+                    _RECORD_RECEIPT,
+                    request_id,
+                    result.generation_id,
+                    result.thread_id,
+                    receipt,
+                    inspection,
+                )
+            await connection.execute(_DROP_STAGING, result.generation_id)
+            stored: Any = await connection.fetchval(_FIND_RESULT, result.generation_id)
+        return GenerationResult.model_validate(stored)
+
+    async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Return `(receipt, inspection)` JSON for a request id.
+
+        Raises:
+            KeyError: No receipt is stored under that id.
+        """
+        row = await self._pool.fetchrow(_GET_RECEIPT, request_id)
+        if row is None:
+            raise KeyError(request_id)
+        return row["receipt"], row["inspection"]

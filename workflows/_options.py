@@ -1,0 +1,47 @@
+"""Activity options of the generation workflow, each with the reason for its values."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityConfig
+
+READ_REQUEST = ActivityConfig(
+    # One indexed path read plus tokenizing only the messages not yet counted.
+    start_to_close_timeout=timedelta(seconds=60),
+    # Storage blips are transient; invalid input fails fast as non-retryable.
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=10,
+    ),
+)
+
+INVOKE_MODEL = ActivityConfig(
+    # Long generations are legitimate; the heartbeat catches a dead worker much sooner.
+    start_to_close_timeout=timedelta(minutes=10),
+    heartbeat_timeout=timedelta(seconds=30),
+    # Providers' retryable statuses (408/409/429/5xx) retry here, honouring retry-after
+    # through next_retry_delay; clients never retry on their own.
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=5,
+    ),
+)
+
+COMMIT_TURN = ActivityConfig(
+    # A single transaction; bounded attempts so the workflow can surface `commit_blocked`
+    # and keep retrying in its own loop instead of hiding the outage inside one activity.
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=3,
+    ),
+)
+
+COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
+"""Longest pause between commit rounds while storage stays unavailable."""

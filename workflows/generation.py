@@ -1,0 +1,225 @@
+"""`ManagedGenerationWorkflow`: read, plan, invoke, commit, one activity per stage.
+
+The workflow only sequences: the pure planner decides what to send, the activities do the
+I/O, and every payload is ids, sizes and decisions. No message text enters history.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    # Passed through: pydantic models and the pure planner are deterministic and
+    # re-importing them per workflow run would only cost time.
+    from activities.contracts import (
+        ACTIVITY_COMMIT_TURN,
+        ACTIVITY_INVOKE_MODEL,
+        ACTIVITY_READ_REQUEST,
+        CommitTurnInput,
+        CommitTurnResult,
+        InvokeModelInput,
+        InvokeModelResult,
+        ReadRequestInput,
+        ReadRequestResult,
+    )
+    from crux.errors import ErrorType, RequestCompositionError
+    from crux.models import (
+        GenerationInput,
+        GenerationResult,
+        StepRecord,
+        workflow_id_for,
+    )
+    from workflows import _options
+    from workflows._planning import build_plan_request, max_input_tokens, resolve_profile
+    from planner import SealedPlan, plan
+
+STAGE = SearchAttributeKey.for_keyword("CruxStage")
+THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
+GENERATION_ID = SearchAttributeKey.for_keyword("CruxGenerationId")
+MODEL = SearchAttributeKey.for_keyword("CruxModel")
+
+# A provider that says "too long" despite our measurement gets exactly one linked retry
+# with a stricter ceiling, this fraction of what we measured.
+OVERFLOW_RECOVERY_FACTOR = 0.85
+
+
+@workflow.defn(name="ManagedGenerationWorkflow")
+class ManagedGenerationWorkflow:
+    """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
+
+    def __init__(self) -> None:
+        self._stage = "starting"
+
+    @workflow.query(name="get_stage")
+    def get_stage(self) -> str:
+        """The current stage (`reading`, `planning`, `invoking`, `committing`,
+        `commit_blocked`, `completed`)."""
+        return self._stage
+
+    @workflow.run
+    async def run(self, request: GenerationInput) -> GenerationResult:
+        """Run the generation and return its content-free result."""
+        profile = resolve_profile(request.model)
+        self._set_stage("reading")
+        read: ReadRequestResult = await workflow.execute_activity(
+            ACTIVITY_READ_REQUEST,
+            ReadRequestInput(
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                owner=request.owner,
+                model=request.model,
+                prompt_id=request.prompt_id,
+                input=request.input,
+                input_ref=request.input_ref,
+                messages_ref=request.messages_ref,
+                history=request.history,
+                max_input_tokens=max_input_tokens(profile, request),
+            ),
+            result_type=ReadRequestResult,
+            summary="read request",
+            **_options.READ_REQUEST,
+        )
+        if read.existing is not None:
+            self._set_stage("completed")
+            return read.existing
+
+        steps: list[StepRecord] = []
+        attempt = 1
+        ceiling: int | None = None
+        previous_request_id: str | None = None
+        while True:
+            self._set_stage("planning")
+            sealed = self._plan(request, read, profile, ceiling, previous_request_id)
+            self._set_stage("invoking", f"attempt {attempt}: {sealed.input_tokens} input tokens")
+            try:
+                invoked: InvokeModelResult = await workflow.execute_activity(
+                    ACTIVITY_INVOKE_MODEL,
+                    InvokeModelInput(
+                        generation_id=request.generation_id,
+                        attempt=attempt,
+                        thread_id=request.thread_id,
+                        owner=request.owner,
+                        revision=read.revision,
+                        history_source=read.history_source,
+                        model=request.model,
+                        message_ids=list(sealed.message_ids),
+                        max_output_tokens=sealed.max_output_tokens,
+                    ),
+                    result_type=InvokeModelResult,
+                    summary=f"{request.model} attempt {attempt}",
+                    **_options.INVOKE_MODEL,
+                )
+            except ActivityError as error:
+                if _error_type(error) == ErrorType.CONTEXT_TOO_LONG and ceiling is None:
+                    ceiling = int(sealed.input_tokens * OVERFLOW_RECOVERY_FACTOR)
+                    previous_request_id = sealed.request_id
+                    attempt += 1
+                    continue
+                raise
+            steps.append(
+                StepRecord(
+                    attempt=attempt,
+                    request=sealed.receipt,
+                    usage=invoked.usage,
+                    finish_reason=invoked.finish_reason,
+                    output_tokens=invoked.output_tokens,
+                )
+            )
+            break
+
+        result = await self._commit(request, read, attempt, steps)
+        self._set_stage("completed")
+        return result
+
+    def _plan(
+        self,
+        request: GenerationInput,
+        read: ReadRequestResult,
+        profile: Any,
+        ceiling: int | None,
+        previous_request_id: str | None,
+    ) -> SealedPlan:
+        plan_request = build_plan_request(
+            request_id=f"request_{workflow.uuid4().hex}",
+            request=request,
+            read=read,
+            profile=profile,
+            ceiling=ceiling,
+            previous_request_id=previous_request_id,
+        )
+        try:
+            return plan(plan_request)
+        except RequestCompositionError as error:
+            self._set_stage("failed", error.code)
+            raise ApplicationError(
+                str(error),
+                error.code,
+                error.diagnostics,
+                type=ErrorType.REQUEST_COMPOSITION,
+                non_retryable=True,
+            ) from None
+
+    async def _commit(
+        self,
+        request: GenerationInput,
+        read: ReadRequestResult,
+        attempt: int,
+        steps: list[StepRecord],
+    ) -> GenerationResult:
+        commit_input = CommitTurnInput(
+            generation_id=request.generation_id,
+            workflow_id=workflow_id_for(request.generation_id, request.thread_id),
+            thread_id=request.thread_id,
+            owner=request.owner,
+            expected_head=read.head,
+            accepted_attempt=attempt,
+            history_source=read.history_source,
+            steps=steps,
+        )
+        backoff = timedelta(seconds=1)
+        rounds = 0
+        while True:
+            self._set_stage("committing" if rounds == 0 else "commit_blocked")
+            try:
+                committed: CommitTurnResult = await workflow.execute_activity(
+                    ACTIVITY_COMMIT_TURN,
+                    commit_input,
+                    result_type=CommitTurnResult,
+                    summary="commit turn",
+                    **_options.COMMIT_TURN,
+                )
+                return committed.result
+            except ActivityError as error:
+                cause = error.cause
+                if isinstance(cause, ApplicationError) and cause.non_retryable:
+                    self._set_stage("failed", "commit rejected")
+                    code = cause.details[0] if cause.details else "commit_failed"
+                    raise ApplicationError(
+                        "the accepted turn could not be published",
+                        code,
+                        type=ErrorType.THREAD_COMMIT,
+                        non_retryable=True,
+                    ) from None
+                rounds += 1
+                # Storage is unavailable: stay visibly blocked and keep the staged output.
+                self._set_stage("commit_blocked", f"commit round {rounds} failed; retrying")
+                await workflow.sleep(backoff)
+                backoff = min(backoff * 2, _options.COMMIT_BLOCKED_MAX_BACKOFF)
+
+    def _set_stage(self, stage: str, details: str | None = None) -> None:
+        self._stage = stage
+        workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
+        # Search attributes are set only when the starter registered them; upserting an
+        # unregistered attribute would fail the workflow task on a production cluster.
+        if workflow.info().typed_search_attributes.get(STAGE) is not None:
+            workflow.upsert_search_attributes([STAGE.value_set(stage)])
+
+
+def _error_type(error: ActivityError) -> str | None:
+    cause = error.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
