@@ -1,0 +1,275 @@
+"""One managed turn end to end on real parts: Temporal, PostgreSQL, HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+
+import asyncpg
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+
+from crux.errors import RequestCompositionError
+from crux.models import GenerationInput, GenerationResult, workflow_id_for
+from crux.prompts import prompt
+from crux.stack import temporal_cli_path
+from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
+from storage import ThreadStore
+from tests.helpers import eventually, new_worker, settings_for
+
+MODEL = "openai:gpt-4o-mini"
+
+QUESTIONS = (
+    "Where is the Torre de Belem exactly?",
+    "Is it open on Mondays in winter?",
+    "How long should I plan for the visit?",
+)
+REPLIES = (
+    "It stands on the river bank in the Belem district.",
+    "It is closed on Mondays all year round.",
+    "Plan for roughly ninety minutes including the queue.",
+)
+
+
+def _texts(server: LoopbackOpenAIServer) -> list[list[str]]:
+    return [
+        [str(m.get("content")) for m in request.body["messages"]]
+        for request in server.requests
+        if request.body
+    ]
+
+
+async def _history_json(client: Client, workflow_id: str) -> str:
+    history: WorkflowHistory = await client.get_workflow_handle(workflow_id).fetch_history()
+    return history.to_json()
+
+
+async def test_three_turns_commit_one_causal_group_each_and_send_exact_history(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    support = prompt(
+        id="support", system="Answer briefly.", prompt=lambda value: str(value["message"])
+    )
+    thread_id = f"support:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(*(TextReply(text=reply) for reply in REPLIES))
+    async with new_worker(client, pool, settings) as worker:
+        results = []
+        for number, question in enumerate(QUESTIONS):
+            result = await worker.runtime.generate(
+                support,
+                input={"message": question},
+                thread=thread_id,
+                model=MODEL,
+                generation_id=f"turn-{number}",
+            )
+            results.append(result)
+
+    assert [r.text for r in results] == list(REPLIES)
+    commits = [r.thread_commit for r in results]
+    assert all(c is not None and c.status == "selected" and not c.replayed for c in commits)
+    assert commits[0] is not None and commits[0].parent_id is None
+    for previous, current in zip(commits, commits[1:], strict=False):
+        assert previous is not None and current is not None
+        assert current.parent_id == previous.message_ids[-1]
+    assert commits[0] is not None
+    assert commits[0].message_ids == ["gen:turn-0:user", "gen:turn-0:assistant"]
+
+    sent = _texts(openai_server)
+    assert sent[0] == ["Answer briefly.", QUESTIONS[0]]
+    assert sent[2] == [
+        "Answer briefly.",
+        QUESTIONS[0],
+        REPLIES[0],
+        QUESTIONS[1],
+        REPLIES[1],
+        QUESTIONS[2],
+    ]
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert [m.id for m in view.messages][-2:] == ["gen:turn-2:user", "gen:turn-2:assistant"]
+    assert len(view.messages) == 6
+
+    receipt = results[2].steps[0].request
+    assert receipt.input_tokens > 0
+    stored = await worker.runtime.inspect(receipt.id)
+    assert stored["receipt"]["id"] == receipt.id
+
+
+async def test_histories_carry_no_thread_text(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"private:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(*(TextReply(text=reply) for reply in REPLIES))
+    async with new_worker(client, pool, settings) as worker:
+        for number, question in enumerate(QUESTIONS):
+            await worker.runtime.generate(
+                question, thread=thread_id, model=MODEL, generation_id=f"p-{number}"
+            )
+    for number in range(len(QUESTIONS)):
+        text = await _history_json(client, workflow_id_for(f"p-{number}", thread_id))
+        for secret in (*QUESTIONS, *REPLIES):
+            assert secret not in text
+            assert json.dumps(secret)[1:-1] not in text
+
+
+async def test_same_generation_id_twice_commits_one_turn(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"idem:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="first"), TextReply(text="second, never committed"))
+    async with new_worker(client, pool, settings) as worker:
+        first = await worker.runtime.generate(
+            "hello", thread=thread_id, model=MODEL, generation_id="same"
+        )
+        second = await worker.runtime.generate(
+            "hello", thread=thread_id, model=MODEL, generation_id="same"
+        )
+        both = await asyncio.gather(
+            worker.runtime.generate("hi", thread=thread_id, model=MODEL, generation_id="race"),
+            worker.runtime.generate("hi", thread=thread_id, model=MODEL, generation_id="race"),
+        )
+    assert first.text == second.text == "first"
+    assert second.result.replayed is True
+    assert first.thread_commit is not None and second.thread_commit is not None
+    assert second.thread_commit.message_ids == first.thread_commit.message_ids
+    assert both[0].thread_commit == both[1].thread_commit
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert len(view.messages) == 4
+    # One provider call per distinct generation id.
+    assert len(openai_server.requests) == 2
+
+
+async def test_plain_client_with_json_input_commits_a_turn(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"plain:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="plain reply"))
+    async with new_worker(client, pool, settings) as worker:
+        raw = await client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {"generation_id": "g1", "thread_id": thread_id, "model": MODEL, "input": "Hi there"},
+            id=workflow_id_for("g1", thread_id),
+            task_queue=worker.task_queue,
+        )
+    result = GenerationResult.model_validate(raw)
+    assert result.thread_commit is not None and result.thread_commit.status == "selected"
+    [user, assistant] = await ThreadStore(pool).load_messages(
+        thread_id, result.thread_commit.message_ids
+    )
+    assert (user.text, assistant.text) == ("Hi there", "plain reply")
+
+
+async def test_temporal_cli_execute_with_json_input_commits_a_turn(
+    temporal_env: WorkflowEnvironment,
+    pool: asyncpg.Pool,
+    database_url: str,
+    openai_server: LoopbackOpenAIServer,
+) -> None:
+    client = temporal_env.client
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"cli:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="cli reply"))
+    payload = json.dumps({"generation_id": "c1", "thread_id": thread_id, "model": MODEL,
+                          "input": {"message": "From the CLI"}})
+    async with new_worker(client, pool, settings) as worker:
+        completed = await asyncio.to_thread(
+            subprocess.run,
+            [
+                temporal_cli_path(), "workflow", "execute",
+                "--address", client.service_client.config.target_host,
+                "--type", "ManagedGenerationWorkflow",
+                "--task-queue", worker.task_queue,
+                "--workflow-id", workflow_id_for("c1", thread_id),
+                "--input", payload,
+                "--output", "json",
+            ],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert [m.id for m in view.messages] == ["gen:c1:user", "gen:c1:assistant"]
+
+
+async def test_request_too_large_fails_typed_before_any_provider_call(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        with pytest.raises(RequestCompositionError) as raised:
+            await worker.runtime.generate(
+                "word " * 400,
+                thread=f"big:{uuid.uuid4().hex[:6]}",
+                model=MODEL,
+                input_budget={"max": 50},
+            )
+    assert raised.value.code == "REQUEST_TOO_LARGE"
+    assert "word" not in str(raised.value)
+    assert openai_server.requests == []
+
+
+async def test_retryable_provider_status_is_retried_by_temporal(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    openai_server.enqueue(
+        ErrorReply(status=429, headers={"retry-after-ms": "50"}),
+        ErrorReply(status=503),
+        TextReply(text="third time lucky"),
+    )
+    async with new_worker(client, pool, settings) as worker:
+        result = await worker.runtime.generate(
+            "hello", thread=f"retry:{uuid.uuid4().hex[:6]}", model=MODEL
+        )
+    assert result.text == "third time lucky"
+    assert len(openai_server.requests) == 3
+
+
+async def test_adhoc_generation_without_thread_returns_text(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    settings = settings_for(database_url)
+    async with new_worker(client, pool, settings) as worker:
+        result = await worker.runtime.generate("What is two plus two?", model="offline:echo")
+    assert result.thread_commit is None
+    assert result.text
+    assert result.result.history_source == "none"
+
+
+async def test_commit_blocked_is_visible_and_recovers(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"blocked:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="kept safe", delay_seconds=2.0))
+    async with new_worker(client, pool, settings) as worker:
+        request = GenerationInput(
+            generation_id="b1", thread_id=thread_id, model=MODEL, input="keep me"
+        )
+        handle = await client.start_workflow(
+            "ManagedGenerationWorkflow",
+            request,
+            id=workflow_id_for("b1", thread_id),
+            task_queue=worker.task_queue,
+            result_type=GenerationResult,
+        )
+
+        async def stage() -> str:
+            return await handle.query("get_stage", result_type=str)
+
+        await eventually(stage, lambda value: value == "invoking")
+        # While the provider answers, make the ledger unavailable: every commit attempt now
+        # fails like a storage outage.
+        await pool.execute("ALTER TABLE crux_generations RENAME TO crux_generations_offline")
+        await eventually(stage, lambda value: value == "commit_blocked", timeout=60)
+        description = await handle.describe()
+        assert description.status is not None and description.status.name == "RUNNING"
+        await pool.execute("ALTER TABLE crux_generations_offline RENAME TO crux_generations")
+        result = await handle.result()
+    assert result.thread_commit is not None
+    assert len(openai_server.requests) == 1

@@ -1,0 +1,75 @@
+"""Test helpers: a worker on a fresh task queue and an eventually-style poll."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import asyncpg
+from temporalio.client import Client
+
+from crux._worker import build_worker, worker_resources
+from crux.config import Settings
+from crux.prompts import Prompt
+from crux.runtime import Runtime
+
+T = TypeVar("T")
+
+
+@dataclass
+class RunningWorker:
+    """A worker running for one test, and a runtime that targets it."""
+
+    task_queue: str
+    settings: Settings
+    runtime: Runtime
+
+
+def settings_for(database_url: str, *, openai_base_url: str | None = None) -> Settings:
+    values: dict[str, object] = {"database_url": database_url, "log_format": "json"}
+    if openai_base_url:
+        values["openai_base_url"] = openai_base_url
+        values["openai_api_key"] = "sk-test-not-a-secret"
+    return Settings.model_validate(values)
+
+
+@asynccontextmanager
+async def new_worker(
+    client: Client,
+    pool: asyncpg.Pool,
+    settings: Settings,
+    *,
+    prompts: Iterable[Prompt] = (),
+    default_model: str = "offline:echo",
+) -> AsyncIterator[RunningWorker]:
+    """Run a real worker on a unique task queue for the duration of the block."""
+    task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
+    settings = settings.model_copy(update={"task_queue": task_queue})
+    async with worker_resources(settings, pool=pool, prompts=prompts) as activities:
+        worker = build_worker(client, task_queue=task_queue, activities=activities)
+        async with worker:
+            runtime = Runtime(client, pool, task_queue=task_queue, default_model=default_model)
+            yield RunningWorker(task_queue=task_queue, settings=settings, runtime=runtime)
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    predicate: Callable[[T], bool],
+    *,
+    timeout: float = 20.0,
+    interval: float = 0.1,
+) -> T:
+    """Poll `probe` until `predicate` holds, or fail after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await probe()
+        if predicate(value):
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not reached in {timeout}s; last value: {value!r}")
+        await asyncio.sleep(interval)
