@@ -20,6 +20,7 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from providers.loopback import LoopbackOpenAIServer
 from crux.stack import EmbeddedPostgres, start_postgres_sync, start_temporal
 from storage import create_pool
 from storage.migrate import migrate
@@ -113,3 +114,10 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 def client(temporal_env: WorkflowEnvironment) -> Client:
     """The Temporal client of the session's server."""
     return temporal_env.client
+
+
+@pytest_asyncio.fixture
+async def openai_server() -> AsyncIterator[LoopbackOpenAIServer]:
+    """A loopback HTTP server speaking the OpenAI chat-completions wire format."""
+    async with LoopbackOpenAIServer() as server:
+        yield server
