@@ -3,10 +3,34 @@
 from storage._pool import create_pool
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
+from storage.threads import (
+    EMPTY_REVISION,
+    HistoryEntry,
+    HistoryView,
+    MessageEntry,
+    OwnerState,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    ThreadStore,
+    VariantInfo,
+)
 
 __all__ = [
+    "EMPTY_REVISION",
     "GenerationStore",
+    "HistoryEntry",
+    "HistoryView",
+    "MessageEntry",
+    "OwnerState",
+    "RedactedEntry",
+    "RemovedEntry",
     "StagedMessage",
+    "ThreadEntry",
+    "ThreadSnapshot",
+    "ThreadStore",
+    "VariantInfo",
     "available_migrations",
     "create_pool",
     "migrate",

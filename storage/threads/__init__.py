@@ -1,0 +1,28 @@
+"""Canonical Threads on PostgreSQL: the store, its read shapes and the history view."""
+
+from storage.threads._control import EMPTY_REVISION
+from storage.threads._models import (
+    HistoryEntry,
+    HistoryView,
+    MessageEntry,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    VariantInfo,
+)
+from storage.threads.store import OwnerState, ThreadStore
+
+__all__ = [
+    "EMPTY_REVISION",
+    "HistoryEntry",
+    "HistoryView",
+    "MessageEntry",
+    "OwnerState",
+    "RedactedEntry",
+    "RemovedEntry",
+    "ThreadEntry",
+    "ThreadSnapshot",
+    "ThreadStore",
+    "VariantInfo",
+]

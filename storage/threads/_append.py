@@ -1,0 +1,145 @@
+"""Publication of one causal group: replay detection, parent choice, selection and tips."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crux.errors import ThreadError
+from crux.models import ThreadCommit
+from storage.threads._control import Control, publish
+from storage.threads._db import Connection
+from storage.threads._nodes import Node, group_receipt, insert_group, node, nodes_by_id
+from storage.threads._validate import MAIN_OWNER, PreparedMessage
+
+_ADVANCE_TIPS = """
+WITH moved AS (
+    UPDATE crux_thread_leaves SET leaf = $4
+    WHERE thread_id = $1 AND owner_id = $2 AND leaf = $3
+    RETURNING 1
+)
+SELECT count(*) FROM moved
+"""
+
+REMEMBER_TIP = """
+INSERT INTO crux_thread_leaves (thread_id, owner_id, branch_start, leaf)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (thread_id, owner_id, branch_start) DO UPDATE SET leaf = EXCLUDED.leaf
+"""
+
+
+def check_writer(control: Control, owner: str) -> None:
+    """Only `main` and registered open owners may publish or navigate.
+
+    Raises:
+        ThreadError: `invalid_message` for an unregistered or closed owner.
+    """
+    if owner != MAIN_OWNER and control.owners.get(owner) != "open":
+        raise ThreadError(
+            "invalid_message", f"owner {owner} is not registered open", thread_id=control.thread_id
+        )
+
+
+async def _replay(
+    connection: Connection,
+    control: Control,
+    batch: Sequence[PreparedMessage],
+    existing: dict[str, Node],
+    *,
+    explicit_parent: bool,
+    parent_id: str | None,
+) -> ThreadCommit:
+    """Return the stored receipt if `batch` is exactly a published group, else conflict."""
+    thread_id = control.thread_id
+    ids = [item.id for item in batch]
+
+    def conflict(reason: str) -> ThreadError:
+        return ThreadError("identity_conflict", f"{reason} for group {ids[0]}", thread_id=thread_id)
+
+    if len(existing) != len(ids):
+        raise conflict("partial overlap with stored messages")
+    first = existing[ids[0]]
+    receipt = await group_receipt(connection, thread_id, first.group_id)
+    if receipt is None or receipt.message_ids != ids:
+        raise conflict("different batch membership or order")
+    if receipt.edit_of is not None:
+        raise conflict("id belongs to an edit")
+    for item in batch:
+        if existing[item.id].identity != item.identity:
+            raise conflict("different content, role or metadata")
+    if explicit_parent and receipt.parent_id != parent_id:
+        raise conflict("different parent")
+    return receipt.commit(replayed=True)
+
+
+async def append_group(
+    connection: Connection,
+    control: Control,
+    batch: Sequence[PreparedMessage],
+    *,
+    owner: str,
+    explicit_parent: bool,
+    parent_id: str | None,
+) -> ThreadCommit:
+    """Publish `batch` as one causal group inside the caller's locked transaction.
+
+    Args:
+        connection: A connection inside a transaction that holds the control row lock.
+        control: The locked, live control state (mutated and published here).
+        batch: The validated group.
+        owner: The owner whose head is compared and advanced.
+        explicit_parent: True when `parent_id` was given (`after` or an expected head);
+            otherwise the owner's head is the parent.
+        parent_id: The explicit parent (`None` = root), ignored unless `explicit_parent`.
+    """
+    thread_id = control.thread_id
+    ids = [item.id for item in batch]
+    existing = await nodes_by_id(connection, thread_id, ids)
+    if any(found.state == "redacted" for found in existing.values()):
+        raise ThreadError("redacted", f"group {ids[0]} contains a redacted id", thread_id=thread_id)
+    if existing:
+        return await _replay(
+            connection,
+            control,
+            batch,
+            existing,
+            explicit_parent=explicit_parent,
+            parent_id=parent_id,
+        )
+    check_writer(control, owner)
+
+    head = control.head(owner)
+    target = parent_id if explicit_parent else head
+    parent: Node | None = None
+    if target is not None:
+        parent = await node(connection, thread_id, target)
+        if parent is None:
+            raise ThreadError("not_found", f"parent {target} is not published", thread_id=thread_id)
+        if not parent.group_end:
+            raise ThreadError(
+                "invalid_group", f"parent {target} is not a group end", thread_id=thread_id
+            )
+
+    leaf = ids[-1]
+    selected = head == target
+    status = "selected" if selected else "alternative"
+    selected_head = leaf if selected or head is None else head
+    receipt = await insert_group(
+        connection,
+        thread_id=thread_id,
+        owner=owner,
+        parent=parent,
+        batch=batch,
+        status=status,
+        selected_head=selected_head,
+        version=control.version + 1,
+    )
+    advanced = 0
+    if target is not None:
+        advanced = await connection.fetchval(_ADVANCE_TIPS, thread_id, owner, target, leaf)
+    if not selected and advanced == 0:
+        # An unselected branch must stay reachable from a remembered tip.
+        await connection.execute(REMEMBER_TIP, thread_id, owner, ids[0], leaf)
+    if selected:
+        control.heads[owner] = leaf
+    await publish(connection, control)
+    return receipt.commit(replayed=False)

@@ -1,0 +1,252 @@
+"""Reads: snapshots with group-whole pagination and variants, the history view, messages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from crux.errors import ThreadError
+from crux.messages import Message
+from storage.threads._control import EMPTY_REVISION, Control
+from storage.threads._db import Connection, Row
+from storage.threads._models import (
+    HistoryEntry,
+    HistoryView,
+    MessageEntry,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    VariantInfo,
+)
+from storage.threads._nodes import Node, path_to
+
+_CONTENT = """
+SELECT message_id, body::text AS body, created_at FROM crux_thread_messages
+WHERE thread_id = $1 AND message_id = ANY($2::text[]) AND state <> 'redacted'
+"""
+
+_SIBLINGS = """
+SELECT parent_id, message_id FROM crux_thread_messages
+WHERE thread_id = $1 AND seq = 0
+  AND (parent_id = ANY($2::text[]) OR ($3 AND parent_id IS NULL))
+ORDER BY published_version, message_id
+"""
+
+_HISTORY_PATH = """
+WITH RECURSIVE path AS (
+    SELECT message_id, parent_id, group_id, seq, group_end, depth, state, role, tool_call_id,
+           tool_call_ids, has_media
+    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
+    UNION ALL
+    SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state, m.role,
+           m.tool_call_id, m.tool_call_ids, m.has_media
+    FROM path p JOIN crux_thread_messages m
+      ON m.thread_id = $1 AND m.message_id = p.parent_id
+)
+SELECT p.*, t.tokens
+FROM path p
+LEFT JOIN crux_thread_token_counts t
+  ON t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3
+ORDER BY p.depth
+"""
+
+_MESSAGES = """
+SELECT message_id, state, body::text AS body FROM crux_thread_messages
+WHERE thread_id = $1 AND message_id = ANY($2::text[])
+"""
+
+
+def check_page_options(thread_id: str, *, before: str | None, limit: int | None) -> None:
+    """Validate `before`/`limit` before any I/O.
+
+    Raises:
+        ThreadError: `invalid_message` for a non-positive or non-integer limit;
+            `invalid_group` for `before` without `limit`.
+    """
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or limit < 1  # pyright: ignore[reportUnnecessaryIsInstance]
+    ):
+        raise ThreadError(
+            "invalid_message", "limit must be a positive integer", thread_id=thread_id
+        )
+    if before is not None and limit is None:
+        raise ThreadError("invalid_group", "before requires limit", thread_id=thread_id)
+
+
+def page_start(path: Sequence[Node], limit: int) -> int:
+    """Index where the newest page of whole groups begins (groups are never split)."""
+    taken = 0
+    start = len(path)
+    while start > 0:
+        group_start = start - 1
+        while group_start > 0 and path[group_start].seq != 0:
+            group_start -= 1
+        size = start - group_start
+        if taken and taken + size > limit:
+            break
+        taken += size
+        start = group_start
+        if taken >= limit:
+            break
+    return start
+
+
+async def _variants(
+    connection: Connection, thread_id: str, starts: Sequence[Node]
+) -> dict[str, VariantInfo]:
+    parents = [item.parent_id for item in starts if item.parent_id is not None]
+    at_root = any(item.parent_id is None for item in starts)
+    siblings: dict[str | None, list[str]] = {}
+    for row in await connection.fetch(_SIBLINGS, thread_id, parents, at_root):
+        siblings.setdefault(row["parent_id"], []).append(row["message_id"])
+    found: dict[str, VariantInfo] = {}
+    for item in starts:
+        group = siblings.get(item.parent_id, [])
+        if len(group) < 2 or item.id not in group:
+            continue
+        index = group.index(item.id)
+        found[item.id] = VariantInfo(
+            index=index,
+            count=len(group),
+            previous=group[index - 1] if index > 0 else None,
+            next=group[index + 1] if index + 1 < len(group) else None,
+        )
+    return found
+
+
+async def build_snapshot(
+    connection: Connection,
+    control: Control | None,
+    thread_id: str,
+    *,
+    owner: str,
+    at: str | None = None,
+    before: str | None = None,
+    limit: int | None = None,
+) -> ThreadSnapshot:
+    """Render one snapshot from the state visible to `connection`."""
+    if control is None:
+        return ThreadSnapshot(thread_id=thread_id, revision=EMPTY_REVISION)
+    control.ensure_live()
+    head = at if at is not None else control.head(owner)
+    if head is None:
+        return ThreadSnapshot(thread_id=thread_id, revision=control.revision)
+    path = await path_to(connection, thread_id, head)
+    if not path:
+        raise ThreadError("not_found", f"message {head} is not published", thread_id=thread_id)
+    if before is not None:
+        index = next((i for i, item in enumerate(path) if item.id == before), None)
+        if index is None:
+            raise ThreadError(
+                "not_found", f"message {before} is not on the path", thread_id=thread_id
+            )
+        if path[index].seq != 0:
+            raise ThreadError(
+                "invalid_group", f"message {before} is not a group start", thread_id=thread_id
+            )
+        path = path[:index]
+    start = page_start(path, limit) if limit is not None else 0
+    page = path[start:]
+    contents: dict[str, Row] = {}
+    if page:
+        rows = await connection.fetch(_CONTENT, thread_id, [item.id for item in page])
+        contents = {row["message_id"]: row for row in rows}
+    variants = await _variants(
+        connection, thread_id, [item for item in page if item.seq == 0 and item.state == "live"]
+    )
+    entries: list[ThreadEntry] = []
+    for item in page:
+        row = contents.get(item.id)
+        if item.state == "redacted" or row is None:
+            entries.append(RedactedEntry(id=item.id, parent_id=item.parent_id))
+        elif item.state == "removed":
+            entries.append(
+                RemovedEntry(id=item.id, parent_id=item.parent_id, created_at=row["created_at"])
+            )
+        else:
+            body: dict[str, Any] = json.loads(row["body"])
+            entries.append(
+                MessageEntry(
+                    id=item.id,
+                    parent_id=item.parent_id,
+                    created_at=row["created_at"],
+                    variant=variants.get(item.id),
+                    **body,
+                )
+            )
+    return ThreadSnapshot(
+        thread_id=thread_id,
+        revision=control.revision,
+        head=head,
+        entries=entries,
+        cursor=page[0].id if start > 0 and page else None,
+    )
+
+
+async def build_history_view(
+    connection: Connection,
+    control: Control | None,
+    thread_id: str,
+    *,
+    owner: str,
+    encoding: str | None,
+) -> HistoryView:
+    """Render the content-free view of the owner's selected path."""
+    if control is None:
+        return HistoryView(thread_id=thread_id, revision=EMPTY_REVISION)
+    control.ensure_live()
+    head = control.head(owner)
+    if head is None:
+        return HistoryView(thread_id=thread_id, revision=control.revision)
+    rows = await connection.fetch(_HISTORY_PATH, thread_id, head, encoding)
+    # A group with any erased member is incomplete and must not reach a model.
+    incomplete = {row["group_id"] for row in rows if row["state"] != "live"}
+    return HistoryView(
+        thread_id=thread_id,
+        revision=control.revision,
+        head=head,
+        messages=[
+            HistoryEntry(
+                id=row["message_id"],
+                role=row["role"],
+                group_id=row["group_id"],
+                seq=row["seq"],
+                group_end=row["group_end"],
+                parent_id=row["parent_id"],
+                tool_call_ids=list(row["tool_call_ids"] or ()),
+                tool_call_id=row["tool_call_id"],
+                tokens=row["tokens"],
+                has_media=row["has_media"],
+            )
+            for row in rows
+            if row["group_id"] not in incomplete
+        ],
+    )
+
+
+async def load_stored_messages(
+    connection: Connection, control: Control | None, thread_id: str, ids: Sequence[str]
+) -> list[Message]:
+    """Hydrate messages by id, in the order asked.
+
+    Raises:
+        ThreadError: `not_found` for an unknown id, `redacted` for an erased one,
+            `deleted` after deletion.
+    """
+    if control is not None:
+        control.ensure_live()
+    rows = await connection.fetch(_MESSAGES, thread_id, list(ids)) if ids else []
+    by_id = {row["message_id"]: row for row in rows}
+    messages: list[Message] = []
+    for message_id in ids:
+        row = by_id.get(message_id)
+        if row is None:
+            raise ThreadError(
+                "not_found", f"message {message_id} is not stored", thread_id=thread_id
+            )
+        if row["state"] == "redacted":
+            raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
+        messages.append(Message(id=message_id, **json.loads(row["body"])))
+    return messages

@@ -1,0 +1,195 @@
+"""Validation and normalisation of Thread input: ids, messages, batches, tool lifecycles.
+
+Nothing here touches storage; every failure is a content-free `ThreadError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crux.errors import ThreadError
+from crux.messages import FilePart, ImagePart, Message
+
+MAX_ID_LENGTH = 512
+MAIN_OWNER = "main"
+GENERATED_ID_PREFIX = "msg_"
+
+
+def _has_control_character(value: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+
+
+def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
+    """Return `value` if it is a legal Thread, message or owner id.
+
+    Raises:
+        ThreadError: `invalid_message` for an empty, over-long, padded or control-character id.
+    """
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_ID_LENGTH
+        or value != value.strip()
+        or _has_control_character(value)
+    ):
+        raise ThreadError("invalid_message", f"invalid {what} id", thread_id=thread_id)
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic, key-sorted, compact JSON."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def message_body(message: Message) -> dict[str, Any]:
+    """The persisted form of a message: everything except its id."""
+    return message.model_dump(mode="json", exclude={"id"})
+
+
+def message_identity(body: dict[str, Any]) -> str:
+    """Content fingerprint of a persisted message (ids and timestamps excluded)."""
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedMessage:
+    """A validated message ready to be stored."""
+
+    id: str
+    role: str
+    body_json: str
+    identity: str
+    tool_call_id: str | None
+    tool_call_ids: list[str]
+    has_media: bool
+
+
+def prepare_message(message: Message, *, thread_id: str) -> PreparedMessage:
+    """Validate one message, assign a generated id when it has none, and fingerprint it.
+
+    Raises:
+        ThreadError: `invalid_message` when the id or the message is malformed.
+    """
+    if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ThreadError("invalid_message", "not a canonical message", thread_id=thread_id)
+    message_id = message.id or f"{GENERATED_ID_PREFIX}{uuid.uuid4()}"
+    check_id(message_id, "message", thread_id=thread_id)
+    if message.role == "tool" and not message.tool_call_id:
+        raise ThreadError(
+            "invalid_message", f"tool message {message_id} has no tool_call_id", thread_id=thread_id
+        )
+    if message.role != "tool" and message.tool_call_id is not None:
+        raise ThreadError(
+            "invalid_message",
+            f"message {message_id} has a tool_call_id but is not a tool message",
+            thread_id=thread_id,
+        )
+    calls = [part.tool_call_id for part in message.tool_calls]
+    if any(not call or _has_control_character(call) for call in calls):
+        raise ThreadError(
+            "invalid_message",
+            f"message {message_id} has an invalid tool call id",
+            thread_id=thread_id,
+        )
+    if calls and message.role != "assistant":
+        raise ThreadError(
+            "invalid_message",
+            f"message {message_id} has tool calls but is not an assistant message",
+            thread_id=thread_id,
+        )
+    try:
+        body = message_body(message)
+        body_json = canonical_json(body)
+    except (TypeError, ValueError) as exc:
+        raise ThreadError(
+            "invalid_message", f"message {message_id} is not JSON-serialisable", thread_id=thread_id
+        ) from exc
+    return PreparedMessage(
+        id=message_id,
+        role=message.role,
+        body_json=body_json,
+        identity=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
+        tool_call_id=message.tool_call_id,
+        tool_call_ids=calls,
+        has_media=any(isinstance(part, ImagePart | FilePart) for part in message.parts),
+    )
+
+
+def prepare_batch(messages: Sequence[Message], *, thread_id: str) -> list[PreparedMessage]:
+    """Validate a batch that will become one causal group.
+
+    Raises:
+        ThreadError: `invalid_message` for an empty batch, a malformed message or a broken tool
+            lifecycle; `identity_conflict` when two members share an id.
+    """
+    if not messages:
+        raise ThreadError("invalid_message", "empty batch", thread_id=thread_id)
+    prepared = [prepare_message(message, thread_id=thread_id) for message in messages]
+    seen: set[str] = set()
+    for item in prepared:
+        if item.id in seen:
+            raise ThreadError(
+                "identity_conflict",
+                f"message id {item.id} repeats in one batch",
+                thread_id=thread_id,
+            )
+        seen.add(item.id)
+    check_tool_lifecycle(prepared, thread_id=thread_id)
+    return prepared
+
+
+def check_tool_lifecycle(batch: Iterable[PreparedMessage], *, thread_id: str) -> None:
+    """Every tool result answers a pending call of an earlier assistant message in the batch.
+
+    No other message may follow an assistant message while its calls are pending, a call id
+    may not repeat, and the batch may not end with pending calls.
+
+    Raises:
+        ThreadError: `invalid_message` on any violation.
+    """
+    pending: list[str] = []
+    used: set[str] = set()
+    for item in batch:
+        if item.role == "tool":
+            if item.tool_call_id not in pending:
+                raise ThreadError(
+                    "invalid_message",
+                    f"tool result {item.id} answers no pending call",
+                    thread_id=thread_id,
+                )
+            pending.remove(item.tool_call_id)
+            continue
+        if pending:
+            raise ThreadError(
+                "invalid_message",
+                f"message {item.id} follows unanswered tool calls",
+                thread_id=thread_id,
+            )
+        for call_id in item.tool_call_ids:
+            if call_id in used:
+                raise ThreadError(
+                    "invalid_message", f"tool call id repeats at {item.id}", thread_id=thread_id
+                )
+            used.add(call_id)
+            pending.append(call_id)
+    if pending:
+        raise ThreadError(
+            "invalid_message", "batch ends with pending tool calls", thread_id=thread_id
+        )
+
+
+def normalise_id_set(ids: str | Iterable[str], *, thread_id: str) -> list[str]:
+    """De-duplicate and sort a set of message ids, validating each one.
+
+    Raises:
+        ThreadError: `invalid_message` for an empty set or an invalid id.
+    """
+    values = [ids] if isinstance(ids, str) else list(ids)
+    if not values:
+        raise ThreadError("invalid_message", "empty id set", thread_id=thread_id)
+    return sorted({check_id(value, "message", thread_id=thread_id) for value in values})
