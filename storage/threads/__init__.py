@@ -11,12 +11,16 @@ from storage.threads._models import (
     ThreadSnapshot,
     VariantInfo,
 )
+from storage.threads._validate import MAIN_OWNER, MAX_ID_LENGTH
+from storage.threads._validate import check_id as validate_id
 from storage.threads.store import OwnerState, ThreadStore
 
 __all__ = [
     "EMPTY_REVISION",
     "HistoryEntry",
     "HistoryView",
+    "MAIN_OWNER",
+    "MAX_ID_LENGTH",
     "MessageEntry",
     "OwnerState",
     "RedactedEntry",
@@ -25,4 +29,5 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
     "VariantInfo",
+    "validate_id",
 ]
