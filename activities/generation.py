@@ -232,12 +232,12 @@ class GenerationActivities:
         return user.message, system
 
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
-        staged = await self._generations.get_staged(request.generation_id, request.attempt, "output")
+        staged = await self._generations.get_staged(
+            request.generation_id, request.attempt, "output"
+        )
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
-            return InvokeModelResult.model_validate(
-                {**staged.info, "reused_staged_output": True}
-            )
+            return InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
         if request.history_source == "thread" and request.thread_id and request.revision:
             await self._threads.validate_revision(
                 request.thread_id, request.revision, owner=request.owner
@@ -394,9 +394,7 @@ def _newest_groups(
     return list(entries[cut:]), list(entries[:cut])
 
 
-def _bound(
-    items: list[HistoryItem], ceiling: int
-) -> tuple[list[HistoryItem], HistoryAggregate]:
+def _bound(items: list[HistoryItem], ceiling: int) -> tuple[list[HistoryItem], HistoryAggregate]:
     total = 0
     cut = len(items)
     for index in range(len(items) - 1, -1, -1):

@@ -1,0 +1,68 @@
+"""Crux for Python: context planning and managed conversation Threads on Temporal.
+
+Durable workflows on Temporal, with PostgreSQL as the canonical store.
+
+The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
+`history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
+`RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
+"""
+
+from crux.config import Settings
+from crux.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+    CruxError,
+    ProviderError,
+    ProviderHTTPError,
+    RequestCompositionError,
+    ThreadCommitError,
+    ThreadError,
+    ThreadInUseError,
+)
+from crux.logs import configure_logging
+from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
+from crux.models import (
+    GenerationInput,
+    GenerationResult,
+    HistorySpec,
+    InputBudgetSpec,
+    StepRecord,
+    ThreadCommit,
+    Usage,
+    workflow_id_for,
+)
+from crux.prompts import Prompt, history, prompt
+from crux.runtime import Generation, Runtime
+
+__all__ = [
+    "ConfigurationError",
+    "ContextOverflowError",
+    "CruxError",
+    "FilePart",
+    "Generation",
+    "GenerationInput",
+    "GenerationResult",
+    "HistorySpec",
+    "ImagePart",
+    "InputBudgetSpec",
+    "Message",
+    "Prompt",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ReasoningPart",
+    "RequestCompositionError",
+    "Runtime",
+    "Settings",
+    "StepRecord",
+    "TextPart",
+    "ThreadCommit",
+    "ThreadCommitError",
+    "ThreadError",
+    "ThreadInUseError",
+    "ToolCallPart",
+    "Usage",
+    "configure_logging",
+    "history",
+    "prompt",
+    "workflow_id_for",
+]

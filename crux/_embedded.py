@@ -46,7 +46,9 @@ def _port_free(port: int) -> bool:
 async def _ensure_database(postgres: EmbeddedPostgres) -> str:
     admin = await asyncpg.connect(postgres.url)
     try:
-        exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", STACK_DATABASE)
+        exists = await admin.fetchval(
+            "SELECT 1 FROM pg_database WHERE datname = $1", STACK_DATABASE
+        )
         if not exists:
             await admin.execute(f'CREATE DATABASE "{STACK_DATABASE}"')
     finally:

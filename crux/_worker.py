@@ -60,9 +60,7 @@ def build_worker(
         workflows=[ManagedGenerationWorkflow],
         activities=[activities.read_request, activities.invoke_model, activities.commit_turn],
         workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(
-                *_PASSTHROUGH_MODULES
-            )
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*_PASSTHROUGH_MODULES)
         ),
     )
 

@@ -30,8 +30,8 @@ def render_default(value: Any) -> str:
         if not value:
             raise ConfigurationError("the prompt input is empty")
         return value
-    if isinstance(value, Mapping) and isinstance(value.get("message"), str):  # pyright: ignore[reportUnknownMemberType]
-        message: str = value["message"]  # pyright: ignore[reportUnknownVariableType]
+    message = value.get("message") if isinstance(value, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if isinstance(message, str):
         if not message:
             raise ConfigurationError("the prompt input message is empty")
         return message
@@ -84,13 +84,11 @@ def prompt(
     """
     if not id or id != id.strip():
         raise ConfigurationError("prompt id must be a non-empty string without outer spaces")
+    renderer: Renderer
     if prompt is None:
-        renderer: Renderer = render_default
+        renderer = render_default
     elif isinstance(prompt, str):
-        text = prompt
-
-        def renderer(_value: Any) -> str:
-            return text
+        renderer = _Fixed(prompt)
     elif callable(prompt):
         renderer = prompt
     else:
@@ -112,6 +110,16 @@ def prompt(
         history=history,
         input_budget=_budget(input_budget),
     )
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """A renderer that always returns the same text."""
+
+    text: str
+
+    def __call__(self, value: Any) -> str:
+        return self.text
 
 
 def _budget(value: Mapping[str, int] | InputBudgetSpec | None) -> InputBudgetSpec | None:
@@ -153,9 +161,8 @@ class _HistoryPolicies:
             ConfigurationError: A bound is not a positive integer.
         """
         for name, bound in (("messages", messages), ("tokens", tokens)):
-            if bound is not None and (
-                isinstance(bound, bool) or not isinstance(bound, int) or bound <= 0
-            ):
+            valid = isinstance(bound, int) and not isinstance(bound, bool) and bound > 0
+            if bound is not None and not valid:
                 raise ConfigurationError(f"history.recent {name} must be a positive integer")
         return HistorySpec(kind="recent", messages=messages, tokens=tokens)
 

@@ -37,7 +37,8 @@ from crux.models import (
     Usage,
     workflow_id_for,
 )
-from crux.prompts import Prompt, prompt as define_prompt
+from crux.prompts import Prompt
+from crux.prompts import prompt as define_prompt
 from storage import GenerationStore, ThreadStore
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
@@ -159,7 +160,9 @@ class Runtime:
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
         thread_id = _thread_id(thread) or prompt.thread_id
         generation_id = generation_id or f"gen_{uuid.uuid4().hex}"
-        rendered = Message(id=f"gen:{generation_id}:user", role="user", content=prompt.render(input))
+        rendered = Message(
+            id=f"gen:{generation_id}:user", role="user", content=prompt.render(input)
+        )
         await self._generations.stage(generation_id, 0, "user", rendered, thread_id=thread_id)
         if prompt.system:
             await self._generations.stage(
@@ -171,7 +174,9 @@ class Runtime:
             )
         messages_ref: str | None = None
         if messages is not None:
-            normalised = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+            normalised = [
+                m if isinstance(m, Message) else Message.model_validate(m) for m in messages
+            ]
             await self._generations.stage_messages(generation_id, "caller-messages", normalised)
             messages_ref = generation_id
         request = GenerationInput(
@@ -283,7 +288,9 @@ def _domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureE
             details = list(cause.details)
             code = str(details[0]) if details else ""
             if cause.type == ErrorType.REQUEST_COMPOSITION:
-                diagnostics = details[1] if len(details) > 1 and isinstance(details[1], dict) else {}
+                diagnostics = (
+                    details[1] if len(details) > 1 and isinstance(details[1], dict) else {}
+                )
                 return RequestCompositionError(
                     code,  # pyright: ignore[reportArgumentType]
                     cause.message,

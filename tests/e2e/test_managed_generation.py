@@ -175,21 +175,38 @@ async def test_temporal_cli_execute_with_json_input_commits_a_turn(
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     thread_id = f"cli:{uuid.uuid4().hex[:6]}"
     openai_server.enqueue(TextReply(text="cli reply"))
-    payload = json.dumps({"generation_id": "c1", "thread_id": thread_id, "model": MODEL,
-                          "input": {"message": "From the CLI"}})
+    payload = json.dumps(
+        {
+            "generation_id": "c1",
+            "thread_id": thread_id,
+            "model": MODEL,
+            "input": {"message": "From the CLI"},
+        }
+    )
     async with new_worker(client, pool, settings) as worker:
         completed = await asyncio.to_thread(
             subprocess.run,
             [
-                temporal_cli_path(), "workflow", "execute",
-                "--address", client.service_client.config.target_host,
-                "--type", "ManagedGenerationWorkflow",
-                "--task-queue", worker.task_queue,
-                "--workflow-id", workflow_id_for("c1", thread_id),
-                "--input", payload,
-                "--output", "json",
+                temporal_cli_path(),
+                "workflow",
+                "execute",
+                "--address",
+                client.service_client.config.target_host,
+                "--type",
+                "ManagedGenerationWorkflow",
+                "--task-queue",
+                worker.task_queue,
+                "--workflow-id",
+                workflow_id_for("c1", thread_id),
+                "--input",
+                payload,
+                "--output",
+                "json",
             ],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     assert completed.returncode == 0, completed.stderr[-2000:]
     view = await ThreadStore(pool).read_history_view(thread_id)

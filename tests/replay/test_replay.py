@@ -1,0 +1,77 @@
+"""Recorded generation histories must replay against the current workflow code.
+
+A change to the workflow's command sequence without `workflow.patched(...)` fails here.
+Record new histories with `CRUX_RECORD_HISTORIES=1 make test-fast PYTEST_ARGS=tests/replay`.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from crux.models import workflow_id_for
+from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
+from tests.helpers import new_worker, settings_for
+from workflows import ManagedGenerationWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
+
+
+def _recorded() -> list[Path]:
+    return sorted(HISTORIES.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _recorded(), ids=lambda p: p.stem)
+async def test_recorded_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
+    replayer = Replayer(
+        workflows=[ManagedGenerationWorkflow], data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(history)
+
+
+def test_histories_are_recorded() -> None:
+    assert len(_recorded()) >= 3
+
+
+@pytest.mark.skipif(not RECORD, reason="set CRUX_RECORD_HISTORIES=1 to record new histories")
+async def test_record_histories(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"replay:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        TextReply(text="one"),
+        ErrorReply(status=429, headers={"retry-after-ms": "10"}),
+        TextReply(text="two"),
+        ErrorReply(status=400, code="context_length_exceeded", message="too long"),
+        TextReply(text="three"),
+    )
+    names = {
+        "first_turn": "r1",
+        "retried_provider_call": "r2",
+        "context_overflow_recovery": "r3",
+    }
+    async with new_worker(client, pool, settings) as worker:
+        for generation_id in names.values():
+            await worker.runtime.generate(
+                "hello", thread=thread_id, model="openai:gpt-4o-mini", generation_id=generation_id
+            )
+        adhoc = await worker.runtime.generate("adhoc", model="offline:echo", generation_id="r4")
+    names["adhoc_offline"] = "r4"
+    HISTORIES.mkdir(parents=True, exist_ok=True)
+    for name, generation_id in names.items():
+        tid = None if generation_id == "r4" else thread_id
+        history = await client.get_workflow_handle(
+            workflow_id_for(generation_id, tid)
+        ).fetch_history()
+        (HISTORIES / f"{name}.json").write_text(history.to_json(), encoding="utf-8")
+    assert adhoc.text
