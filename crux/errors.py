@@ -49,6 +49,7 @@ ThreadErrorCode = Literal[
     "unsupported_capability",
 ]
 
+
 class ErrorType(StrEnum):
     """`ApplicationError.type` values shared by activities and workflows."""
 
@@ -142,10 +143,25 @@ class ProviderHTTPError(ProviderError):
 
 
 class ContextOverflowError(ProviderHTTPError):
-    """The provider rejected the request because the input exceeds the model's context."""
+    """The provider rejected the request because the input exceeds the model's context.
 
-    def __init__(self, provider: str, status_code: int, *, error_type: str | None = None):
+    Attributes:
+        requested_tokens: The input size the provider measured, when its message stated it.
+        limit_tokens: The limit the provider applied, when its message stated it.
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        status_code: int,
+        *,
+        error_type: str | None = None,
+        requested_tokens: int | None = None,
+        limit_tokens: int | None = None,
+    ):
         super().__init__(provider, status_code, error_type=error_type, should_retry=False)
+        self.requested_tokens = requested_tokens
+        self.limit_tokens = limit_tokens
 
 
 class ProviderTimeoutError(ProviderError):

@@ -1,0 +1,66 @@
+"""Model providers: wire-format adapters over httpx, token counting and loopback servers.
+
+Adapters translate provider-neutral `ChatRequest`s into one wire format each and raise only
+classified `crux.errors.ProviderError`s; they never retry (Temporal owns retries). Counting
+runs in activities, never in workflows.
+"""
+
+from providers.anthropic import AnthropicMessagesProvider
+from providers.counting import (
+    Confidence,
+    MessageFormat,
+    TokenCounter,
+    count_new_messages,
+    message_key,
+)
+from providers.estimate import RequestEstimate, estimate_request
+from providers.loopback import LoopbackAnthropicServer, LoopbackOpenAIServer
+from providers.offline import OfflineChatProvider
+from providers.openai import OpenAIChatProvider
+from providers.types import (
+    ChatProvider,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    StreamDone,
+    StreamEvent,
+    StreamingChatProvider,
+    SummarizingProvider,
+    SummaryRequest,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoice,
+    ToolChoiceTool,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "AnthropicMessagesProvider",
+    "ChatProvider",
+    "ChatRequest",
+    "ChatResponse",
+    "Confidence",
+    "FinishReason",
+    "LoopbackAnthropicServer",
+    "LoopbackOpenAIServer",
+    "MessageFormat",
+    "OfflineChatProvider",
+    "OpenAIChatProvider",
+    "RequestEstimate",
+    "StreamDone",
+    "StreamEvent",
+    "StreamingChatProvider",
+    "SummarizingProvider",
+    "SummaryRequest",
+    "TextDelta",
+    "TokenCounter",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolChoiceTool",
+    "ToolSpec",
+    "Usage",
+    "count_new_messages",
+    "estimate_request",
+    "message_key",
+]

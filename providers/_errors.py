@@ -1,0 +1,183 @@
+"""One error classification shared by every adapter.
+
+Statuses 408, 409, 429, 5xx (Anthropic's 529 included) and network failures are retryable;
+other 4xx are not. `x-should-retry` overrides the status when present. `retry-after-ms`, then
+`retry-after` (seconds or an HTTP date, measured against the response's `Date`) give the delay.
+
+A context-overflow rejection becomes `ContextOverflowError` so the workflow can plan one linked
+recovery request. Provider error messages are read only to classify; they are never copied into
+our errors or logs, since providers quote prompt text in them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from crux.errors import (
+    ContextOverflowError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+)
+from providers._json import as_object
+
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
+"""Longer hints are treated as bogus and ignored."""
+
+_OVERFLOW_CODES = frozenset(
+    {
+        "context_length_exceeded",
+        "context_window_exceeded",
+        "exceed_context_size_error",
+        "string_above_max_length",
+    }
+)
+_OVERFLOW_PATTERNS = re.compile(
+    r"maximum context length|context length|context window|context_length_exceeded"
+    r"|prompt is too long|input is too long|too many tokens|exceeds? the (?:available )?context"
+    r"|reduce the length of the (?:messages|prompt)|exceed_context_size",
+    re.IGNORECASE,
+)
+# "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic) and
+# "maximum context length is 8192 tokens. However, you requested 9000 tokens" (OpenAI, vLLM).
+_ANTHROPIC_NUMBERS = re.compile(r"(\d+)\s*tokens?\s*>\s*(\d+)")
+_OPENAI_NUMBERS = re.compile(
+    r"maximum context length is (\d+).*?(?:requested|resulted in) (\d+)", re.S
+)
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait before retrying, from `retry-after-ms` or `retry-after`, else `None`."""
+    value: float | None = None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = None
+    if value is None:
+        raw = headers.get("retry-after")
+        if raw is not None:
+            value = _parse_retry_after_value(raw.strip(), headers.get("date"))
+    if value is None or value != value or value < 0 or value > MAX_RETRY_AFTER_SECONDS:
+        return None
+    return value
+
+
+def _parse_retry_after_value(raw: str, date: str | None) -> float | None:
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    # An HTTP date is only meaningful against a clock; the response's own `Date` is the
+    # provider's clock, which avoids depending on ours.
+    if date is None:
+        return None
+    try:
+        return max(0.0, (parsedate_to_datetime(raw) - parsedate_to_datetime(date)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_should_retry(headers: httpx.Headers) -> bool | None:
+    """The `x-should-retry` header as a boolean, or `None` when absent or unreadable."""
+    raw = headers.get("x-should-retry")
+    if raw is None:
+        return None
+    lowered = raw.strip().lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    return None
+
+
+def _error_fields(body: bytes) -> tuple[str | None, str | None, str]:
+    """`(type, code, message)` from an OpenAI- or Anthropic-shaped error body."""
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None, None, body[:2000].decode("utf-8", "replace")
+    top = as_object(data) or {}
+    error: Any = top.get("error")
+    if isinstance(error, str):
+        return None, None, error
+    error = as_object(error)
+    if error is None:
+        return None, None, str(top.get("detail") or "")
+    kind = error.get("type")
+    code = error.get("code")
+    message = error.get("message")
+    return (
+        kind if isinstance(kind, str) else None,
+        str(code) if isinstance(code, str | int) and not isinstance(code, bool) else None,
+        message if isinstance(message, str) else "",
+    )
+
+
+def _overflow_numbers(message: str) -> tuple[int | None, int | None]:
+    """`(requested, limit)` token numbers when the message states them."""
+    match = _ANTHROPIC_NUMBERS.search(message)
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    match = _OPENAI_NUMBERS.search(message)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    return None, None
+
+
+def is_context_overflow(
+    status_code: int, error_type: str | None, code: str | None, message: str
+) -> bool:
+    """Whether a rejection means the input is larger than the model's context."""
+    if status_code not in (400, 413, 422):
+        return False
+    if code in _OVERFLOW_CODES or error_type in _OVERFLOW_CODES:
+        return True
+    return bool(_OVERFLOW_PATTERNS.search(message))
+
+
+def error_from_response(
+    provider: str, status_code: int, headers: httpx.Headers, body: bytes
+) -> ProviderHTTPError:
+    """Classify a non-success response; the provider's message text is not kept."""
+    kind, code, message = _error_fields(body)
+    error_type = code or kind
+    if is_context_overflow(status_code, kind, code, message):
+        requested, limit = _overflow_numbers(message)
+        return ContextOverflowError(
+            provider,
+            status_code,
+            error_type=error_type or "context_length_exceeded",
+            requested_tokens=requested,
+            limit_tokens=limit,
+        )
+    return ProviderHTTPError(
+        provider,
+        status_code,
+        retry_after=parse_retry_after(headers),
+        error_type=error_type,
+        should_retry=parse_should_retry(headers),
+    )
+
+
+def error_from_exception(provider: str, exc: httpx.HTTPError) -> ProviderError:
+    """Map an httpx transport failure (timeouts, refused or dropped connections)."""
+    name = type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderTimeoutError(provider, f"request timed out ({name})")
+    if isinstance(exc, httpx.TransportError):
+        return ProviderConnectionError(provider, f"connection failed ({name})")
+    return ProviderResponseError(provider, f"unusable response ({name})")
+
+
+def malformed(provider: str, what: str) -> ProviderResponseError:
+    """A response that parsed as HTTP but not as the provider's format."""
+    return ProviderResponseError(provider, f"malformed response: {what}")

@@ -1,0 +1,59 @@
+"""Token estimates for media parts, per provider family.
+
+Images are not text, so their cost comes from each provider's published sizing rules. When the
+pixel size is unknown we assume the largest image the provider accepts without downscaling
+below its limits, so the estimate stays on the safe side.
+"""
+
+from __future__ import annotations
+
+import math
+
+from crux.messages import FilePart, ImagePart
+
+# OpenAI (GPT-4o family): `low` detail is a flat base cost; otherwise the image is scaled to
+# fit 2048x2048, then its short side to 768, and billed per 512-pixel tile plus the base.
+OPENAI_IMAGE_BASE_TOKENS = 85
+OPENAI_IMAGE_TILE_TOKENS = 170
+# 768x2048 after scaling is the largest tile grid (2x4) the rule can produce.
+OPENAI_IMAGE_UNKNOWN_TOKENS = OPENAI_IMAGE_BASE_TOKENS + 8 * OPENAI_IMAGE_TILE_TOKENS
+
+# Anthropic: about width*height/750 tokens, images being downscaled to at most ~1.15
+# megapixels (1568 px on the long edge), which caps one image near 1,600 tokens.
+ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
+ANTHROPIC_IMAGE_MAX_TOKENS = 1_600
+
+# Files (PDF, audio) have no size-independent rule; a flat estimate keeps them visible in
+# the budget. Near a limit the authoritative counter should decide.
+FILE_PART_TOKENS = 1_500
+
+
+def openai_image_tokens(part: ImagePart) -> int:
+    """Estimated prompt tokens for one image sent to an OpenAI-family model."""
+    if part.detail == "low":
+        return OPENAI_IMAGE_BASE_TOKENS
+    if part.width is None or part.height is None:
+        return OPENAI_IMAGE_UNKNOWN_TOKENS
+    width, height = float(part.width), float(part.height)
+    if max(width, height) > 2048:
+        scale = 2048 / max(width, height)
+        width, height = width * scale, height * scale
+    if min(width, height) > 768:
+        scale = 768 / min(width, height)
+        width, height = width * scale, height * scale
+    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    return OPENAI_IMAGE_BASE_TOKENS + tiles * OPENAI_IMAGE_TILE_TOKENS
+
+
+def anthropic_image_tokens(part: ImagePart) -> int:
+    """Estimated prompt tokens for one image sent to an Anthropic model."""
+    if part.width is None or part.height is None:
+        return ANTHROPIC_IMAGE_MAX_TOKENS
+    tokens = math.ceil(part.width * part.height / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)
+    return min(tokens, ANTHROPIC_IMAGE_MAX_TOKENS)
+
+
+def file_tokens(part: FilePart) -> int:
+    """Flat estimate for a file part (see `FILE_PART_TOKENS`)."""
+    del part  # the estimate does not depend on the file yet
+    return FILE_PART_TOKENS

@@ -1,0 +1,213 @@
+"""Token counting with tiktoken, per encoding, in activities only.
+
+A `TokenCounter` is bound to one encoding name (the key under which counts are stored with
+messages) and one message format (OpenAI-style or Anthropic-style overheads). When the name is
+not an encoding we can build offline (Anthropic models, open-weight models), the counter falls
+back to `cl100k_base` and lowers its `confidence` to `conservative`.
+
+What `count_message` returns is what one message adds to a request: its content tokens (text,
+tool-call names and JSON arguments, media estimates) plus the documented per-message framing:
+
+| format | per message | per request | per tool |
+| --- | --- | --- | --- |
+| `openai` | 3 (role, separators) | 3 (reply priming) | JSON of the function + 8 |
+| `anthropic` | 4 (estimate) | 4 (estimate) | JSON of the tool + 8; 346 once |
+
+The OpenAI numbers follow OpenAI's published counting guide for chat models; Anthropic does not
+publish its tokenizer, so its counts are estimates with `conservative` confidence and the
+authoritative `count_tokens` endpoint should decide near a limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar, Literal
+
+from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
+from providers import _json
+from providers._encodings import canonical_encoding_name, load_encoding
+from providers._media import anthropic_image_tokens, file_tokens, openai_image_tokens
+
+Confidence = Literal["exact", "estimated", "conservative"]
+"""How far a count can be trusted (the planner turns it into a safety margin)."""
+
+MessageFormat = Literal["openai", "anthropic"]
+"""Whose framing overheads and media rules a counter applies."""
+
+FALLBACK_ENCODING = "cl100k_base"
+"""Encoding used when the requested one cannot be built offline."""
+
+OPENAI_TOKENS_PER_MESSAGE = 3
+OPENAI_TOKENS_PER_REQUEST = 3
+OPENAI_TOKENS_PER_TOOL = 8
+OPENAI_TOKENS_PER_TOOL_CALL = 3
+ANTHROPIC_TOKENS_PER_MESSAGE = 4
+ANTHROPIC_TOKENS_PER_REQUEST = 4
+ANTHROPIC_TOKENS_PER_TOOL = 8
+ANTHROPIC_TOKENS_PER_TOOL_CALL = 4
+# Anthropic documents the hidden tool-use system prompt it adds whenever tools are present.
+ANTHROPIC_TOOL_SYSTEM_PROMPT_TOKENS = 346
+
+_ANTHROPIC_PREFIXES = ("claude", "anthropic")
+
+
+def message_key(message: Message) -> str:
+    """The key a message's count is cached under: its id, else a content hash."""
+    if message.id is not None:
+        return message.id
+    digest = hashlib.sha256(_json.dumps(message.model_dump(mode="json")).encode()).hexdigest()
+    return f"sha256:{digest[:32]}"
+
+
+class TokenCounter:
+    """Counts tokens for one encoding; build it with `TokenCounter.for_encoding`.
+
+    Attributes:
+        encoding_name: The requested encoding name (the storage key of counts).
+        tokenizer_name: The encoding actually used (differs after a fallback).
+        confidence: `estimated` with the model's own encoding, `conservative` after a fallback
+            or for Anthropic-format counting.
+        message_format: Whose framing overheads apply.
+        tokenizations: How many texts this counter has tokenized (for cache checks).
+    """
+
+    _instances: ClassVar[dict[tuple[str, MessageFormat], TokenCounter]] = {}
+    _instances_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, encoding_name: str, message_format: MessageFormat):
+        canonical = canonical_encoding_name(encoding_name)
+        self.encoding_name = encoding_name
+        self.tokenizer_name = canonical or FALLBACK_ENCODING
+        self.message_format: MessageFormat = message_format
+        exact_tokenizer = canonical is not None and message_format == "openai"
+        self.confidence: Confidence = "estimated" if exact_tokenizer else "conservative"
+        self._encoding = load_encoding(self.tokenizer_name)
+        self.tokenizations = 0
+
+    @classmethod
+    def for_encoding(
+        cls, name: str, *, message_format: MessageFormat | None = None
+    ) -> TokenCounter:
+        """The process-wide counter for encoding `name` (built once, then cached).
+
+        Args:
+            name: An encoding name (`o200k_base`, `cl100k_base`, ...) or a family name such as
+                `claude`; unknown names fall back to `cl100k_base` with lower confidence.
+            message_format: Framing rules; inferred from the name when omitted (`claude*` and
+                `anthropic*` count Anthropic-style, everything else OpenAI-style).
+        """
+        fmt: MessageFormat = message_format or (
+            "anthropic" if name.lower().startswith(_ANTHROPIC_PREFIXES) else "openai"
+        )
+        key = (name, fmt)
+        counter = cls._instances.get(key)
+        if counter is None:
+            with cls._instances_lock:
+                counter = cls._instances.get(key)
+                if counter is None:
+                    counter = cls(name, fmt)
+                    cls._instances[key] = counter
+        return counter
+
+    @property
+    def tokens_per_message(self) -> int:
+        """Framing tokens added to every message."""
+        if self.message_format == "anthropic":
+            return ANTHROPIC_TOKENS_PER_MESSAGE
+        return OPENAI_TOKENS_PER_MESSAGE
+
+    @property
+    def tokens_per_request(self) -> int:
+        """Framing tokens added once per request (reply priming)."""
+        if self.message_format == "anthropic":
+            return ANTHROPIC_TOKENS_PER_REQUEST
+        return OPENAI_TOKENS_PER_REQUEST
+
+    def count_text(self, text: str) -> int:
+        """Tokens of `text`, special-token markers counted as ordinary text."""
+        if not text:
+            return 0
+        self.tokenizations += 1
+        # `encode_ordinary` never raises on text that looks like a special token, and skips the
+        # special-token scan `encode` does.
+        return len(self._encoding.encode_ordinary(text))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (special-token markers as ordinary text)."""
+        return self._encoding.encode_ordinary(text)
+
+    def decode(self, tokens: list[int]) -> str:
+        """Text of token ids (invalid UTF-8 at a cut is replaced)."""
+        return self._encoding.decode(tokens, errors="replace")
+
+    def _count_texts(self, texts: Sequence[str]) -> list[int]:
+        nonempty = [t for t in texts if t]
+        self.tokenizations += len(nonempty)
+        if len(nonempty) > 1:
+            encoded = iter(self._encoding.encode_ordinary_batch(nonempty))
+            return [len(next(encoded)) if t else 0 for t in texts]
+        return [len(self._encoding.encode_ordinary(t)) if t else 0 for t in texts]
+
+    def _message_texts(self, message: Message) -> tuple[list[str], int]:
+        """The texts of a message to tokenize, and its fixed (non-text) tokens."""
+        texts: list[str] = []
+        fixed = self.tokens_per_message
+        anthropic = self.message_format == "anthropic"
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, ToolCallPart):
+                texts.append(part.tool_name)
+                texts.append(_json.dumps(part.input))
+                fixed += (
+                    ANTHROPIC_TOKENS_PER_TOOL_CALL if anthropic else OPENAI_TOKENS_PER_TOOL_CALL
+                )
+            elif isinstance(part, ImagePart):
+                fixed += anthropic_image_tokens(part) if anthropic else openai_image_tokens(part)
+            elif isinstance(part, FilePart):
+                fixed += file_tokens(part)
+            else:
+                # Reasoning text is not sent back to either API (both need provider-signed
+                # blocks), so it costs nothing in a request.
+                assert isinstance(part, ReasoningPart)
+        return texts, fixed
+
+    def count_message(self, message: Message) -> int:
+        """What `message` adds to a request: content tokens plus per-message framing."""
+        texts, fixed = self._message_texts(message)
+        return fixed + sum(self._count_texts(texts))
+
+    def count_messages(self, messages: Iterable[Message]) -> list[int]:
+        """`count_message` for each message, tokenizing all texts in one batch."""
+        plans = [self._message_texts(m) for m in messages]
+        flat = [t for texts, _ in plans for t in texts]
+        counts = iter(self._count_texts(flat))
+        return [fixed + sum(next(counts) for _ in texts) for texts, fixed in plans]
+
+    def count_new_messages(
+        self, messages: Iterable[Message], known: Mapping[str, int]
+    ) -> dict[str, int]:
+        """Count only the messages whose key is not in `known`.
+
+        Args:
+            messages: The messages of a request or thread, in any order.
+            known: Counts already stored for this encoding, keyed by `message_key`.
+
+        Returns:
+            The new counts, keyed by `message_key` (merge them into the store).
+        """
+        fresh: dict[str, Message] = {}
+        for message in messages:
+            key = message_key(message)
+            if key not in known and key not in fresh:
+                fresh[key] = message
+        return dict(zip(fresh, self.count_messages(fresh.values()), strict=True))
+
+
+def count_new_messages(
+    messages: Iterable[Message], known: Mapping[str, int], *, encoding: str
+) -> dict[str, int]:
+    """Module-level form of `TokenCounter.count_new_messages` for encoding `encoding`."""
+    return TokenCounter.for_encoding(encoding).count_new_messages(messages, known)

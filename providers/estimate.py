@@ -1,0 +1,103 @@
+"""Whole-request token estimates from per-message counts.
+
+`estimate_request` adds up the classes the planner reasons about: each message (cached counts
+may be passed in), tool definitions, the structured-output schema and the fixed per-request
+framing. It tokenizes only what it has not been given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from providers import _json
+from providers._openai_wire import tool_function
+from providers.counting import (
+    ANTHROPIC_TOKENS_PER_TOOL,
+    ANTHROPIC_TOOL_SYSTEM_PROMPT_TOKENS,
+    OPENAI_TOKENS_PER_TOOL,
+    Confidence,
+    TokenCounter,
+    message_key,
+)
+from providers.types import ChatRequest
+
+
+class RequestEstimate(BaseModel):
+    """A content-free token estimate of one request.
+
+    Attributes:
+        total: Sum of every class below.
+        messages: Per-message counts (framing included), in request order.
+        tools: Tool definitions, with any hidden tool prompt.
+        output_schema: The structured-output schema.
+        overhead: Fixed per-request framing.
+        encoding_name: Encoding the counts were made with.
+        confidence: The counter's confidence.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: int
+    messages: list[int]
+    tools: int
+    output_schema: int
+    overhead: int
+    encoding_name: str
+    confidence: Confidence
+
+
+def estimate_tools(request: ChatRequest, counter: TokenCounter) -> int:
+    """Tokens of the request's tool definitions as the counter's format renders them."""
+    if not request.tools:
+        return 0
+    if counter.message_format == "anthropic":
+        total = ANTHROPIC_TOOL_SYSTEM_PROMPT_TOKENS
+        for tool in request.tools:
+            spec: dict[str, object] = {"name": tool.name}
+            if tool.description is not None:
+                spec["description"] = tool.description
+            spec["input_schema"] = tool.parameters
+            total += counter.count_text(_json.dumps(spec)) + ANTHROPIC_TOKENS_PER_TOOL
+        return total
+    return sum(
+        counter.count_text(_json.dumps(tool_function(t.name, t.description, t.parameters)))
+        + OPENAI_TOKENS_PER_TOOL
+        for t in request.tools
+    )
+
+
+def estimate_request(
+    request: ChatRequest, counter: TokenCounter, *, known: Mapping[str, int] | None = None
+) -> RequestEstimate:
+    """Estimate the input tokens of `request`.
+
+    Args:
+        request: The request to measure.
+        counter: Counter for the target model's encoding and format.
+        known: Stored per-message counts for this encoding, keyed by `message_key`; only
+            messages missing from it are tokenized.
+    """
+    cached = known or {}
+    fresh = counter.count_new_messages(request.messages, cached)
+    per_message = [
+        cached[key] if key in cached else fresh[key]
+        for key in (message_key(m) for m in request.messages)
+    ]
+    tools = estimate_tools(request, counter)
+    schema = (
+        counter.count_text(_json.dumps(request.response_format))
+        if request.response_format is not None
+        else 0
+    )
+    overhead = counter.tokens_per_request
+    return RequestEstimate(
+        total=sum(per_message) + tools + schema + overhead,
+        messages=per_message,
+        tools=tools,
+        output_schema=schema,
+        overhead=overhead,
+        encoding_name=counter.encoding_name,
+        confidence=counter.confidence,
+    )

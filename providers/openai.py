@@ -1,0 +1,210 @@
+"""Adapter for OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp, LM Studio).
+
+The client is a plain `httpx.AsyncClient` owned by the caller (the worker), so connection
+pools, timeouts and proxies are configured in one place. No retries happen here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
+
+import httpx
+
+from crux.errors import ProviderHTTPError
+from crux.messages import Message, ToolCallPart
+from providers import _json
+from providers import _openai_wire as wire
+from providers._errors import error_from_response, malformed
+from providers._http import join_url, load_event_json, post_json, post_sse
+from providers.types import (
+    ChatRequest,
+    ChatResponse,
+    StreamDone,
+    StreamEvent,
+    SummaryRequest,
+    TextDelta,
+    ToolCallDelta,
+)
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChatProvider:
+    """`ChatProvider` over `POST {base_url}/chat/completions`.
+
+    Args:
+        http: The HTTP client to use (its timeouts apply; it is not closed here).
+        base_url: API root including the version, e.g. `http://127.0.0.1:8000/v1`.
+        api_key: Sent as a bearer token when given (local servers often need none).
+        headers: Extra headers sent with every call (organisation, project, gateway keys).
+        max_tokens_field: `max_completion_tokens` (current OpenAI) or `max_tokens` (servers
+            that predate it).
+        provider: The provider label used in errors (`openai` unless configured).
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str = DEFAULT_OPENAI_BASE_URL,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_tokens_field: wire.MaxTokensField = "max_completion_tokens",
+        provider: str = wire.PROVIDER,
+    ):
+        self._http = http
+        self.base_url = base_url
+        self.provider = provider
+        self._max_tokens_field: wire.MaxTokensField = max_tokens_field
+        self._headers = {"content-type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+
+    def encode(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body this adapter sends for `request`."""
+        return wire.encode_request(request, max_tokens_field=self._max_tokens_field)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Send `request`; with `request.stream` the reply is streamed and assembled.
+
+        Raises:
+            ProviderError: Classified failure (see `crux.errors`).
+        """
+        if request.stream:
+            async for event in self.stream(request):
+                if isinstance(event, StreamDone):
+                    return event.response
+            raise malformed(self.provider, "stream ended without a result")  # pragma: no cover
+        url = join_url(self.base_url, "chat/completions")
+        headers = {**self._headers, "accept": "application/json"}
+        data = await post_json(self._http, self.provider, url, self.encode(request), headers)
+        return wire.decode_response(data)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream `request`, yielding text and tool-call deltas, then one `StreamDone`."""
+        body = self.encode(request.model_copy(update={"stream": True}))
+        url = join_url(self.base_url, "chat/completions")
+        headers = {**self._headers, "accept": "text/event-stream"}
+        assembler = _StreamAssembler(self.provider)
+        async with post_sse(self._http, self.provider, url, body, headers) as events:
+            async for event in events:
+                if event.data.strip() == "[DONE]":
+                    break
+                for delta in assembler.add(load_event_json(self.provider, event)):
+                    yield delta
+        yield StreamDone(response=assembler.result())
+
+    async def summarize(self, request: SummaryRequest) -> Message | None:
+        """Chat completions has no native compaction API; the portable path applies."""
+        del request
+        return None
+
+
+class _StreamAssembler:
+    """Folds chat-completion chunks into deltas and a final `ChatResponse`."""
+
+    def __init__(self, provider: str):
+        self._provider = provider
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: Any = None
+        self._model = ""
+        self._id: str | None = None
+
+    def add(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        error: Any = chunk.get("error")
+        if error is not None:
+            raise self._stream_error(error)
+        if isinstance(chunk.get("model"), str):
+            self._model = chunk["model"]
+        if isinstance(chunk.get("id"), str):
+            self._id = chunk["id"]
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices: Any = chunk.get("choices") or []
+        out: list[StreamEvent] = []
+        for choice in cast(list[Any], choices):
+            if not isinstance(choice, dict):
+                raise malformed(self._provider, "stream choice is not an object")
+            choice = cast(dict[str, Any], choice)
+            if isinstance(choice.get("finish_reason"), str):
+                self._finish = choice["finish_reason"]
+            delta: Any = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise malformed(self._provider, "stream delta is not an object")
+            out.extend(self._delta(cast(dict[str, Any], delta)))
+        return out
+
+    def _delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            out.append(TextDelta(text=content))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
+        for raw in cast(list[Any], delta.get("tool_calls") or []):
+            if not isinstance(raw, dict):
+                raise malformed(self._provider, "tool-call delta is not an object")
+            raw = cast(dict[str, Any], raw)
+            index = raw.get("index", len(self._calls))
+            if not isinstance(index, int):
+                raise malformed(self._provider, "tool-call delta without index")
+            call = self._calls.setdefault(index, {"id": None, "name": "", "arguments": []})
+            function = cast(dict[str, Any], raw.get("function") or {})
+            if isinstance(raw.get("id"), str) and raw["id"]:
+                call["id"] = raw["id"]
+            name = function.get("name")
+            if isinstance(name, str) and name:
+                started = not call["name"]
+                call["name"] += name
+                if started:
+                    out.append(
+                        ToolCallDelta(
+                            index=index,
+                            tool_call_id=call["id"] or f"call_{index}",
+                            tool_name=call["name"],
+                        )
+                    )
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                call["arguments"].append(arguments)
+        return out
+
+    def _stream_error(self, error: Any) -> ProviderHTTPError:
+        body = _json.dumps_bytes({"error": error})
+        status = 500
+        if isinstance(error, dict):
+            code: Any = cast(dict[str, Any], error).get("code")
+            if isinstance(code, int) and 400 <= code < 600:
+                status = code
+        return error_from_response(self._provider, status, httpx.Headers(), body)
+
+    def result(self) -> ChatResponse:
+        text = "".join(self._text)
+        calls = [
+            ToolCallPart(
+                tool_call_id=call["id"] or f"call_{index}",
+                tool_name=call["name"],
+                input=wire.parse_arguments("".join(call["arguments"])),
+            )
+            for index, call in sorted(self._calls.items())
+        ]
+        if any(not call.tool_name for call in calls):
+            raise malformed(self._provider, "streamed tool call without a name")
+        finish = wire.normalise_finish_reason(self._finish)
+        refusal = "".join(self._refusal)
+        if refusal and not text:
+            text, finish = refusal, "refusal"
+        return ChatResponse(
+            message=wire.build_message(text, calls),
+            finish_reason=finish,
+            usage=wire.decode_usage(self._usage),
+            model=self._model,
+            response_id=self._id,
+            provider_finish_reason=self._finish,
+        )

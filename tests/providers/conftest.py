@@ -1,0 +1,32 @@
+# pyright: standard
+"""Fixtures for provider tests: an HTTP client and loopback servers per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest_asyncio
+
+from providers import LoopbackOpenAIServer, OpenAIChatProvider
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        yield client
+
+
+@pytest_asyncio.fixture
+async def openai_server() -> AsyncIterator[LoopbackOpenAIServer]:
+    async with LoopbackOpenAIServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def openai_provider(
+    http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
+) -> OpenAIChatProvider:
+    return OpenAIChatProvider(
+        http, base_url=openai_server.base_url, api_key="sk-test", headers={"x-team": "crux"}
+    )
