@@ -77,7 +77,7 @@ def prepare_message(message: Message, *, thread_id: str) -> PreparedMessage:
     """
     if not isinstance(message, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ThreadError("invalid_message", "not a canonical message", thread_id=thread_id)
-    message_id = message.id or f"{GENERATED_ID_PREFIX}{uuid.uuid4()}"
+    message_id = message.id if message.id is not None else f"{GENERATED_ID_PREFIX}{uuid.uuid4()}"
     check_id(message_id, "message", thread_id=thread_id)
     if message.role == "tool" and not message.tool_call_id:
         raise ThreadError(
