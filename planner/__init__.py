@@ -1,0 +1,153 @@
+"""Pure, deterministic whole-request planning.
+
+The planner measures one provider request as a whole (system content, history, current turn,
+tools, schemas, output reserve, provider overhead, safety margin), selects the
+highest-fidelity legal representation of every context contributor under the two-tier input
+budget, and seals a content-free plan and receipt, or raises `RequestCompositionError`.
+
+It performs no I/O, reads no clock, draws no randomness and runs no tokenizer: token counts
+and ids arrive as data, so it can run inside Temporal workflows.
+"""
+
+from planner.budget import (
+    PROVIDER_OVERHEAD_TOKENS,
+    SAFETY_MARGIN_PERCENT,
+    DerivedBudget,
+    InputBudget,
+    derive_budget,
+    merge_input_budgets,
+)
+from planner.errors import ConfigurationError, CruxError, RequestCompositionError
+from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
+from planner.inspection import with_runtime_facts
+from planner.ladder import (
+    Contributor,
+    Droppable,
+    Offloadable,
+    Prefer,
+    Source,
+    SourceGroup,
+    Summarizable,
+    Tool,
+    context,
+    droppable,
+    offloadable,
+    prefer,
+    summarizable,
+)
+from planner.measure import (
+    DEFAULT_MESSAGE_FORMAT,
+    MESSAGE_FORMATS,
+    DocumentPart,
+    ImagePart,
+    MessageFormat,
+    estimate_media_tokens,
+    message_format,
+    message_tokens,
+)
+from planner.policies import (
+    ExactHistory,
+    HistoryPolicy,
+    HistorySummary,
+    ManagedHistory,
+    RecentHistory,
+    history,
+)
+from planner.preview import Preview, PreviewAdaptation, preview
+from planner.profiles import ModelCatalog, ModelProfile, conservative_profile
+from planner.receipt import (
+    Adaptation,
+    ArtifactRecord,
+    Breakdown,
+    BreakdownEntry,
+    CandidateRecord,
+    ContributionRecord,
+    Counting,
+    Diagnostic,
+    HistoryRecord,
+    ReceiptWarning,
+    RequestInspection,
+    RequestReceipt,
+    SupportRequestRecord,
+)
+from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
+from planner.seal import (
+    ContributorChoice,
+    HistorySummaryPlacement,
+    Preparation,
+    SealedPlan,
+    needs_authoritative_count,
+    plan,
+)
+
+__all__ = [
+    "Adaptation",
+    "ArtifactRecord",
+    "Breakdown",
+    "BreakdownEntry",
+    "CandidateRecord",
+    "ConfigurationError",
+    "ContributionRecord",
+    "Contributor",
+    "ContributorChoice",
+    "Counting",
+    "CruxError",
+    "DEFAULT_MESSAGE_FORMAT",
+    "DerivedBudget",
+    "Diagnostic",
+    "DocumentPart",
+    "Droppable",
+    "EpochFloor",
+    "EpochFloors",
+    "ExactHistory",
+    "HistoryAggregate",
+    "HistoryItem",
+    "HistoryPolicy",
+    "HistoryRecord",
+    "HistorySummary",
+    "HistorySummaryPlacement",
+    "HistoryWarning",
+    "ImagePart",
+    "InputBudget",
+    "MESSAGE_FORMATS",
+    "ManagedHistory",
+    "MessageFormat",
+    "ModelCatalog",
+    "ModelProfile",
+    "Offloadable",
+    "PROVIDER_OVERHEAD_TOKENS",
+    "PlanRequest",
+    "Prefer",
+    "Preparation",
+    "Preview",
+    "PreviewAdaptation",
+    "ReceiptWarning",
+    "RecentHistory",
+    "RequestCompositionError",
+    "RequestInspection",
+    "RequestReceipt",
+    "SAFETY_MARGIN_PERCENT",
+    "SealedPlan",
+    "Source",
+    "SourceGroup",
+    "Summarizable",
+    "SupportRequestRecord",
+    "Tool",
+    "conservative_profile",
+    "context",
+    "derive_budget",
+    "droppable",
+    "epoch_key",
+    "estimate_media_tokens",
+    "history",
+    "merge_input_budgets",
+    "message_format",
+    "message_tokens",
+    "needs_authoritative_count",
+    "offloadable",
+    "plan",
+    "prefer",
+    "preview",
+    "summarizable",
+    "with_runtime_facts",
+]

@@ -1,0 +1,275 @@
+"""Turning a `PlanRequest` into sized, ordered choices (internal; shared by plan and preview)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from planner._rungs import Ladder, Rung, flatten
+from planner.budget import DerivedBudget, derive_budget
+from planner.errors import ConfigurationError, RequestCompositionError
+from planner.history import HistoryWarning, scan_history
+from planner.measure import MessageFormat, message_format
+from planner.policies import MANAGED_RECENT_TOKEN_PERCENT, ManagedHistory, RecentHistory
+from planner.projection import Projector, Span
+from planner.request import PlanRequest, epoch_key
+from planner.select import Option
+
+HISTORY_ID = "history"
+"""Contributor id of managed history in receipts, floors and inspections."""
+
+HISTORY_PRIORITY = 2**53 - 1
+"""Managed history outranks every contributor: it is the first fidelity dimension."""
+
+
+@dataclass(frozen=True, slots=True)
+class Managed:
+    """Managed-history facts needed after selection (internal)."""
+
+    policy: ManagedHistory
+    spans: tuple[Span | None, ...]
+    prefix_messages: int
+    refresh_due: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """A request measured and ordered for selection (internal)."""
+
+    request: PlanRequest
+    budget: DerivedBudget
+    fmt: MessageFormat
+    fixed: tuple[tuple[str, int], ...]
+    fixed_tokens: int
+    required: tuple[Ladder, ...]
+    ladders: tuple[Ladder, ...]
+    options: tuple[tuple[Option, ...], ...]
+    floors: tuple[int, ...]
+    epoch_key: str
+    projector: Projector
+    policy: str
+    history_span: Span | None
+    managed: Managed | None
+    history_warnings: tuple[HistoryWarning, ...]
+
+    @property
+    def full_tokens(self) -> int:
+        """Size of the unadapted request: every elastic contributor at `full`."""
+        return self.fixed_tokens + sum(ladder.rungs[0].tokens for ladder in self.ladders)
+
+    def rung_size(self, position: int, index: int) -> int:
+        """Size of one rung, using preview's expected size for an unprepared one."""
+        rung = self.ladders[position].rungs[index]
+        return rung.expected if rung.unprepared and not rung.available else rung.tokens
+
+
+def _check_count(name: str, value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"{name} must be a non-negative integer")
+
+
+def _duplicate(message: str, request_id: str, contributor: str) -> RequestCompositionError:
+    return RequestCompositionError(
+        "INVALID_COMPOSITION",
+        message,
+        request_id=request_id,
+        diagnostics={
+            "items": [
+                {
+                    "id": f"{request_id}:contributors",
+                    "code": "INVALID_REPRESENTATION_LADDER",
+                    "contributor": contributor,
+                    "tokens": None,
+                    "message": message,
+                }
+            ]
+        },
+    )
+
+
+def _managed_ladder(
+    policy: ManagedHistory, projector: Projector, budget: DerivedBudget
+) -> tuple[Ladder, Managed, tuple[HistoryWarning, ...]] | None:
+    messages, tokens = policy.recent_messages, policy.recent_tokens
+    if messages is None and tokens is None:
+        tokens = max(1, budget.max * MANAGED_RECENT_TOKEN_PERCENT // 100)
+    suffix, warnings = projector.recent(messages, tokens)
+    older = projector.older
+    prefix_groups = projector.scan.prefix_groups
+    if suffix.first_group <= prefix_groups and (older.count == 0 or suffix.include_older):
+        return None  # Everything fits the recent suffix: history stays exact.
+    full = projector.full()
+    fmt = projector.fmt
+    # Conversational position (messages after the leading prefix, aggregate included) of
+    # each listed group start; a summary must end exactly at one of them.
+    offset = older.count - projector.prefix_items
+    prefix_messages = offset + projector.bounds[suffix.first_group]
+    rungs: list[Rung] = [Rung("full", HISTORY_ID, full.tokens, True)]
+    spans: list[Span | None] = [full]
+    summary = policy.summary
+    if summary is None:
+        expected = suffix.tokens + policy.expected_summary_tokens + fmt.per_message
+        rungs.append(Rung("summary", None, 0, False, unprepared=True, expected=expected))
+        spans.append(suffix)
+    else:
+        starts = [
+            offset + projector.bounds[g] for g in range(prefix_groups, projector.group_count + 1)
+        ]
+        at = bisect.bisect_left(starts, summary.covers)
+        aligned = (
+            summary.covers >= older.count and at < len(starts) and starts[at] == summary.covers
+        )
+        raw = projector.span(prefix_groups + at, False) if aligned else None
+        size = (raw.tokens if raw else 0) + summary.tokens + fmt.per_message
+        rungs.append(
+            Rung(
+                "summary",
+                summary.artifact_id,
+                size,
+                aligned,
+                artifact_id=summary.artifact_id,
+                support_request_ids=summary.support_request_ids,
+            )
+        )
+        spans.append(raw)
+    if policy.on_miss == "recent-only":
+        rungs.append(Rung("omitted", None, suffix.tokens, True))
+        spans.append(suffix)
+    covered = summary.covers if summary else 0
+    refresh_due = summary is None or prefix_messages - covered >= max(4, -(-covered * 25 // 100))
+    ladder = Ladder(
+        id=HISTORY_ID,
+        priority=HISTORY_PRIORITY,
+        order=-1,
+        sources=(HISTORY_ID,),
+        tools=(),
+        kinds=tuple(rung.kind for rung in rungs),
+        rungs=tuple(rungs),
+    )
+    return ladder, Managed(policy, tuple(spans), prefix_messages, refresh_due), warnings
+
+
+def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Composition:
+    """Measure a request and order its choices.
+
+    Args:
+        request: The request skeleton.
+        assume_prepared: Treat unprepared summary rungs as available at their expected size
+            (preview's second pass).
+
+    Raises:
+        ConfigurationError: For invalid configuration values.
+        RequestCompositionError: `INVALID_COMPOSITION` for a malformed transcript or
+            colliding contributor ids or tool names.
+    """
+    if request.model is None:  # pyright: ignore[reportUnnecessaryComparison]
+        raise ConfigurationError("planning requires a model")
+    _check_count("counted_input_tokens", request.counted_input_tokens)
+    fmt = message_format(request.model.provider)
+    flat = [
+        flatten(contributor, order, fmt) for order, contributor in enumerate(request.contributors)
+    ]
+    policy = request.history_policy
+    measurement = request.measurement
+    # An authoritative count is only meaningful for a request with nothing to choose.
+    if (
+        request.counted_input_tokens is not None
+        and not isinstance(policy, ManagedHistory)
+        and not any(ladder.elastic for ladder in flat)
+    ):
+        measurement = "exact"
+    budget = derive_budget(
+        request.model,
+        request.input_budget,
+        output_reserve=request.output_reserve,
+        measurement=measurement,
+    )
+    older = request.older_history
+    scan = scan_history(request.history, has_older=older.count > 0, request_id=request.request_id)
+    projector = Projector(request.history, older, scan, fmt)
+    history_span: Span | None = None
+    managed: Managed | None = None
+    warnings: tuple[HistoryWarning, ...] = ()
+    ladders: list[Ladder] = []
+    if isinstance(policy, RecentHistory):
+        history_span, warnings = projector.recent(policy.messages, policy.tokens)
+    elif isinstance(policy, ManagedHistory):
+        built = _managed_ladder(policy, projector, budget)
+        if built is None:
+            history_span = projector.full()
+        else:
+            ladder, managed, warnings = built
+            ladders.append(ladder)
+    else:
+        history_span = projector.full()
+
+    required: list[Ladder] = []
+    seen: set[str] = {HISTORY_ID} if managed else set()
+    tool_names: set[str] = set()
+    for ladder in flat:
+        if ladder.id in seen:
+            raise _duplicate("two contributors share an id", request.request_id, ladder.id)
+        seen.add(ladder.id)
+        if tool_names.intersection(ladder.tools):
+            raise _duplicate("two contributors own the same tool", request.request_id, ladder.id)
+        tool_names.update(ladder.tools)
+        (ladders if ladder.elastic else required).append(ladder)
+    ladders.sort(key=lambda ladder: (-ladder.priority, ladder.order))
+
+    # The system message's framing is counted whenever system content may be present; it
+    # keeps sizes additive over contributors (an omitted block never makes it vanish).
+    has_system = request.system_tokens > 0 or any(ladder.system for ladder in flat)
+    turn_messages = request.current_turn_messages
+    if turn_messages is None:
+        turn_messages = 1 if request.current_turn_tokens else 0
+    structure = fmt.reply_priming + (fmt.per_message if has_system else 0)
+    structure += fmt.per_message * turn_messages
+    content = 0
+    if history_span is not None:
+        structure += history_span.structure
+        content = history_span.content
+    has_tools = request.tool_schema_tokens > 0 or bool(tool_names)
+    fixed: list[tuple[str, int]] = [
+        ("system", request.system_tokens),
+        ("messages", content),
+        ("current-turn", request.current_turn_tokens),
+        ("message-structure", structure),
+        ("tools", request.tool_schema_tokens + (fmt.tools_preamble if has_tools else 0)),
+        ("output-schema", request.output_schema_tokens),
+    ]
+    fixed.extend((f"context:{ladder.id}", ladder.rungs[0].tokens) for ladder in required)
+
+    key = epoch_key(request)
+    epoch = request.epoch if request.epoch is not None and request.epoch.key == key else None
+    floors = tuple(epoch.floor(ladder.id) if epoch else 0 for ladder in ladders)
+    options: list[tuple[Option, ...]] = []
+    for ladder, floor in zip(ladders, floors, strict=True):
+        lowest = max(floor, ladder.start)
+        legal: list[Option] = []
+        for index, rung in enumerate(ladder.rungs):
+            if index < lowest:
+                continue
+            if rung.available:
+                legal.append((index, rung.tokens))
+            elif assume_prepared and rung.unprepared:
+                legal.append((index, rung.expected))
+        options.append(tuple(legal))
+    return Composition(
+        request=request,
+        budget=budget,
+        fmt=fmt,
+        fixed=tuple(fixed),
+        fixed_tokens=sum(tokens for _, tokens in fixed),
+        required=tuple(required),
+        ladders=tuple(ladders),
+        options=tuple(options),
+        floors=floors,
+        epoch_key=key,
+        projector=projector,
+        policy=policy.kind,
+        history_span=history_span,
+        managed=managed,
+        history_warnings=warnings,
+    )

@@ -1,0 +1,319 @@
+"""Sealing: `plan(request)` turns a request skeleton into an immutable plan or a typed error."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from planner._base import FrozenModel
+from planner._compose import HISTORY_ID, Composition, compose
+from planner.budget import DerivedBudget
+from planner.diagnostics import composition_error
+from planner.history import HistoryAggregate
+from planner.inspection import build_inspection, history_record
+from planner.ladder import RungKind
+from planner.projection import Span
+from planner.receipt import Adaptation, ReceiptWarning, RequestInspection, RequestReceipt
+from planner.request import EpochFloor, EpochFloors, PlanRequest
+from planner.select import Selection, select_two_tier
+
+
+class ContributorChoice(FrozenModel):
+    """The representation chosen for one contributor.
+
+    Attributes:
+        contributor: Contributor id (`history` for managed history).
+        representation: Chosen rung kind.
+        rung: Rung index in the contributor's ladder.
+        source: Id of the chosen source, alternative, artifact or handle.
+        tokens: Its size as sent (owned tools and framing included).
+        removed_tools: Owned tools removed with it (only when `omitted`).
+    """
+
+    contributor: str
+    representation: RungKind
+    rung: int
+    source: str | None = None
+    tokens: int
+    removed_tools: tuple[str, ...] = ()
+
+
+class Preparation(FrozenModel):
+    """Derived-artifact work the runtime should carry out.
+
+    Attributes:
+        contributor: Contributor id (`history`).
+        kind: Artifact kind.
+        when: `inline` (before dispatch, then plan again) or `after-response` (maintenance
+            after the commit; the current call does not wait).
+        prefix_messages: Conversational messages the summary should cover.
+    """
+
+    contributor: str
+    kind: Literal["summary"] = "summary"
+    when: Literal["inline", "after-response"]
+    prefix_messages: int
+
+
+class HistorySummaryPlacement(FrozenModel):
+    """Where a selected history summary goes among the sent messages.
+
+    Attributes:
+        artifact_id: The summary artifact (rendered as one assistant message).
+        position: Number of `message_ids` before it (the leading system prefix).
+        tokens: Its size.
+    """
+
+    artifact_id: str
+    position: int
+    tokens: int
+
+
+class SealedPlan(FrozenModel):
+    """An immutable, content-free plan for one provider call.
+
+    Attributes:
+        request_id: The request id.
+        message_ids: History ids to send, oldest first (a summary, if any, is placed per
+            `history_summary`; older aggregated messages per `included_older`).
+        input_tokens: Measured size of the request.
+        max_output_tokens: Output tokens reserved (send as the call's maximum).
+        receipt: The receipt.
+        choices: Chosen rung of every contributor, managed history first, then declaration
+            order.
+        removed_tools: Owned tools removed by omitted contributors.
+        included_older: The aggregate of older messages when it is sent too, else `None`.
+        history_summary: Placement of the history summary, when selected.
+        epoch: Floors to pass to the next step of the run.
+        budget: The derived limits.
+        tier: `optimize_at` or `max`: the limit the selection satisfied.
+        preparations: Maintenance to start after the response (never awaited).
+        inspection: The full content-free inspection.
+    """
+
+    request_id: str
+    message_ids: tuple[str, ...]
+    input_tokens: int
+    max_output_tokens: int
+    receipt: RequestReceipt
+    choices: tuple[ContributorChoice, ...] = ()
+    removed_tools: tuple[str, ...] = ()
+    included_older: HistoryAggregate | None = None
+    history_summary: HistorySummaryPlacement | None = None
+    epoch: EpochFloors
+    budget: DerivedBudget
+    tier: Literal["optimize_at", "max"]
+    preparations: tuple[Preparation, ...] = Field(default=())
+    inspection: RequestInspection
+
+
+def needs_authoritative_count(request: PlanRequest) -> bool:
+    """Whether an authoritative count could rescue a request the estimate rejects.
+
+    True only for a request with nothing to choose (no elastic contributor, no managed
+    history) whose estimate exceeds the strict max. The runtime then counts the request with
+    the provider's counter and plans again with `counted_input_tokens` (exact measurement,
+    no safety margin).
+    """
+    comp = compose(request.model_copy(update={"counted_input_tokens": None}))
+    return not comp.ladders and comp.fixed_tokens > comp.budget.max
+
+
+def _unavailable(comp: Composition, chosen: tuple[int, ...] | None = None) -> tuple[str, ...]:
+    names: list[str] = []
+    for position, ladder in enumerate(comp.ladders):
+        lowest = max(comp.floors[position], ladder.start)
+        if any(not rung.available for rung in ladder.rungs[lowest:]):
+            names.append(ladder.id)
+    del chosen
+    return tuple(names)
+
+
+def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
+    managed = comp.managed
+    if managed is None or managed.policy.summary is not None:
+        return ()
+    if managed.policy.on_miss != "inline":
+        return ()
+    return (
+        Preparation(contributor=HISTORY_ID, when="inline", prefix_messages=managed.prefix_messages),
+    )
+
+
+def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]]:
+    request = comp.request
+    budget = comp.budget
+    empty = tuple(
+        ladder.id for ladder, options in zip(comp.ladders, comp.options, strict=True) if not options
+    )
+    if empty:
+        raise composition_error(comp, "REPRESENTATION_UNAVAILABLE", unavailable=empty)
+    if not comp.ladders and request.counted_input_tokens is not None:
+        counted = request.counted_input_tokens
+        if counted > budget.max:
+            raise composition_error(comp, "REQUEST_TOO_LARGE", required=counted)
+        return Selection((), counted), "optimize_at" if counted <= budget.optimize_at else "max"
+    found = select_two_tier(comp.options, comp.fixed_tokens, budget.optimize_at, budget.max)
+    if found is None:
+        unavailable = _unavailable(comp)
+        preparations = tuple(need.model_dump() for need in _inline_need(comp))
+        code = "REPRESENTATION_UNAVAILABLE" if unavailable else "REQUEST_TOO_LARGE"
+        raise composition_error(comp, code, unavailable=unavailable, preparations=preparations)
+    selection, tier = found
+    return selection, "optimize_at" if tier == "optimize_at" else "max"
+
+
+def plan(request: PlanRequest) -> SealedPlan:
+    """Plan one provider call: measure, select representations, seal the receipt.
+
+    Pure and deterministic: the same request always yields a byte-identical plan.
+
+    Args:
+        request: The content-free request skeleton.
+
+    Returns:
+        The sealed plan.
+
+    Raises:
+        RequestCompositionError: `REQUEST_TOO_LARGE` when no legal complete request fits,
+            `REPRESENTATION_UNAVAILABLE` when only an unavailable or unprepared rung could
+            help (diagnostics list inline `preparations` for managed history), or
+            `INVALID_COMPOSITION` for malformed input.
+        ConfigurationError: For invalid configuration values.
+    """
+    comp = compose(request)
+    selection, tier = _select(comp)
+    budget = comp.budget
+    total = selection.tokens
+    full_total = comp.full_tokens if request.counted_input_tokens is None or comp.ladders else total
+    chosen = selection.rungs
+
+    choices: list[ContributorChoice] = []
+    adaptations: list[Adaptation] = []
+    removed: list[str] = []
+    floors_out: list[EpochFloor] = []
+    span: Span | None = comp.history_span
+    summary: HistorySummaryPlacement | None = None
+    warnings = [ReceiptWarning(code=w.code, message=w.message) for w in comp.history_warnings]
+    for position, (ladder, index) in enumerate(zip(comp.ladders, chosen, strict=True)):
+        rung = ladder.rungs[index]
+        gone = ladder.tools if rung.kind == "omitted" else ()
+        removed.extend(gone)
+        choices.append(
+            ContributorChoice(
+                contributor=ladder.id,
+                representation=rung.kind,
+                rung=index,
+                source=rung.source,
+                tokens=rung.tokens,
+                removed_tools=gone,
+            )
+        )
+        floor = max(comp.floors[position], index)
+        if floor:
+            floors_out.append(EpochFloor(contributor=ladder.id, rung=floor))
+        if rung.kind != "full":
+            adaptations.append(
+                Adaptation(
+                    contributor=ladder.id,
+                    representation=rung.kind,
+                    source=rung.source,
+                    full_tokens=full_total,
+                    selected_tokens=total,
+                    contributor_full_tokens=ladder.rungs[0].tokens,
+                    contributor_selected_tokens=rung.tokens,
+                )
+            )
+        if ladder.id == HISTORY_ID and comp.managed is not None:
+            span = comp.managed.spans[index]
+            policy_summary = comp.managed.policy.summary
+            if rung.kind == "summary" and policy_summary is not None:
+                summary = HistorySummaryPlacement(
+                    artifact_id=policy_summary.artifact_id,
+                    position=comp.projector.prefix_items,
+                    tokens=rung.tokens - (span.tokens if span else 0),
+                )
+                if policy_summary.stale:
+                    warnings.append(
+                        ReceiptWarning(
+                            code="HISTORY_SUMMARY_STALE",
+                            message="a summary of an older prefix is used with a longer raw suffix",
+                        )
+                    )
+    choices.sort(key=lambda choice: _declared(comp, choice.contributor))
+    choices.extend(
+        ContributorChoice(
+            contributor=ladder.id,
+            representation="full",
+            rung=0,
+            source=ladder.id,
+            tokens=ladder.rungs[0].tokens,
+        )
+        for ladder in comp.required
+    )
+    choices.sort(key=lambda choice: _declared(comp, choice.contributor))
+    floors_out.sort(key=lambda floor: floor.contributor)
+
+    preparations: tuple[Preparation, ...] = ()
+    managed = comp.managed
+    if managed is not None and managed.refresh_due and comp.full_tokens > budget.optimize_at:
+        preparations = (
+            Preparation(
+                contributor=HISTORY_ID,
+                when="after-response",
+                prefix_messages=managed.prefix_messages,
+            ),
+        )
+        warnings.append(
+            ReceiptWarning(
+                code="HISTORY_MAINTENANCE_SCHEDULED",
+                message="a history summary will be prepared after the response",
+            )
+        )
+    has_history = bool(request.history) or request.older_history.count > 0
+    if comp.policy == "exact" and has_history and total > budget.optimize_at:
+        warnings.append(
+            ReceiptWarning(
+                code="HISTORY_EXACT_NEAR_LIMIT",
+                message="exact history has pushed the request above optimize_at",
+            )
+        )
+
+    receipt = RequestReceipt(
+        id=request.request_id,
+        model=request.model.id,
+        input_tokens=total,
+        max_input_tokens=budget.max,
+        measurement=budget.measurement,
+        adaptations=tuple(adaptations),
+        warnings=tuple(warnings),
+        previous_request_id=request.previous_request_id,
+    )
+    record = history_record(comp, span, summary.tokens if summary else 0)
+    inspection = build_inspection(comp, chosen, tier, receipt, record)
+    return SealedPlan(
+        request_id=request.request_id,
+        message_ids=comp.projector.ids(span) if span is not None else (),
+        input_tokens=total,
+        max_output_tokens=budget.output_reserve,
+        receipt=receipt,
+        choices=tuple(choices),
+        removed_tools=tuple(removed),
+        included_older=request.older_history if span is not None and span.include_older else None,
+        history_summary=summary,
+        epoch=EpochFloors(key=comp.epoch_key, floors=tuple(floors_out)),
+        budget=budget,
+        tier=tier,
+        preparations=preparations,
+        inspection=inspection,
+    )
+
+
+def _declared(comp: Composition, contributor: str) -> int:
+    if contributor == HISTORY_ID and comp.managed is not None:
+        return -1
+    for ladder in (*comp.ladders, *comp.required):
+        if ladder.id == contributor:
+            return ladder.order
+    return len(comp.request.contributors)
