@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+import asyncpg
 from pydantic import ValidationError
 
 from crux.errors import ThreadError

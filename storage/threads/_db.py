@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, cast
 
-import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+import asyncpg
 
 from crux.errors import StorageUnavailableError, ThreadCommitError, ThreadError
 
@@ -54,6 +54,16 @@ _CONNECTION_ERRORS = (
 _SERVER_ERRORS = (asyncpg.PostgresError,)
 
 
+def _unsupported(thread_id: str, exc: Exception) -> ThreadError:
+    error = ThreadError(
+        "unsupported_capability",
+        "the database has no thread tables; apply the storage migrations",
+        thread_id=thread_id,
+    )
+    error.__cause__ = exc
+    return error
+
+
 @asynccontextmanager
 async def write_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connection]:
     """A READ COMMITTED transaction for a publishing operation.
@@ -67,6 +77,8 @@ async def write_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connect
             yield cast(Connection, raw)
     except ThreadError:
         raise
+    except asyncpg.UndefinedTableError as exc:
+        raise _unsupported(thread_id, exc) from exc
     except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
         raise ThreadCommitError(
             "publication failed; history may or may not contain it (repeat the call)",
@@ -89,5 +101,7 @@ async def read_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
             yield cast(Connection, raw)
     except ThreadError:
         raise
+    except asyncpg.UndefinedTableError as exc:
+        raise _unsupported(thread_id, exc) from exc
     except _CONNECTION_ERRORS as exc:
         raise StorageUnavailableError(f"thread store unreachable for {thread_id}") from exc

@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import asyncpg  # pyright: ignore[reportMissingTypeStubs]
+import asyncpg
 
 from crux.errors import ThreadError
 from crux.messages import JsonValue, Message, Part
