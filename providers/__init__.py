@@ -9,8 +9,12 @@ from providers.anthropic import AnthropicMessagesProvider
 from providers.counting import (
     Confidence,
     MessageFormat,
+    ProfileLike,
     TokenCounter,
     count_new_messages,
+    counter_for,
+    encoding_for,
+    message_format_for,
     message_key,
 )
 from providers.estimate import RequestEstimate, estimate_request
@@ -47,6 +51,7 @@ __all__ = [
     "MessageFormat",
     "OfflineChatProvider",
     "OpenAIChatProvider",
+    "ProfileLike",
     "RequestEstimate",
     "StreamDone",
     "StreamEvent",
@@ -61,6 +66,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "count_new_messages",
+    "counter_for",
+    "encoding_for",
     "estimate_request",
+    "message_format_for",
     "message_key",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -99,35 +100,54 @@ def parse_should_retry(headers: httpx.Headers) -> bool | None:
     return None
 
 
-def _error_fields(body: bytes) -> tuple[str | None, str | None, str]:
-    """`(type, code, message)` from an OpenAI- or Anthropic-shaped error body."""
+@dataclass(frozen=True)
+class _ErrorFields:
+    kind: str | None = None
+    code: str | None = None
+    message: str = ""
+    requested: int | None = None
+    limit: int | None = None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _error_fields(body: bytes) -> _ErrorFields:
+    """Fields of an error body in OpenAI, Anthropic, vLLM or llama.cpp shape."""
     try:
         data: Any = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return None, None, body[:2000].decode("utf-8", "replace")
+        return _ErrorFields(message=body[:2000].decode("utf-8", "replace"))
     top = as_object(data) or {}
-    error: Any = top.get("error")
-    if isinstance(error, str):
-        return None, None, error
-    error = as_object(error)
-    if error is None:
-        return None, None, str(top.get("detail") or "")
-    kind = error.get("type")
-    code = error.get("code")
-    message = error.get("message")
-    return (
-        kind if isinstance(kind, str) else None,
-        str(code) if isinstance(code, str | int) and not isinstance(code, bool) else None,
-        message if isinstance(message, str) else "",
+    nested: Any = top.get("error")
+    if isinstance(nested, str):
+        return _ErrorFields(message=nested)
+    # OpenAI and llama.cpp nest the error; Anthropic nests it under a `type: error` envelope;
+    # vLLM puts the fields at the top level.
+    error = as_object(nested) or top
+    code: Any = error.get("code")
+    return _ErrorFields(
+        kind=_str(error.get("type")),
+        code=_str(code) if not isinstance(code, str) or not code.isdigit() else None,
+        message=_str(error.get("message")) or _str(top.get("detail")) or "",
+        requested=_int(error.get("n_prompt_tokens")),
+        limit=_int(error.get("n_ctx")),
     )
 
 
-def _overflow_numbers(message: str) -> tuple[int | None, int | None]:
-    """`(requested, limit)` token numbers when the message states them."""
-    match = _ANTHROPIC_NUMBERS.search(message)
+def _overflow_numbers(fields: _ErrorFields) -> tuple[int | None, int | None]:
+    """`(requested, limit)` token numbers when the body states them."""
+    if fields.requested is not None or fields.limit is not None:
+        return fields.requested, fields.limit
+    match = _ANTHROPIC_NUMBERS.search(fields.message)
     if match:
         return int(match.group(1)), int(match.group(2))
-    match = _OPENAI_NUMBERS.search(message)
+    match = _OPENAI_NUMBERS.search(fields.message)
     if match:
         return int(match.group(2)), int(match.group(1))
     return None, None
@@ -148,10 +168,10 @@ def error_from_response(
     provider: str, status_code: int, headers: httpx.Headers, body: bytes
 ) -> ProviderHTTPError:
     """Classify a non-success response; the provider's message text is not kept."""
-    kind, code, message = _error_fields(body)
-    error_type = code or kind
-    if is_context_overflow(status_code, kind, code, message):
-        requested, limit = _overflow_numbers(message)
+    fields = _error_fields(body)
+    error_type = fields.code or fields.kind
+    if is_context_overflow(status_code, fields.kind, fields.code, fields.message):
+        requested, limit = _overflow_numbers(fields)
         return ContextOverflowError(
             provider,
             status_code,

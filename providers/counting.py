@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers import _json
@@ -211,3 +211,34 @@ def count_new_messages(
 ) -> dict[str, int]:
     """Module-level form of `TokenCounter.count_new_messages` for encoding `encoding`."""
     return TokenCounter.for_encoding(encoding).count_new_messages(messages, known)
+
+
+class ProfileLike(Protocol):
+    """What counting needs from a catalog profile (`planner.ModelProfile` fits)."""
+
+    @property
+    def provider(self) -> str:
+        """Provider family, e.g. `openai` or `anthropic`."""
+        ...
+
+    @property
+    def encoding(self) -> str:
+        """Encoding name counts are stored under."""
+        ...
+
+
+def encoding_for(profile: ProfileLike) -> str:
+    """The encoding name to count `profile`'s messages with (the key counts are stored under)."""
+    return profile.encoding
+
+
+def message_format_for(profile: ProfileLike) -> MessageFormat:
+    """Whose framing rules apply to `profile`'s requests."""
+    return "anthropic" if profile.provider == "anthropic" else "openai"
+
+
+def counter_for(profile: ProfileLike) -> TokenCounter:
+    """The process-wide counter for `profile` (encoding and framing from the profile)."""
+    return TokenCounter.for_encoding(
+        encoding_for(profile), message_format=message_format_for(profile)
+    )

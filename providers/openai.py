@@ -17,6 +17,7 @@ from providers import _json
 from providers import _openai_wire as wire
 from providers._errors import error_from_response, malformed
 from providers._http import join_url, load_event_json, post_json, post_sse
+from providers._openai_responses import encode_count_request
 from providers.types import (
     ChatRequest,
     ChatResponse,
@@ -94,6 +95,24 @@ class OpenAIChatProvider:
                 for delta in assembler.add(load_event_json(self.provider, event)):
                     yield delta
         yield StreamDone(response=assembler.result())
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """Authoritative input tokens from `POST {base_url}/responses/input_tokens`.
+
+        Only OpenAI itself offers this endpoint; use it near a decision boundary, since it
+        costs a round trip.
+
+        Raises:
+            ProviderError: Classified failure (404 from servers without the endpoint).
+        """
+        url = join_url(self.base_url, "responses/input_tokens")
+        headers = {**self._headers, "accept": "application/json"}
+        body = encode_count_request(request)
+        data = await post_json(self._http, self.provider, url, body, headers)
+        tokens = data.get("input_tokens")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise malformed(self.provider, "input_tokens missing from the count response")
+        return tokens
 
     async def summarize(self, request: SummaryRequest) -> Message | None:
         """Chat completions has no native compaction API; the portable path applies."""

@@ -1,4 +1,3 @@
-# pyright: standard
 """Fixtures for provider tests: an HTTP client and loopback servers per test."""
 
 from __future__ import annotations
@@ -8,7 +7,12 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from providers import LoopbackOpenAIServer, OpenAIChatProvider
+from providers import (
+    AnthropicMessagesProvider,
+    LoopbackAnthropicServer,
+    LoopbackOpenAIServer,
+    OpenAIChatProvider,
+)
 
 
 @pytest_asyncio.fixture
@@ -24,9 +28,24 @@ async def openai_server() -> AsyncIterator[LoopbackOpenAIServer]:
 
 
 @pytest_asyncio.fixture
+async def anthropic_server() -> AsyncIterator[LoopbackAnthropicServer]:
+    async with LoopbackAnthropicServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
 async def openai_provider(
     http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
 ) -> OpenAIChatProvider:
     return OpenAIChatProvider(
         http, base_url=openai_server.base_url, api_key="sk-test", headers={"x-team": "crux"}
+    )
+
+
+@pytest_asyncio.fixture
+async def anthropic_provider(
+    http: httpx.AsyncClient, anthropic_server: LoopbackAnthropicServer
+) -> AnthropicMessagesProvider:
+    return AnthropicMessagesProvider(
+        http, base_url=anthropic_server.base_url, api_key="sk-ant-test"
     )
