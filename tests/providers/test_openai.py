@@ -1,6 +1,9 @@
 # pyright: standard
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
 
 from crux.errors import ContextOverflowError, ProviderHTTPError
@@ -9,11 +12,22 @@ from providers import (
     ChatRequest,
     LoopbackOpenAIServer,
     OpenAIChatProvider,
+    StreamDone,
+    SummaryRequest,
+    TextDelta,
+    ToolCallDelta,
     ToolChoiceTool,
     ToolSpec,
     Usage,
 )
-from providers.loopback import ErrorReply, ScriptedToolCall, TextReply, tool_call_reply
+from providers.loopback import (
+    CountReply,
+    ErrorReply,
+    RawReply,
+    ScriptedToolCall,
+    TextReply,
+    tool_call_reply,
+)
 
 WEATHER = ToolSpec(
     name="get_weather",
@@ -165,3 +179,197 @@ async def test_context_overflow_has_its_own_type_and_no_prompt_text(
     assert caught.value.limit_tokens == 128000
     assert caught.value.requested_tokens == 130512
     assert "SECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, None])
+async def test_stream_split_at_awkward_boundaries_assembles_text_and_tool_calls(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer, chunk_size: int | None
+) -> None:
+    openai_server.enqueue(
+        tool_call_reply(
+            ScriptedToolCall(id="call_x", name="get_weather", arguments={"city": "Zürich — 東京"}),
+            ScriptedToolCall(id="call_y", name="get_time", arguments={"tz": "Asia/Tokyo"}),
+            text="Looking up «both» cities…",
+            input_tokens=50,
+            output_tokens=20,
+            cache_read_tokens=32,
+            sse_chunk_size=chunk_size,
+        )
+    )
+    events = [
+        e
+        async for e in openai_provider.stream(
+            ChatRequest(model="gpt-4o", messages=_conversation()[:2], tools=[WEATHER])
+        )
+    ]
+    assert isinstance(events[-1], StreamDone)
+    response = events[-1].response
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "Looking up «both» cities…"
+    assert [
+        (e.index, e.tool_call_id, e.tool_name) for e in events if isinstance(e, ToolCallDelta)
+    ] == [
+        (0, "call_x", "get_weather"),
+        (1, "call_y", "get_time"),
+    ]
+    assert response.message == Message(
+        role="assistant",
+        content=[
+            TextPart(text="Looking up «both» cities…"),
+            ToolCallPart(
+                tool_call_id="call_x", tool_name="get_weather", input={"city": "Zürich — 東京"}
+            ),
+            ToolCallPart(tool_call_id="call_y", tool_name="get_time", input={"tz": "Asia/Tokyo"}),
+        ],
+    )
+    assert response.finish_reason == "tool_calls"
+    assert response.usage == Usage(input_tokens=50, output_tokens=20, cache_read_tokens=32)
+    sent = openai_server.requests[-1]
+    assert sent.headers["accept"] == "text/event-stream"
+    assert sent.body["stream"] is True
+    assert sent.body["stream_options"] == {"include_usage": True}
+
+
+async def test_complete_with_stream_flag_returns_the_assembled_reply(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(
+        TextReply(text="streamed answer", finish_reason="length", sse_chunk_size=5)
+    )
+    response = await openai_provider.complete(
+        ChatRequest(model="gpt-4o", messages=_conversation()[:2], stream=True)
+    )
+    assert response.message.text == "streamed answer"
+    assert response.finish_reason == "length"
+    assert response.provider_finish_reason == "length"
+
+
+async def test_structured_output_and_max_tokens_field(
+    http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
+) -> None:
+    provider = OpenAIChatProvider(
+        http, base_url=openai_server.base_url + "/", max_tokens_field="max_tokens"
+    )
+    schema = {
+        "title": "Weather report",
+        "type": "object",
+        "properties": {"celsius": {"type": "number"}},
+        "required": ["celsius"],
+        "additionalProperties": False,
+    }
+    openai_server.enqueue(TextReply(text='{"celsius": 18}'))
+    response = await provider.complete(
+        ChatRequest(
+            model="llama3",
+            messages=[Message(role="user", content="weather?")],
+            max_output_tokens=64,
+            response_format=schema,
+            tool_choice="none",
+        )
+    )
+    sent = openai_server.requests[-1]
+    assert sent.path == "/v1/chat/completions"
+    assert "authorization" not in sent.headers
+    assert sent.body == {
+        "model": "llama3",
+        "messages": [{"role": "user", "content": "weather?"}],
+        "max_tokens": 64,
+        "tool_choice": "none",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "Weather_report", "schema": schema, "strict": True},
+        },
+    }
+    assert response.message.text == '{"celsius": 18}'
+
+
+async def test_refusal_is_reported_as_refusal(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer
+) -> None:
+    body = {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+    openai_server.enqueue(RawReply(body=json.dumps(body).encode()))
+    response = await openai_provider.complete(
+        ChatRequest(model="gpt-4o", messages=_conversation()[:2])
+    )
+    assert response.finish_reason == "refusal"
+    assert response.message.text == "I can't help."
+
+
+async def test_authoritative_input_token_count_uses_the_responses_shape(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(CountReply(input_tokens=321))
+    tokens = await openai_provider.count_tokens(
+        ChatRequest(model="gpt-4o", messages=_conversation(), tools=[WEATHER], tool_choice="auto")
+    )
+    assert tokens == 321
+    sent = openai_server.requests[-1]
+    assert sent.path == "/v1/responses/input_tokens"
+    assert sent.body == {
+        "model": "gpt-4o",
+        "input": [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": "What is in this picture, and the weather in Paris?",
+                    },
+                    {
+                        "type": "input_image",
+                        "image_url": "https://example.test/cat.png",
+                        "detail": "low",
+                    },
+                ],
+            },
+            {"role": "assistant", "content": "Checking."},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris"}',
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": "18C, sunny"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": WEATHER.parameters,
+            }
+        ],
+        "tool_choice": "auto",
+    }
+
+
+async def test_default_responder_echoes_the_request_shape(
+    openai_provider: OpenAIChatProvider,
+) -> None:
+    response = await openai_provider.complete(
+        ChatRequest(model="gpt-4o", messages=_conversation()[:2])
+    )
+    assert response.message.text == (
+        '[loopback echo] I received 2 messages; you said "What is in this picture, and the weather"'
+    )
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens > 0
+
+
+async def test_openai_adapter_offers_no_native_summary(
+    openai_provider: OpenAIChatProvider,
+) -> None:
+    request = SummaryRequest(model="gpt-4o", messages=_conversation())
+    assert await openai_provider.summarize(request) is None
