@@ -120,9 +120,10 @@ async def append_group(
             )
 
     leaf = ids[-1]
-    selected = head == target
+    # An owner without a head has nothing to compete with: its first publication is selected.
+    selected = head is None or head == target
     status = "selected" if selected else "alternative"
-    selected_head = leaf if selected or head is None else head
+    selected_head = head if head is not None and not selected else leaf
     receipt = await insert_group(
         connection,
         thread_id=thread_id,

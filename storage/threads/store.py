@@ -38,6 +38,13 @@ digest):
   observe `deleted` as soon as the marker commits.
 - `read_history_view` leaves out a causal group whole when any member is redacted or removed
   (DESIGN in 2.9 / 9.7), since a model must never see an incomplete group.
+- An owner that has no head yet selects its first publication wherever it lands (2.2 step
+  11 would make it an `alternative` unless it is published at the root), so a new durable
+  owner can start from a group end of another owner's path with `after`.
+- Plain appends (without `after`) choose the owner's head as parent under the control row
+  lock, so two plain appends never observe the same head: both are `selected`, one after
+  the other. Writers that pinned an observed head (`after`, managed expected heads) race
+  exactly as 2.2's concurrency law says.
 - Non-`main` owners must be registered open to publish or navigate (`invalid_message`
   otherwise); any owner may read. `release_owner` removes a registration, which deletion
   requires (2.11's "delete the Sessions first").
