@@ -20,10 +20,10 @@ from providers.loopback.anthropic import LoopbackAnthropicServer
 from providers.loopback.openai import LoopbackOpenAIServer
 
 __all__ = [
-    "LOOPBACK_HOST",
     "CountReply",
     "DisconnectReply",
     "ErrorReply",
+    "LOOPBACK_HOST",
     "LoopbackAnthropicServer",
     "LoopbackOpenAIServer",
     "LoopbackServer",
