@@ -114,14 +114,12 @@ def _managed_ladder(
         rungs.append(Rung("summary", None, 0, False, unprepared=True, expected=expected))
         spans.append(suffix)
     else:
-        starts = [
-            offset + projector.bounds[g] for g in range(prefix_groups, projector.group_count + 1)
-        ]
-        at = bisect.bisect_left(starts, summary.covers)
-        aligned = (
-            summary.covers >= older.count and at < len(starts) and starts[at] == summary.covers
-        )
-        raw = projector.span(prefix_groups + at, False) if aligned else None
+        # The summary must end exactly at a listed group boundary at or after the prefix.
+        target = summary.covers - offset
+        bounds = projector.bounds
+        at = bisect.bisect_left(bounds, target, lo=prefix_groups)
+        aligned = summary.covers >= older.count and at < len(bounds) and bounds[at] == target
+        raw = projector.span(at, False) if aligned else None
         size = (raw.tokens if raw else 0) + summary.tokens + fmt.per_message
         rungs.append(
             Rung(

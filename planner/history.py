@@ -103,22 +103,25 @@ class HistoryScan:
     """What one validating pass over the history items found (internal).
 
     Attributes:
-        group_starts: Index of the first item of every causal group, oldest first.
-        group_tokens: Content tokens of every group.
+        group_starts: Index of the first item of every causal group, oldest first, followed
+            by the item count (so group `g` spans `group_starts[g]:group_starts[g + 1]`).
+        tokens_before: Content tokens of all items before each entry of `group_starts`.
+        calls_before: Tool calls made before each entry of `group_starts`. A group never
+            ends with calls pending, so as many tool results precede each boundary.
         prefix_groups: Number of leading groups made only of `system` messages (the leading
             prefix, kept outside recent caps). Zero when older history exists, because the
             transcript's true start then lies in the aggregate.
-        group_calls: `(tool calls, tool results)` of every group (each adds framing).
-        tool_calls: Total tool calls in assistant messages.
-        tool_results: Total tool-result messages.
     """
 
     group_starts: tuple[int, ...]
-    group_tokens: tuple[int, ...]
-    group_calls: tuple[tuple[int, int], ...]
+    tokens_before: tuple[int, ...]
+    calls_before: tuple[int, ...]
     prefix_groups: int
-    tool_calls: int
-    tool_results: int
+
+    @property
+    def group_count(self) -> int:
+        """Number of listed causal groups."""
+        return len(self.group_starts) - 1
 
 
 def scan_history(
@@ -132,76 +135,72 @@ def scan_history(
     message arrives while calls are pending; a group never ends with calls pending (so a
     call and its result are never separated); call ids are not reused while pending.
 
+    The loop is the planner's only per-message work, so it keeps to plain local variables:
+    everything later is computed per group from the boundary sums it records.
+
     Args:
         items: History items, oldest first.
         has_older: Whether an aggregate of older messages precedes `items`.
         request_id: For error attribution.
 
     Returns:
-        Group boundaries, per-group tokens and tool counts.
+        Group boundaries with token and tool-call sums at each boundary.
     """
     starts: list[int] = []
-    group_tokens: list[int] = []
-    group_calls: list[tuple[int, int]] = []
-    seen_groups: set[str] = set()
+    tokens_before: list[int] = []
+    calls_before: list[int] = []
+    seen: set[str] = set()
     pending: set[str] = set()
     current: str | None = None
-    running = 0
-    calls = results = calls_before = results_before = 0
-    for index, item in enumerate(items):
+    total = calls = index = 0
+    for item in items:
         group = item.group_id
         if group != current:
             if pending:
                 raise invalid_transcript("a tool call is separated from its result", request_id)
-            if group in seen_groups:
+            if group in seen:
                 raise invalid_transcript("a causal group is not contiguous", request_id)
-            seen_groups.add(group)
-            if current is not None:
-                group_tokens.append(running)
-                group_calls.append((calls - calls_before, results - results_before))
+            seen.add(group)
             starts.append(index)
+            tokens_before.append(total)
+            calls_before.append(calls)
             current = group
-            running = 0
-            calls_before, results_before = calls, results
-        running += item.tokens
-        role = item.role
-        if role == "tool":
-            call = item.tool_call_id
-            if not call or call not in pending:
+        index += 1
+        total += item.tokens
+        if item.role == "tool":
+            answer = item.tool_call_id
+            if answer is None or answer not in pending:
                 raise invalid_transcript("a tool result has no pending call", request_id)
-            pending.discard(call)
-            results += 1
+            pending.discard(answer)
             continue
         if pending:
             raise invalid_transcript("a message arrived while tool calls were pending", request_id)
         if item.tool_call_id is not None:
             raise invalid_transcript("only tool messages answer tool calls", request_id)
-        if item.tool_call_ids:
-            if role != "assistant":
+        made = item.tool_call_ids
+        if made:
+            if item.role != "assistant":
                 raise invalid_transcript("only assistant messages make tool calls", request_id)
-            for call in item.tool_call_ids:
+            for call in made:
                 if call in pending:
                     raise invalid_transcript("a tool call id is reused", request_id)
                 pending.add(call)
-            calls += len(item.tool_call_ids)
+            calls += len(made)
     if pending:
         raise invalid_transcript("the transcript ends with pending tool calls", request_id)
-    if current is not None:
-        group_tokens.append(running)
-        group_calls.append((calls - calls_before, results - results_before))
+    starts.append(index)
+    tokens_before.append(total)
+    calls_before.append(calls)
     prefix_groups = 0
     if not has_older:
-        bounds = [*starts, len(items)]
-        for g in range(len(starts)):
-            if all(items[i].role == "system" for i in range(bounds[g], bounds[g + 1])):
-                prefix_groups += 1
-            else:
-                break
+        first_other = 0
+        while first_other < index and items[first_other].role == "system":
+            first_other += 1
+        while prefix_groups < len(starts) - 1 and starts[prefix_groups + 1] <= first_other:
+            prefix_groups += 1
     return HistoryScan(
         group_starts=tuple(starts),
-        group_tokens=tuple(group_tokens),
-        group_calls=tuple(group_calls),
+        tokens_before=tuple(tokens_before),
+        calls_before=tuple(calls_before),
         prefix_groups=prefix_groups,
-        tool_calls=calls,
-        tool_results=results,
     )

