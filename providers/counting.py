@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import ClassVar, Literal, Protocol
 
 from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
@@ -84,6 +84,14 @@ class TokenCounter:
         exact_tokenizer = canonical is not None and message_format == "openai"
         self.confidence: Confidence = "estimated" if exact_tokenizer else "conservative"
         self._encoding = load_encoding(self.tokenizer_name)
+        # `encode_ordinary` never raises on text that looks like a special token and skips the
+        # special-token scan `encode` does.
+        self._encode = self._encoding.encode_ordinary
+        self._per_message = (
+            ANTHROPIC_TOKENS_PER_MESSAGE
+            if message_format == "anthropic"
+            else OPENAI_TOKENS_PER_MESSAGE
+        )
         self.tokenizations = 0
 
     @classmethod
@@ -114,9 +122,7 @@ class TokenCounter:
     @property
     def tokens_per_message(self) -> int:
         """Framing tokens added to every message."""
-        if self.message_format == "anthropic":
-            return ANTHROPIC_TOKENS_PER_MESSAGE
-        return OPENAI_TOKENS_PER_MESSAGE
+        return self._per_message
 
     @property
     def tokens_per_request(self) -> int:
@@ -130,9 +136,7 @@ class TokenCounter:
         if not text:
             return 0
         self.tokenizations += 1
-        # `encode_ordinary` never raises on text that looks like a special token, and skips the
-        # special-token scan `encode` does.
-        return len(self._encoding.encode_ordinary(text))
+        return len(self._encode(text))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (special-token markers as ordinary text)."""
@@ -142,18 +146,10 @@ class TokenCounter:
         """Text of token ids (invalid UTF-8 at a cut is replaced)."""
         return self._encoding.decode(tokens, errors="replace")
 
-    def _count_texts(self, texts: Sequence[str]) -> list[int]:
-        nonempty = [t for t in texts if t]
-        self.tokenizations += len(nonempty)
-        if len(nonempty) > 1:
-            encoded = iter(self._encoding.encode_ordinary_batch(nonempty))
-            return [len(next(encoded)) if t else 0 for t in texts]
-        return [len(self._encoding.encode_ordinary(t)) if t else 0 for t in texts]
-
     def _message_texts(self, message: Message) -> tuple[list[str], int]:
         """The texts of a message to tokenize, and its fixed (non-text) tokens."""
         texts: list[str] = []
-        fixed = self.tokens_per_message
+        fixed = self._per_message
         anthropic = self.message_format == "anthropic"
         for part in message.parts:
             if isinstance(part, TextPart):
@@ -176,15 +172,26 @@ class TokenCounter:
 
     def count_message(self, message: Message) -> int:
         """What `message` adds to a request: content tokens plus per-message framing."""
+        content = message.content
+        if isinstance(content, str):
+            # Most messages are plain strings: skip building parts.
+            if not content:
+                return self._per_message
+            self.tokenizations += 1
+            return self._per_message + len(self._encode(content))
         texts, fixed = self._message_texts(message)
-        return fixed + sum(self._count_texts(texts))
+        encode = self._encode
+        for text in texts:
+            if text:
+                self.tokenizations += 1
+                fixed += len(encode(text))
+        return fixed
 
     def count_messages(self, messages: Iterable[Message]) -> list[int]:
-        """`count_message` for each message, tokenizing all texts in one batch."""
-        plans = [self._message_texts(m) for m in messages]
-        flat = [t for texts, _ in plans for t in texts]
-        counts = iter(self._count_texts(flat))
-        return [fixed + sum(next(counts) for _ in texts) for texts, fixed in plans]
+        """`count_message` for each message, in order."""
+        # A plain loop: tiktoken's `encode_ordinary_batch` starts a thread pool per call,
+        # which costs more than it saves on chat-sized texts.
+        return [self.count_message(m) for m in messages]
 
     def count_new_messages(
         self, messages: Iterable[Message], known: Mapping[str, int]
