@@ -165,7 +165,7 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     if request.model is None:  # pyright: ignore[reportUnnecessaryComparison]
         raise ConfigurationError("planning requires a model")
     _check_count("counted_input_tokens", request.counted_input_tokens)
-    fmt = message_format(request.model.provider)
+    fmt = request.message_format or message_format(request.model.provider)
     flat = [
         flatten(contributor, order, fmt) for order, contributor in enumerate(request.contributors)
     ]

@@ -56,6 +56,9 @@ class InputBudget(FrozenModel):
         # `TypeError`), as the public contract says, rather than a `ValidationError`.
         _check_positive("optimize_at", data.get("optimize_at"))
         _check_positive("max", data.get("max"))
+        optimize_at, strict = data.get("optimize_at"), data.get("max")
+        if isinstance(optimize_at, int) and isinstance(strict, int) and optimize_at > strict:
+            raise ConfigurationError("optimize_at must not exceed max")
         super().__init__(**data)
 
     @model_validator(mode="after")
@@ -65,7 +68,7 @@ class InputBudget(FrozenModel):
         if self.max is not None and self.max <= 0:
             raise ValueError("max must be a positive integer")
         if self.optimize_at is not None and self.max is not None and self.optimize_at > self.max:
-            raise ConfigurationError("optimize_at must not exceed max")
+            raise ValueError("optimize_at must not exceed max")
         return self
 
     def explicit_key(self) -> str:

@@ -18,6 +18,8 @@ provider layer can check them against real tokenizer totals for whole requests a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import Field
@@ -44,23 +46,25 @@ class MessageFormat(FrozenModel):
     reply_priming: int = Field(ge=0)
 
 
-MESSAGE_FORMATS: dict[str, MessageFormat] = {
-    # Chat Completions frames each message with about 3 tokens and primes the reply with 3;
-    # tool-call ids and names add a handful more per call.
-    "openai": MessageFormat(
-        per_message=4, per_tool_call=8, per_tool_result=6, tools_preamble=16, reply_priming=3
-    ),
-    # Anthropic Messages adds a tool-use system preamble of a few hundred tokens whenever
-    # tools are declared; per-block framing is a little heavier than OpenAI's.
-    "anthropic": MessageFormat(
-        per_message=5, per_tool_call=10, per_tool_result=8, tools_preamble=350, reply_priming=3
-    ),
-    # The offline demo provider is measured with the OpenAI framing it imitates.
-    "offline": MessageFormat(
-        per_message=4, per_tool_call=8, per_tool_result=6, tools_preamble=16, reply_priming=3
-    ),
-}
-"""Per-provider-family message formatting overhead."""
+MESSAGE_FORMATS: Mapping[str, MessageFormat] = MappingProxyType(
+    {
+        # Chat Completions frames each message with about 3 tokens and primes the reply with 3;
+        # tool-call ids and names add a handful more per call.
+        "openai": MessageFormat(
+            per_message=4, per_tool_call=8, per_tool_result=6, tools_preamble=16, reply_priming=3
+        ),
+        # Anthropic Messages adds a tool-use system preamble of a few hundred tokens whenever
+        # tools are declared; per-block framing is a little heavier than OpenAI's.
+        "anthropic": MessageFormat(
+            per_message=5, per_tool_call=10, per_tool_result=8, tools_preamble=350, reply_priming=3
+        ),
+        # The offline demo provider is measured with the OpenAI framing it imitates.
+        "offline": MessageFormat(
+            per_message=4, per_tool_call=8, per_tool_result=6, tools_preamble=16, reply_priming=3
+        ),
+    }
+)
+"""Per-provider-family message formatting overhead (read-only; a request may override it)."""
 
 DEFAULT_MESSAGE_FORMAT = MessageFormat(
     per_message=6, per_tool_call=12, per_tool_result=8, tools_preamble=400, reply_priming=4

@@ -8,6 +8,7 @@ from planner._base import Confidence, FrozenModel
 from planner.budget import InputBudget
 from planner.history import HistoryAggregate, HistoryItem
 from planner.ladder import Contributor
+from planner.measure import MessageFormat
 from planner.policies import ExactHistory, HistoryPolicy
 from planner.profiles import ModelProfile
 from planner.receipt import SupportRequestRecord
@@ -78,6 +79,8 @@ class PlanRequest(FrozenModel):
         runtime_sources: Ids of tool sources only known at run time; `preview()` then
             cannot conclude `fits`.
         support_requests: Support calls (e.g. summaries) to link from the inspection.
+        message_format: Formatting overhead to use instead of the provider family's
+            (for calibrated or custom providers).
     """
 
     request_id: str = Field(min_length=1)
@@ -99,6 +102,7 @@ class PlanRequest(FrozenModel):
     counted_input_tokens: int | None = None
     runtime_sources: tuple[str, ...] = ()
     support_requests: tuple[SupportRequestRecord, ...] = ()
+    message_format: MessageFormat | None = None
 
 
 def epoch_key(request: PlanRequest) -> str:
