@@ -17,7 +17,10 @@ from storage.threads._nodes import Node, group_receipt, insert_group, node, path
 from storage.threads._read import build_snapshot
 from storage.threads._validate import check_id, prepare_batch
 
-_TIPS = "SELECT branch_start, leaf FROM crux_thread_leaves WHERE thread_id = $1 AND owner_id = $2"
+_TIPS = """
+SELECT branch_start, leaf FROM crux_thread_leaves WHERE thread_id = $1 AND owner_id = $2
+ORDER BY branch_start COLLATE "C"
+"""
 _TIP = """
 SELECT leaf FROM crux_thread_leaves WHERE thread_id = $1 AND owner_id = $2 AND branch_start = $3
 """

@@ -31,7 +31,7 @@ _SIBLINGS = """
 SELECT parent_id, message_id FROM crux_thread_messages
 WHERE thread_id = $1 AND seq = 0
   AND (parent_id = ANY($2::text[]) OR ($3 AND parent_id IS NULL))
-ORDER BY published_version, message_id
+ORDER BY published_version, message_id COLLATE "C"
 """
 
 _HISTORY_PATH = """
