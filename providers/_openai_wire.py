@@ -50,8 +50,12 @@ def encode_message(message: Message) -> dict[str, Any]:
             raise ConfigurationError("a tool message needs tool_call_id")
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
     if message.role == "assistant":
-        out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
         calls = message.tool_calls
+        # `null` content is only valid beside tool calls; otherwise send an empty string.
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": message.text or (None if calls else ""),
+        }
         if calls:
             out["tool_calls"] = [
                 {
@@ -91,7 +95,10 @@ def response_format_body(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode_request(
-    request: ChatRequest, *, max_tokens_field: MaxTokensField = "max_completion_tokens"
+    request: ChatRequest,
+    *,
+    max_tokens_field: MaxTokensField = "max_completion_tokens",
+    stream_usage: bool = True,
 ) -> dict[str, Any]:
     """The JSON body of a chat-completions call."""
     body: dict[str, Any] = {
@@ -118,7 +125,8 @@ def encode_request(
         body["response_format"] = response_format_body(request.response_format)
     if request.stream:
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        if stream_usage:
+            body["stream_options"] = {"include_usage": True}
     return body
 
 

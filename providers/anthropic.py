@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from crux.errors import ProviderError
+from crux.errors import ProviderConnectionError, ProviderError
 from crux.messages import Message
 from providers import _anthropic_wire as wire
 from providers import _json
@@ -220,6 +220,10 @@ class _StreamAssembler:
     def result(self) -> ChatResponse:
         if not self._started:
             raise malformed(wire.PROVIDER, "stream without message_start")
+        if not self.stopped and self._stop is None:
+            # A cleanly closed stream without `message_stop` or a stop reason was cut short;
+            # the partial reply must not pass for a complete one.
+            raise ProviderConnectionError(wire.PROVIDER, "stream ended before the reply finished")
         blocks: list[dict[str, Any]] = []
         for index, block in sorted(self._blocks.items()):
             if block.get("type") == "tool_use":

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from crux.messages import Message
+from crux.messages import Message, ToolCallPart
 from providers import _json
 from providers.counting import TokenCounter
 from providers.estimate import estimate_request
@@ -23,6 +23,8 @@ from providers.types import (
     StreamEvent,
     SummaryRequest,
     TextDelta,
+    ToolChoiceTool,
+    ToolSpec,
     Usage,
 )
 
@@ -65,6 +67,31 @@ def _example(schema: Any) -> Any:
     return defaults.get(kind) if isinstance(kind, str) else None
 
 
+def _plural(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _trailing_tool_results(messages: list[Message]) -> int:
+    count = 0
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        count += 1
+    return count
+
+
+def _forced_tool(request: ChatRequest) -> ToolSpec | None:
+    """The tool a forced `tool_choice` asks for, unless tool results are being answered."""
+    choice = request.tool_choice
+    if not request.tools or choice is None or choice in ("auto", "none"):
+        return None
+    if _trailing_tool_results(request.messages):
+        return None
+    if isinstance(choice, ToolChoiceTool):
+        return next((t for t in request.tools if t.name == choice.name), None)
+    return request.tools[0]
+
+
 class OfflineChatProvider:
     """The `offline:echo` provider: a deterministic stand-in that needs no network."""
 
@@ -74,31 +101,51 @@ class OfflineChatProvider:
         self._counter = TokenCounter.for_encoding(OFFLINE_ENCODING)
 
     def reply_text(self, request: ChatRequest) -> str:
-        """The text `complete` answers with."""
+        """The text `complete` answers with (when it does not call a tool)."""
         if request.response_format is not None:
             return _json.dumps(_example(request.response_format))
         users = [m for m in request.messages if m.role == "user"]
+        count = len(request.messages)
+        line = f"[offline echo] turn {len(users)}: I received {count} message{_plural(count)}"
+        results = _trailing_tool_results(request.messages)
+        if results:
+            return f"{line}; {results} tool result{_plural(results)} came back"
         said = ""
         if users:
             words = users[-1].text.split()
             said = " ".join(words[:QUOTED_WORDS]) + (" ..." if len(words) > QUOTED_WORDS else "")
-        count = len(request.messages)
-        noun = "message" if count == 1 else "messages"
-        line = f"[offline echo] turn {len(users)}: I received {count} {noun}"
         return f'{line}; you said "{said}"' if said else line
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Answer deterministically from the request's shape."""
-        text = self.reply_text(request)
-        output = self._counter.count_text(text)
-        finish = "stop"
-        if request.max_output_tokens is not None and output > request.max_output_tokens:
-            tokens = self._counter.encode(text)[: request.max_output_tokens]
-            text, output, finish = self._counter.decode(tokens), len(tokens), "length"
-        input_tokens = estimate_request(request, self._counter).total
+        """Answer deterministically from the request's shape.
+
+        A forced tool choice (`required` or a named tool) gets one call with arguments made
+        from the tool's schema, unless the request already ends with tool results; that lets
+        demos run whole tool rounds offline.
+        """
         digest = hashlib.sha256(_json.dumps_bytes(request.model_dump(mode="json"))).hexdigest()
+        input_tokens = estimate_request(request, self._counter).total
+        tool = _forced_tool(request)
+        if tool is not None:
+            arguments = _example(tool.parameters)
+            call = ToolCallPart(
+                tool_call_id=f"offline-call-{digest[:12]}",
+                tool_name=tool.name,
+                input=_json.as_object(arguments) or {},
+            )
+            message = Message(role="assistant", content=[call])
+            output = self._counter.count_message(message) - self._counter.tokens_per_message
+            finish = "tool_calls"
+        else:
+            text = self.reply_text(request)
+            output = self._counter.count_text(text)
+            finish = "stop"
+            if request.max_output_tokens is not None and output > request.max_output_tokens:
+                tokens = self._counter.encode(text)[: request.max_output_tokens]
+                text, output, finish = self._counter.decode(tokens), len(tokens), "length"
+            message = Message(role="assistant", content=text)
         return ChatResponse(
-            message=Message(role="assistant", content=text),
+            message=message,
             finish_reason=finish,
             usage=Usage(input_tokens=input_tokens, output_tokens=output),
             model=request.model or OFFLINE_MODEL,

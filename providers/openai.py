@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import httpx
 
-from crux.errors import ProviderHTTPError
+from crux.errors import ProviderConnectionError, ProviderHTTPError
 from crux.messages import Message, ToolCallPart
 from providers import _json
 from providers import _openai_wire as wire
@@ -41,6 +41,8 @@ class OpenAIChatProvider:
         headers: Extra headers sent with every call (organisation, project, gateway keys).
         max_tokens_field: `max_completion_tokens` (current OpenAI) or `max_tokens` (servers
             that predate it).
+        stream_usage: Ask for usage in streams (`stream_options.include_usage`); turn off for
+            servers that reject the option (streamed usage is then reported as zero).
         provider: The provider label used in errors (`openai` unless configured).
     """
 
@@ -52,19 +54,23 @@ class OpenAIChatProvider:
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         max_tokens_field: wire.MaxTokensField = "max_completion_tokens",
+        stream_usage: bool = True,
         provider: str = wire.PROVIDER,
     ):
         self._http = http
         self.base_url = base_url
         self.provider = provider
         self._max_tokens_field: wire.MaxTokensField = max_tokens_field
+        self._stream_usage = stream_usage
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     def encode(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for `request`."""
-        return wire.encode_request(request, max_tokens_field=self._max_tokens_field)
+        return wire.encode_request(
+            request, max_tokens_field=self._max_tokens_field, stream_usage=self._stream_usage
+        )
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Send `request`; with `request.stream` the reply is streamed and assembled.
@@ -91,6 +97,7 @@ class OpenAIChatProvider:
         async with post_sse(self._http, self.provider, url, body, headers) as events:
             async for event in events:
                 if event.data.strip() == "[DONE]":
+                    assembler.done = True
                     break
                 for delta in assembler.add(load_event_json(self.provider, event)):
                     yield delta
@@ -132,6 +139,7 @@ class _StreamAssembler:
         self._usage: Any = None
         self._model = ""
         self._id: str | None = None
+        self.done = False
 
     def add(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         error: Any = chunk.get("error")
@@ -204,6 +212,10 @@ class _StreamAssembler:
         return error_from_response(self._provider, status, httpx.Headers(), body)
 
     def result(self) -> ChatResponse:
+        if not self.done and self._finish is None:
+            # A cleanly closed stream without `[DONE]` or a finish reason was cut short; the
+            # partial reply must not pass for a complete one.
+            raise ProviderConnectionError(self._provider, "stream ended before the reply finished")
         text = "".join(self._text)
         calls = [
             ToolCallPart(

@@ -272,3 +272,28 @@ async def test_context_overflow_over_http(endpoint: Endpoint) -> None:
 )
 def test_retry_after_parsing(headers: dict[str, str], expected: float | None) -> None:
     assert parse_retry_after(httpx.Headers(headers)) == expected
+
+
+TRUNCATED = {
+    "openai": (
+        b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"half an an"},'
+        b'"finish_reason":null}]}\n\n'
+    ),
+    "anthropic": (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg","model":"m",'
+        b'"usage":{"input_tokens":3,"output_tokens":1}}}\n\n'
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"half an an"}}\n\n'
+    ),
+}
+
+
+async def test_a_stream_cut_short_is_a_retryable_connection_error(endpoint: Endpoint) -> None:
+    endpoint.server.enqueue(
+        RawReply(body=TRUNCATED[endpoint.name], headers={"content-type": "text/event-stream"})
+    )
+    with pytest.raises(ProviderConnectionError) as caught:
+        await endpoint.provider.complete(REQUEST.model_copy(update={"stream": True}))
+    assert caught.value.retryable

@@ -15,6 +15,8 @@ from providers import (
     StreamDone,
     TextDelta,
     TokenCounter,
+    ToolChoiceTool,
+    ToolSpec,
     count_new_messages,
     counter_for,
     encoding_for,
@@ -168,3 +170,31 @@ def test_counter_for_profile(profile: _Profile, fmt: str, confidence: str) -> No
     assert counter.encoding_name == profile.encoding
     assert counter.message_format == fmt
     assert counter.confidence == confidence
+
+
+async def test_offline_runs_a_forced_tool_round() -> None:
+    provider = OfflineChatProvider()
+    tool = ToolSpec(
+        name="lookup",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+    user = Message(role="user", content="weather in Lisbon?")
+    first = await provider.complete(
+        ChatRequest(model="echo", messages=[user], tools=[tool], tool_choice="required")
+    )
+    assert first.finish_reason == "tool_calls"
+    (call,) = first.message.tool_calls
+    assert (call.tool_name, call.input) == ("lookup", {"city": "offline"})
+    result = Message(role="tool", tool_call_id=call.tool_call_id, content="sunny")
+    second = await provider.complete(
+        ChatRequest(
+            model="echo",
+            messages=[user, first.message, result],
+            tools=[tool],
+            tool_choice=ToolChoiceTool(name="lookup"),
+        )
+    )
+    assert second.finish_reason == "stop"
+    assert second.message.text == (
+        "[offline echo] turn 1: I received 3 messages; 1 tool result came back"
+    )

@@ -373,3 +373,15 @@ async def test_openai_adapter_offers_no_native_summary(
 ) -> None:
     request = SummaryRequest(model="gpt-4o", messages=_conversation())
     assert await openai_provider.summarize(request) is None
+
+
+async def test_stream_usage_can_be_turned_off_for_servers_without_it(
+    http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
+) -> None:
+    provider = OpenAIChatProvider(http, base_url=openai_server.base_url, stream_usage=False)
+    response = await provider.complete(
+        ChatRequest(model="m", messages=[Message(role="user", content="hi")], stream=True)
+    )
+    assert "stream_options" not in openai_server.requests[-1].body
+    assert response.usage == Usage(input_tokens=0, output_tokens=0)
+    assert response.message.text.startswith("[loopback echo]")
