@@ -33,6 +33,15 @@ from crux.models import (
 )
 from crux.prompts import Prompt, history, prompt
 from crux.runtime import Generation, Runtime
+from crux.thread import Thread, thread
+from storage import (
+    MessageEntry,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    VariantInfo,
+)
 
 __all__ = [
     "ConfigurationError",
@@ -46,23 +55,31 @@ __all__ = [
     "ImagePart",
     "InputBudgetSpec",
     "Message",
+    "MessageEntry",
     "Prompt",
     "ProviderError",
     "ProviderHTTPError",
     "ReasoningPart",
+    "RedactedEntry",
+    "RemovedEntry",
     "RequestCompositionError",
     "Runtime",
     "Settings",
     "StepRecord",
     "TextPart",
+    "Thread",
     "ThreadCommit",
     "ThreadCommitError",
+    "ThreadEntry",
     "ThreadError",
     "ThreadInUseError",
+    "ThreadSnapshot",
     "ToolCallPart",
     "Usage",
+    "VariantInfo",
     "configure_logging",
     "history",
     "prompt",
+    "thread",
     "workflow_id_for",
 ]

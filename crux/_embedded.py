@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +59,7 @@ async def _ensure_database(postgres: EmbeddedPostgres) -> str:
 @asynccontextmanager
 async def embedded_stack(
     base: Settings, *, stack_dir: Path, ui: bool = True, with_worker: bool = True
-) -> AsyncIterator[EmbeddedStack]:
+) -> AsyncGenerator[EmbeddedStack]:
     """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
 
     Args:

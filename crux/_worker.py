@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -72,7 +72,7 @@ async def worker_resources(
     pool: asyncpg.Pool | None = None,
     prompts: Iterable[Prompt] = (),
     catalog: ModelCatalog | None = None,
-) -> AsyncIterator[GenerationActivities]:
+) -> AsyncGenerator[GenerationActivities]:
     """Open the pools and clients a worker needs and close them afterwards.
 
     Args:

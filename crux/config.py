@@ -102,4 +102,3 @@ class Settings(BaseModel):
         if not self.database_url:
             raise ConfigurationError("CRUX_DATABASE_URL is not set")
         return self.database_url
-

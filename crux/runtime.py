@@ -14,7 +14,12 @@ from typing import Any
 
 import asyncpg
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import SearchAttributeKey, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.exceptions import ApplicationError
 
 from crux.config import Settings
@@ -205,10 +210,14 @@ class Runtime:
         if self._search_attributes:
             attributes = TypedSearchAttributes(
                 [
-                    _STAGE.value_set("starting"),
-                    _GENERATION.value_set(request.generation_id),
-                    _MODEL.value_set(request.model),
-                    *([_THREAD.value_set(request.thread_id)] if request.thread_id else []),
+                    SearchAttributePair(_STAGE, "starting"),
+                    SearchAttributePair(_GENERATION, request.generation_id),
+                    SearchAttributePair(_MODEL, request.model),
+                    *(
+                        [SearchAttributePair(_THREAD, request.thread_id)]
+                        if request.thread_id
+                        else []
+                    ),
                 ]
             )
         try:
@@ -287,20 +296,25 @@ def _domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureE
         if isinstance(cause, ApplicationError) and cause.type:
             details = list(cause.details)
             code = str(details[0]) if details else ""
+            message = cause.message.removeprefix(f"{code}: ") if code else cause.message
             if cause.type == ErrorType.REQUEST_COMPOSITION:
-                diagnostics = (
-                    details[1] if len(details) > 1 and isinstance(details[1], dict) else {}
-                )
                 return RequestCompositionError(
                     code,  # pyright: ignore[reportArgumentType]
-                    cause.message,
-                    diagnostics=diagnostics,  # pyright: ignore[reportUnknownArgumentType]
+                    message,
+                    diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
                 )
             if cause.type == ErrorType.THREAD_COMMIT:
-                return ThreadCommitError(cause.message)
+                return ThreadCommitError(message)
             if cause.type == ErrorType.THREAD:
-                return ThreadError(code or "commit_failed", cause.message)  # pyright: ignore[reportArgumentType]
+                return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
             if cause.type == ErrorType.CONFIGURATION:
-                return ConfigurationError(cause.message)
+                return ConfigurationError(message)
         cause = cause.__cause__
     return failure
+
+
+def _diagnostics(raw: object) -> dict[str, object]:
+    if not isinstance(raw, dict):
+        return {}
+    items: dict[object, object] = raw  # pyright: ignore[reportUnknownVariableType]
+    return {str(key): value for key, value in items.items()}

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from importlib import resources
 
+from typing import Any
+
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 # Any fixed 64-bit key works; it only has to be the same for every migrating process.
 _MIGRATION_LOCK_KEY = 0x6372_7578_6D69_6772
@@ -32,7 +35,9 @@ def available_migrations() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-async def migrate(connection: asyncpg.Connection) -> list[str]:
+async def migrate(
+    connection: asyncpg.Connection[Any] | PoolConnectionProxy[Any],
+) -> list[str]:
     """Apply every migration not yet recorded.
 
     Args:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -45,7 +45,7 @@ async def new_worker(
     *,
     prompts: Iterable[Prompt] = (),
     default_model: str = "offline:echo",
-) -> AsyncIterator[RunningWorker]:
+) -> AsyncGenerator[RunningWorker]:
     """Run a real worker on a unique task queue for the duration of the block."""
     task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
     settings = settings.model_copy(update={"task_queue": task_queue})

@@ -45,3 +45,9 @@ COMMIT_TURN = ActivityConfig(
 
 COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
 """Longest pause between commit rounds while storage stays unavailable."""
+
+
+def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:
+    """`config` plus the one-line summary the Temporal UI shows for the activity."""
+    merged: ActivityConfig = {**config, "summary": summary}
+    return merged

@@ -84,8 +84,7 @@ class ManagedGenerationWorkflow:
                 max_input_tokens=max_input_tokens(profile, request),
             ),
             result_type=ReadRequestResult,
-            summary="read request",
-            **_options.READ_REQUEST,
+            **_options.with_summary(_options.READ_REQUEST, "read request"),
         )
         if read.existing is not None:
             self._set_stage("completed")
@@ -114,8 +113,9 @@ class ManagedGenerationWorkflow:
                         max_output_tokens=sealed.max_output_tokens,
                     ),
                     result_type=InvokeModelResult,
-                    summary=f"{request.model} attempt {attempt}",
-                    **_options.INVOKE_MODEL,
+                    **_options.with_summary(
+                        _options.INVOKE_MODEL, f"{request.model} attempt {attempt}"
+                    ),
                 )
             except ActivityError as error:
                 if _error_type(error) == ErrorType.CONTEXT_TOO_LONG and ceiling is None:
@@ -193,8 +193,7 @@ class ManagedGenerationWorkflow:
                     ACTIVITY_COMMIT_TURN,
                     commit_input,
                     result_type=CommitTurnResult,
-                    summary="commit turn",
-                    **_options.COMMIT_TURN,
+                    **_options.with_summary(_options.COMMIT_TURN, "commit turn"),
                 )
                 return committed.result
             except ActivityError as error:
@@ -220,7 +219,7 @@ class ManagedGenerationWorkflow:
         # Search attributes are set only when the starter registered them; upserting an
         # unregistered attribute would fail the workflow task on a production cluster.
         if workflow.info().typed_search_attributes.get(STAGE) is not None:
-            workflow.upsert_search_attributes([STAGE.value_set(stage)])
+            workflow.upsert_search_attributes([STAGE.value_set(stage)])  # pyright: ignore[reportUnknownMemberType]
 
 
 def _error_type(error: ActivityError) -> str | None:

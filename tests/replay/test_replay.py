@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from crux.errors import RequestCompositionError
 from crux.models import workflow_id_for
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
 from tests.helpers import new_worker, settings_for
@@ -58,12 +59,18 @@ async def test_record_histories(
     names = {
         "first_turn": "r1",
         "retried_provider_call": "r2",
-        "context_overflow_recovery": "r3",
+        "context_overflow_then_too_large": "r3",
     }
     async with new_worker(client, pool, settings) as worker:
-        for generation_id in names.values():
+        for generation_id in ("r1", "r2"):
             await worker.runtime.generate(
                 "hello", thread=thread_id, model="openai:gpt-4o-mini", generation_id=generation_id
+            )
+        # Exact history leaves nothing to reduce after the provider's overflow rejection:
+        # the linked recovery plan fails typed, before a second dispatch.
+        with pytest.raises(RequestCompositionError):
+            await worker.runtime.generate(
+                "hello", thread=thread_id, model="openai:gpt-4o-mini", generation_id="r3"
             )
         adhoc = await worker.runtime.generate("adhoc", model="offline:echo", generation_id="r4")
     names["adhoc_offline"] = "r4"
