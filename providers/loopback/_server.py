@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from providers.loopback._replies import DisconnectReply, Reply
+from providers.loopback._replies import DisconnectReply, ErrorReply, Reply
 
 LOOPBACK_HOST = "127.0.0.1"
 _MAX_HEADER_LINES = 200
@@ -76,12 +76,17 @@ class LoopbackServer:
     """Base of the wire-format servers: lifecycle, parsing, queue and recording.
 
     Use as `async with Server() as server:`; `server.base_url` is ready inside the block.
+
+    Args:
+        responder: Builds replies when nothing is scripted (default: an echo of the request).
+        validate: Reject requests the real API would reject, with its 400 error body.
     """
 
     api_prefix = "/v1"
 
-    def __init__(self, *, responder: Responder | None = None):
+    def __init__(self, *, responder: Responder | None = None, validate: bool = True):
         self.requests: list[RecordedRequest] = []
+        self.validate = validate
         self._queue: deque[Reply] = deque()
         self._responder = responder
         self._server: asyncio.Server | None = None
@@ -109,13 +114,32 @@ class LoopbackServer:
         """Scripted replies not consumed yet."""
         return len(self._queue)
 
+    def clear(self) -> None:
+        """Forget recorded requests and drop scripted replies."""
+        self.requests.clear()
+        self._queue.clear()
+
     def next_reply(self, request: RecordedRequest) -> Reply:
-        """The scripted reply for `request`, else the responder's, else the default."""
+        """The scripted reply for `request`, else the responder's, else the default.
+
+        With `validate` on, a request the real API would reject (unpaired tool calls, roles
+        out of order, missing required fields) gets that API's 400 instead, and the scripted
+        queue is left untouched.
+        """
+        if self.validate:
+            problem = self.problem(request)
+            if problem is not None:
+                return ErrorReply(status=400, error_type="invalid_request_error", message=problem)
         if self._queue:
             return self._queue.popleft()
         if self._responder is not None:
             return self._responder(request)
         return self.default_reply(request)
+
+    def problem(self, request: RecordedRequest) -> str | None:
+        """Why the real API would reject `request` (subclasses override), or `None`."""
+        del request
+        return None
 
     def default_reply(self, request: RecordedRequest) -> Reply:  # pragma: no cover
         """Reply used when nothing is scripted (subclasses override)."""

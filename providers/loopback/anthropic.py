@@ -23,6 +23,7 @@ from providers.loopback._server import (
     sse_response,
 )
 from providers.loopback._shared import counter, echo_text, input_tokens_of, pieces
+from providers.loopback._validate import anthropic_problem
 
 _DEFAULT_ERROR_TYPES = {
     400: "invalid_request_error",
@@ -50,6 +51,12 @@ def _error_body(error_type: str | None, message: str, status: int) -> dict[str, 
 
 class LoopbackAnthropicServer(LoopbackServer):
     """Anthropic Messages test server (`/v1/messages`, `/v1/messages/count_tokens`)."""
+
+    def problem(self, request: RecordedRequest) -> str | None:
+        """Why the Messages API would reject a `/messages` request, or `None`."""
+        if request.path.split("?")[0] == f"{self.api_prefix}/messages":
+            return anthropic_problem(request.body)
+        return None
 
     def default_reply(self, request: RecordedRequest) -> Reply:
         """An echo of the request shape with usage from the real tokenizer."""

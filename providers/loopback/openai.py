@@ -24,6 +24,7 @@ from providers.loopback._server import (
     sse_response,
 )
 from providers.loopback._shared import counter, echo_text, input_tokens_of, pieces
+from providers.loopback._validate import openai_problem
 
 _DEFAULT_ERROR_TYPES = {
     400: "invalid_request_error",
@@ -53,6 +54,12 @@ class LoopbackOpenAIServer(LoopbackServer):
             provider = OpenAIChatProvider(http, base_url=server.base_url)
         ```
     """
+
+    def problem(self, request: RecordedRequest) -> str | None:
+        """Why OpenAI would reject a chat-completions request, or `None`."""
+        if request.path.split("?")[0].endswith("/chat/completions"):
+            return openai_problem(request.body)
+        return None
 
     def default_reply(self, request: RecordedRequest) -> Reply:
         """An echo of the request shape with usage from the real tokenizer."""
