@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from crux.models import GenerationResult, HistorySpec, StepRecord, Usage, WireModel
-from planner import HistoryAggregate, HistoryItem
+from planner import HistoryAggregate, HistoryItem, RequestInspection
 
 HistorySource = Literal["thread", "caller-messages", "none"]
 
@@ -91,6 +91,8 @@ class CommitTurnInput(WireModel):
     accepted_attempt: int
     history_source: HistorySource = "none"
     steps: list[StepRecord] = []
+    inspections: list[RequestInspection] = []
+    """Content-free inspections of the steps' sealed plans, persisted beside receipts."""
 
 
 class CommitTurnResult(WireModel):

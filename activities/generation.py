@@ -334,6 +334,9 @@ class GenerationActivities:
                 expected_head=request.expected_head,
                 owner=request.owner,
             )
+        inspections = {
+            inspection.id: inspection.model_dump(mode="json") for inspection in request.inspections
+        }
         result = GenerationResult(
             generation_id=request.generation_id,
             thread_id=request.thread_id,
@@ -347,7 +350,12 @@ class GenerationActivities:
             result,
             workflow_id=request.workflow_id,
             receipts=[
-                (s.request.id, s.request.model_dump(mode="json"), None) for s in request.steps
+                (
+                    step.request.id,
+                    step.request.model_dump(mode="json"),
+                    inspections.get(step.request.id),
+                )
+                for step in request.steps
             ],
             keep_final=output.message if commit is None else None,
         )

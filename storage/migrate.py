@@ -8,7 +8,6 @@ concurrent callers (several workers starting at once) apply each file exactly on
 from __future__ import annotations
 
 from importlib import resources
-
 from typing import Any
 
 import asyncpg

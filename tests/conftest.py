@@ -20,8 +20,8 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from providers.loopback import LoopbackOpenAIServer
 from crux.stack import EmbeddedPostgres, start_postgres_sync, start_temporal
+from providers.loopback import LoopbackOpenAIServer
 from storage import create_pool
 from storage.migrate import migrate
 

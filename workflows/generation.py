@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         workflow_id_for,
     )
-    from planner import SealedPlan, plan
+    from planner import RequestInspection, SealedPlan, plan
     from workflows import _options
     from workflows._planning import build_plan_request, max_input_tokens, resolve_profile
 
@@ -91,6 +91,7 @@ class ManagedGenerationWorkflow:
             return read.existing
 
         steps: list[StepRecord] = []
+        inspections: list[RequestInspection] = []
         attempt = 1
         ceiling: int | None = None
         previous_request_id: str | None = None
@@ -124,6 +125,7 @@ class ManagedGenerationWorkflow:
                     attempt += 1
                     continue
                 raise
+            inspections.append(sealed.inspection)
             steps.append(
                 StepRecord(
                     attempt=attempt,
@@ -135,7 +137,7 @@ class ManagedGenerationWorkflow:
             )
             break
 
-        result = await self._commit(request, read, attempt, steps)
+        result = await self._commit(request, read, attempt, steps, inspections)
         self._set_stage("completed")
         return result
 
@@ -173,6 +175,7 @@ class ManagedGenerationWorkflow:
         read: ReadRequestResult,
         attempt: int,
         steps: list[StepRecord],
+        inspections: list[RequestInspection],
     ) -> GenerationResult:
         commit_input = CommitTurnInput(
             generation_id=request.generation_id,
@@ -183,6 +186,7 @@ class ManagedGenerationWorkflow:
             accepted_attempt=attempt,
             history_source=read.history_source,
             steps=steps,
+            inspections=inspections,
         )
         backoff = timedelta(seconds=1)
         rounds = 0
