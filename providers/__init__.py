@@ -22,6 +22,7 @@ from providers.loopback import LoopbackAnthropicServer, LoopbackOpenAIServer
 from providers.offline import OfflineChatProvider
 from providers.openai import OpenAIChatProvider
 from providers.types import (
+    AuthoritativeCounter,
     ChatProvider,
     ChatRequest,
     ChatResponse,
@@ -41,6 +42,7 @@ from providers.types import (
 
 __all__ = [
     "AnthropicMessagesProvider",
+    "AuthoritativeCounter",
     "ChatProvider",
     "ChatRequest",
     "ChatResponse",

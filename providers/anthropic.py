@@ -133,7 +133,10 @@ class AnthropicMessagesProvider:
         return tokens
 
     async def summarize(self, request: SummaryRequest) -> Message | None:
-        """No portable native compaction is used over Messages; the portable path applies."""
+        """Always `None`: the Messages API offers no endpoint returning a readable summary.
+
+        The portable summary path (an ordinary `complete` call) applies.
+        """
         del request
         return None
 

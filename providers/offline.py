@@ -161,6 +161,10 @@ class OfflineChatProvider:
             yield TextDelta(text=word if index == 0 else " " + word)
         yield StreamDone(response=response)
 
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """The input tokens `complete` reports for `request` (exact for this provider)."""
+        return estimate_request(request, self._counter).total
+
     async def summarize(self, request: SummaryRequest) -> Message | None:
         """No native compaction offline; the portable summary path applies."""
         del request

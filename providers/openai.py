@@ -122,7 +122,12 @@ class OpenAIChatProvider:
         return tokens
 
     async def summarize(self, request: SummaryRequest) -> Message | None:
-        """Chat completions has no native compaction API; the portable path applies."""
+        """Always `None`: chat completions has no compaction API.
+
+        OpenAI's `/responses/compact` returns an opaque, encrypted item that only the Responses
+        API accepts back, so it cannot stand in for messages here; the portable summary path
+        applies.
+        """
         del request
         return None
 

@@ -174,6 +174,23 @@ class StreamingChatProvider(ChatProvider, Protocol):
 
 
 @runtime_checkable
+class AuthoritativeCounter(Protocol):
+    """A provider endpoint that counts a request's input tokens exactly.
+
+    Calls cost a round trip (and count against rate limits), so use them only near a decision
+    boundary, once per sealed candidate.
+    """
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """The provider's own input-token count for `request`.
+
+        Raises:
+            ProviderError: Classified failure (see `crux.errors`).
+        """
+        ...
+
+
+@runtime_checkable
 class SummarizingProvider(Protocol):
     """A provider that may offer a native compaction API."""
 

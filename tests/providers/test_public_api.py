@@ -48,3 +48,32 @@ def test_no_temporal_imports_in_providers() -> None:
 
 def test_loopback_servers_bind_to_loopback_only() -> None:
     assert providers.loopback.LOOPBACK_HOST == "127.0.0.1"
+
+
+async def test_adapters_satisfy_the_seams() -> None:
+    import httpx
+
+    from providers import (
+        AnthropicMessagesProvider,
+        AuthoritativeCounter,
+        ChatProvider,
+        OfflineChatProvider,
+        OpenAIChatProvider,
+        StreamingChatProvider,
+        SummarizingProvider,
+    )
+
+    http = httpx.AsyncClient()
+    adapters = [
+        OpenAIChatProvider(http, base_url="http://127.0.0.1:1/v1"),
+        AnthropicMessagesProvider(http, base_url="http://127.0.0.1:1/v1"),
+        OfflineChatProvider(),
+    ]
+    for adapter in adapters:
+        for seam in (
+            ChatProvider,
+            StreamingChatProvider,
+            SummarizingProvider,
+            AuthoritativeCounter,
+        ):
+            assert isinstance(adapter, seam), (adapter, seam)
