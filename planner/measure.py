@@ -112,6 +112,7 @@ OPENAI_IMAGE_BASE_TOKENS = 85
 OPENAI_IMAGE_TILE_TOKENS = 170
 ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
 ANTHROPIC_IMAGE_MAX_EDGE = 1_568
+ANTHROPIC_IMAGE_MAX_TOKENS = 1_600
 DOCUMENT_TOKENS_PER_PAGE = 3_000
 """Per-page allowance for documents: text plus a page image, rounded up."""
 
@@ -130,10 +131,11 @@ def _openai_image(part: ImagePart) -> int:
 
 
 def _anthropic_image(part: ImagePart) -> int:
-    # Images whose long edge exceeds the limit are scaled down before counting.
+    # Images whose long edge exceeds the limit, or whose cost exceeds the token cap, are
+    # scaled down before they reach the model.
     scale = min(1.0, ANTHROPIC_IMAGE_MAX_EDGE / max(part.width, part.height))
     pixels = (part.width * scale) * (part.height * scale)
-    return math.ceil(pixels / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)
+    return min(ANTHROPIC_IMAGE_MAX_TOKENS, math.ceil(pixels / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN))
 
 
 def estimate_media_tokens(provider: str, part: MediaPart) -> int:
@@ -141,8 +143,8 @@ def estimate_media_tokens(provider: str, part: MediaPart) -> int:
 
     OpenAI images: 85 tokens at `low` detail; otherwise 85 plus 170 per 512-pixel tile after
     fitting into 2048x2048 and scaling the short side to 768. Anthropic images: one token per
-    750 pixels after scaling the long edge to at most 1568. Other families take the larger of
-    the two. Documents: `DOCUMENT_TOKENS_PER_PAGE` per page everywhere.
+    750 pixels after scaling the long edge to at most 1568, capped at 1600. Other families
+    take the larger of the two. Documents: `DOCUMENT_TOKENS_PER_PAGE` per page everywhere.
 
     Args:
         provider: Provider family.

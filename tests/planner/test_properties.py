@@ -74,15 +74,15 @@ class Spec:
                 context(f"{self.id}-alt{i}", tokens=t, tools=tools)
                 for i, t in enumerate(self.alternatives)
             ]
-            node = prefer(node, *alternatives)  # type: ignore[arg-type]
+            node = prefer(node, *alternatives)  # type: ignore[arg-type
         if self.summary is not False:
             summary = None if self.summary is None else int(self.summary)
-            node = summarizable(node, summary_tokens=summary)  # type: ignore[arg-type]
+            node = summarizable(node, summary_tokens=summary)  # type: ignore[arg-type
         if self.offload is not False:
             reference = None if self.offload is None else int(self.offload)
-            node = offloadable(node, reference_tokens=reference, above_tokens=self.above)  # type: ignore[arg-type]
+            node = offloadable(node, reference_tokens=reference, above_tokens=self.above)  # type: ignore[arg-type
         if self.drop:
-            node = droppable(node)  # type: ignore[arg-type]
+            node = droppable(node)  # type: ignore[arg-type
         return node
 
     def rungs(self) -> list[tuple[int, bool]]:

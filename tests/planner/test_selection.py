@@ -223,9 +223,11 @@ def test_full_ladder_runs_in_the_fixed_order() -> None:
         )
     )
     expected = {5_000: "full", 3_000: "authored", 1_000: "summary", 500: "offload", 50: "omitted"}
+    sealed = None
     for limit, kind in expected.items():
         sealed = plan(request(contributors=(ladder,), input_budget=InputBudget(max=limit)))
         assert kinds(sealed) == {"doc": kind}, limit
+    assert sealed is not None
     record = sealed.inspection.contributions[0]
     assert record.representations == ("full", "authored", "summary", "offload", "omitted")
 

@@ -1,0 +1,226 @@
+"""Managed history as the first fidelity dimension (the summary extension point)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import (
+    HistoryItem,
+    HistorySummary,
+    InputBudget,
+    ManagedHistory,
+    RequestCompositionError,
+    context,
+    droppable,
+    history,
+    plan,
+    preview,
+)
+from tests.planner.helpers import EXACT_MAX, request, turns
+
+SYSTEM = (HistoryItem(id="s0", role="system", group_id="sys", tokens=20),)
+
+
+def managed(**fields: object) -> ManagedHistory:
+    fields.setdefault("recent_messages", 4)
+    return ManagedHistory(**fields)  # type: ignore[arg-type]
+
+
+def test_defaults() -> None:
+    """107: inline miss policy by default; the builder mirrors `history(...)`."""
+    policy = history()
+    assert policy.on_miss == "inline"
+    assert policy.recent_messages is None and policy.recent_tokens is None
+    assert history(recent=12).recent_messages == 12
+    assert history(recent={"messages": 3, "tokens": 50}).recent_tokens == 50
+
+
+def test_default_suffix_is_forty_percent_of_the_strict_max() -> None:
+    """108: without explicit caps the exact suffix holds floor(0.4 x max) tokens."""
+    items = turns(20, tokens=100)  # 4,000 tokens
+    budget = InputBudget(max=1_000)  # suffix cap 400 tokens = 2 groups
+    sealed = plan(
+        request(
+            history=items,
+            history_policy=history(on_miss="recent-only"),
+            input_budget=budget,
+        )
+    )
+    assert sealed.message_ids == ("u18", "a18", "u19", "a19")
+    assert [a.representation for a in sealed.receipt.adaptations] == ["omitted"]
+
+
+def test_whole_history_in_the_suffix_stays_exact() -> None:
+    """109: an empty prefix means no managed work: history is sent exact."""
+    sealed = plan(request(history=turns(2), history_policy=managed()))
+    assert sealed.message_ids == ("u0", "a0", "u1", "a1")
+    assert sealed.preparations == ()
+    assert sealed.inspection.candidates == ()
+
+
+def test_below_the_watermark_nothing_is_prepared() -> None:
+    """110: full <= optimize_at -> no preparation and no adaptation."""
+    sealed = plan(request(history=turns(10), history_policy=managed()))
+    assert len(sealed.message_ids) == 20
+    assert sealed.receipt.adaptations == ()
+    assert sealed.preparations == ()
+
+
+def test_between_watermark_and_max_full_is_sent_and_maintenance_scheduled() -> None:
+    """111: optimize_at < full <= max -> full now, summary prepared after the response."""
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(),
+            input_budget=InputBudget(optimize_at=100),
+        )
+    )
+    assert len(sealed.message_ids) == 20
+    assert sealed.tier == "max"
+    assert [p.when for p in sealed.preparations] == ["after-response"]
+    assert sealed.preparations[0].prefix_messages == 16
+    assert "HISTORY_MAINTENANCE_SCHEDULED" in [w.code for w in sealed.receipt.warnings]
+
+
+def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
+    """113: inline miss -> the error carries the inline preparation to run, then replan."""
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(),
+                input_budget=InputBudget(max=100),
+            )
+        )
+    assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+    assert raised.value.diagnostics["preparations"] == [
+        {"contributor": "history", "kind": "summary", "when": "inline", "prefix_messages": 16}
+    ]
+    assert raised.value.diagnostics["unavailable"] == ["history"]
+
+
+def test_above_max_recent_only_degrades_to_the_exact_suffix() -> None:
+    """115: recent-only -> no preparation; adaptation `omitted` with the recent suffix."""
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(on_miss="recent-only"),
+            input_budget=InputBudget(max=100),
+        )
+    )
+    assert sealed.message_ids == ("u8", "a8", "u9", "a9")
+    (adaptation,) = sealed.receipt.adaptations
+    assert (adaptation.contributor, adaptation.representation) == ("history", "omitted")
+
+
+def test_above_max_with_fail_is_unavailable_without_preparation() -> None:
+    """116: fail -> REPRESENTATION_UNAVAILABLE before dispatch, nothing to prepare."""
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(on_miss="fail"),
+                input_budget=InputBudget(max=100),
+            )
+        )
+    assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+    assert raised.value.diagnostics["preparations"] == []
+
+
+def test_summary_sits_after_the_leading_prefix_and_before_the_exact_suffix() -> None:
+    """117: prefix ids, then the summary placement, then the raw suffix."""
+    summary = HistorySummary(artifact_id="hs-1", tokens=30, covers=16, support_request_ids=("sup",))
+    sealed = plan(
+        request(
+            history=SYSTEM + turns(10),
+            history_policy=managed(summary=summary),
+            input_budget=InputBudget(max=150),
+        )
+    )
+    assert sealed.message_ids == ("s0", "u8", "a8", "u9", "a9")
+    assert sealed.history_summary is not None
+    assert (sealed.history_summary.artifact_id, sealed.history_summary.position) == ("hs-1", 1)
+    assert sealed.history_summary.tokens == 30
+    assert sealed.input_tokens == 20 + 30 + 40
+    assert sealed.inspection.artifacts[0].support_request_ids == ("sup",)
+    assert "sup" in sealed.inspection.linked_request_ids
+
+
+def test_stale_summary_is_reused_with_a_longer_raw_suffix() -> None:
+    """118: an older-prefix summary plus more raw messages, warned as stale."""
+    summary = HistorySummary(artifact_id="hs-0", tokens=30, covers=12, stale=True)
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary),
+            input_budget=InputBudget(max=150),
+        )
+    )
+    assert sealed.message_ids == ("u6", "a6", "u7", "a7", "u8", "a8", "u9", "a9")
+    assert "HISTORY_SUMMARY_STALE" in [w.code for w in sealed.receipt.warnings]
+
+
+@pytest.mark.parametrize(("covers", "due"), [(12, True), (14, False), (0, True)])
+def test_refresh_is_due_only_after_enough_growth(covers: int, due: bool) -> None:
+    """119: refresh when the prefix grew by >= max(4, ceil(25% of the covered length))."""
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary),
+            input_budget=InputBudget(optimize_at=100),
+        )
+    )
+    assert bool(sealed.preparations) is due
+
+
+def test_misaligned_summary_is_unavailable() -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=3)  # mid-group
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(summary=summary),
+                input_budget=InputBudget(max=100),
+            )
+        )
+    assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+
+
+def test_history_is_reduced_only_after_every_other_contributor() -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=30, covers=16)
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary),
+            contributors=(droppable(context("faq", tokens=100)),),
+            input_budget=InputBudget(max=250),
+        )
+    )
+    kinds = {c.contributor: c.representation for c in sealed.choices}
+    assert kinds == {"history": "full", "faq": "omitted"}
+    assert sealed.epoch.floor("faq") == 2 - 1
+
+
+def test_preview_is_unknown_when_only_the_unprepared_history_summary_fits() -> None:
+    result = preview(
+        request(
+            history=turns(10),
+            history_policy=managed(),
+            input_budget=InputBudget(max=600),
+        ).model_copy(update={"history": turns(40)})
+    )
+    assert result.status == "unknown"
+    assert result.adaptations[0].state == "unprepared"
+    assert result.max_input_tokens == 600 <= EXACT_MAX
+
+
+def test_history_id_is_reserved_under_managed_history() -> None:
+    with pytest.raises(RequestCompositionError):
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(),
+                contributors=(context("history", tokens=1),),
+            )
+        )
