@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from crux.messages import FilePart, ImagePart
+from providers._image_size import data_url_image_size
 
 # OpenAI (GPT-4o family): `low` detail is a flat base cost; otherwise the image is scaled to
 # fit 2048x2048, then its short side to 768, and billed per 512-pixel tile plus the base.
@@ -28,13 +29,21 @@ ANTHROPIC_IMAGE_MAX_TOKENS = 1_600
 FILE_PART_TOKENS = 1_500
 
 
+def image_dimensions(part: ImagePart) -> tuple[int, int] | None:
+    """The image's pixel size: as given, else read from an inline image's header."""
+    if part.width is not None and part.height is not None:
+        return part.width, part.height
+    return data_url_image_size(part.url)
+
+
 def openai_image_tokens(part: ImagePart) -> int:
     """Estimated prompt tokens for one image sent to an OpenAI-family model."""
     if part.detail == "low":
         return OPENAI_IMAGE_BASE_TOKENS
-    if part.width is None or part.height is None:
+    size = image_dimensions(part)
+    if size is None:
         return OPENAI_IMAGE_UNKNOWN_TOKENS
-    width, height = float(part.width), float(part.height)
+    width, height = float(size[0]), float(size[1])
     if max(width, height) > 2048:
         scale = 2048 / max(width, height)
         width, height = width * scale, height * scale
@@ -47,9 +56,10 @@ def openai_image_tokens(part: ImagePart) -> int:
 
 def anthropic_image_tokens(part: ImagePart) -> int:
     """Estimated prompt tokens for one image sent to an Anthropic model."""
-    if part.width is None or part.height is None:
+    size = image_dimensions(part)
+    if size is None:
         return ANTHROPIC_IMAGE_MAX_TOKENS
-    tokens = math.ceil(part.width * part.height / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)
+    tokens = math.ceil(size[0] * size[1] / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)
     return min(tokens, ANTHROPIC_IMAGE_MAX_TOKENS)
 
 
