@@ -120,13 +120,13 @@ def needs_authoritative_count(request: PlanRequest) -> bool:
     return not comp.ladders and comp.fixed_tokens > comp.budget.max
 
 
-def _unavailable(comp: Composition, chosen: tuple[int, ...] | None = None) -> tuple[str, ...]:
+def _unavailable(comp: Composition) -> tuple[str, ...]:
+    # Contributors with a rung the epoch still allows but that cannot be used now.
     names: list[str] = []
     for position, ladder in enumerate(comp.ladders):
         lowest = max(comp.floors[position], ladder.start)
         if any(not rung.available for rung in ladder.rungs[lowest:]):
             names.append(ladder.id)
-    del chosen
     return tuple(names)
 
 
@@ -186,6 +186,7 @@ def plan(request: PlanRequest) -> SealedPlan:
     selection, tier = _select(comp)
     budget = comp.budget
     total = selection.tokens
+    # With an authoritative count there is nothing to adapt: "full" is the count itself.
     full_total = comp.full_tokens if request.counted_input_tokens is None or comp.ladders else total
     chosen = selection.rungs
 
@@ -241,7 +242,6 @@ def plan(request: PlanRequest) -> SealedPlan:
                             message="a summary of an older prefix is used with a longer raw suffix",
                         )
                     )
-    choices.sort(key=lambda choice: _declared(comp, choice.contributor))
     choices.extend(
         ContributorChoice(
             contributor=ladder.id,
