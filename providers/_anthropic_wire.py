@@ -104,7 +104,8 @@ def encode_messages(messages: list[Message]) -> tuple[list[str], list[dict[str, 
     out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
-            system.append(message.text)
+            if message.text:
+                system.append(message.text)
             continue
         role = "assistant" if message.role == "assistant" else "user"
         if message.role == "tool":
@@ -113,6 +114,8 @@ def encode_messages(messages: list[Message]) -> tuple[list[str], list[dict[str, 
             content = message.content
         else:
             content = _blocks(message)
+        if not content:
+            continue  # the API rejects empty turns; an empty one carries nothing anyway
         if out and out[-1]["role"] == role:
             previous = out[-1]
             previous["content"] = _as_blocks(previous["content"]) + _as_blocks(content)

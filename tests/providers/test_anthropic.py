@@ -311,3 +311,24 @@ async def test_default_responder_counts_with_the_real_tokenizer(
         )
         > 0
     )
+
+
+def test_empty_turns_are_dropped_and_neighbours_merged() -> None:
+    from providers._anthropic_wire import encode_messages
+
+    system, messages = encode_messages(
+        [
+            Message(role="system", content=""),
+            Message(role="user", content="first"),
+            Message(role="assistant", content=""),
+            Message(role="assistant", content=[ReasoningPart(text="only thinking")]),
+            Message(role="user", content="second"),
+        ]
+    )
+    assert system == []
+    assert messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+        }
+    ]
