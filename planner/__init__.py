@@ -17,6 +17,7 @@ from planner.budget import (
     derive_budget,
     merge_input_budgets,
 )
+from planner.builders import context, droppable, offloadable, prefer, summarizable
 from planner.errors import ConfigurationError, CruxError, RequestCompositionError
 from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
 from planner.inspection import with_runtime_facts
@@ -29,11 +30,6 @@ from planner.ladder import (
     SourceGroup,
     Summarizable,
     Tool,
-    context,
-    droppable,
-    offloadable,
-    prefer,
-    summarizable,
 )
 from planner.measure import (
     DEFAULT_MESSAGE_FORMAT,
@@ -71,14 +67,8 @@ from planner.receipt import (
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
-from planner.seal import (
-    ContributorChoice,
-    HistorySummaryPlacement,
-    Preparation,
-    SealedPlan,
-    needs_authoritative_count,
-    plan,
-)
+from planner.seal import needs_authoritative_count, plan
+from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 
 __all__ = [
     "Adaptation",
