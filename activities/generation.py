@@ -8,7 +8,7 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import TypeVar
 
 from temporalio import activity
@@ -26,14 +26,15 @@ from activities.contracts import (
     ReadRequestInput,
     ReadRequestResult,
 )
+from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
-from planner import HistoryAggregate, HistoryItem, ModelCatalog
+from planner import ModelCatalog
 from providers import ChatRequest, TokenCounter
-from storage import GenerationStore, HistoryEntry, ThreadStore
+from storage import GenerationStore, ThreadStore
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -109,8 +110,8 @@ class GenerationActivities:
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         user, system = await self._stage_inputs(request)
-        system_tokens = counter.count_message(system) if system is not None else 0
-        turn_tokens = counter.count_message(user)
+        [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
+        system_tokens = rest[0] if rest else 0
 
         if request.messages_ref is not None:
             caller = await self._generations.get_staged_messages(
@@ -118,19 +119,7 @@ class GenerationActivities:
             )
             if caller is None:
                 raise ThreadError("not_found", "staged call-site messages are missing")
-            counts = counter.count_messages(caller)
-            items = [
-                HistoryItem(
-                    id=m.id or f"caller:{index}",
-                    role=m.role,
-                    group_id=f"caller:{index}",
-                    tokens=n,
-                    tool_call_ids=tuple(c.tool_call_id for c in m.tool_calls),
-                    tool_call_id=m.tool_call_id,
-                )
-                for index, (m, n) in enumerate(zip(caller, counts, strict=True))
-            ]
-            history, older = _bound(items, request.max_input_tokens)
+            history, older = caller_skeleton(counter, caller, request.max_input_tokens)
             if request.thread_id is not None:
                 # Shadowing is deliberate but must be visible while debugging.
                 _log.info(
@@ -158,50 +147,25 @@ class GenerationActivities:
                 encoding=counter.encoding_name,
             )
 
-        view = await self._threads.read_history_view(
-            request.thread_id, owner=request.owner, encoding=counter.encoding_name
-        )
-        entries = view.messages
-        history_entries, older_entries = _newest_groups(entries, request.max_input_tokens)
-        missing = [e.id for e in history_entries if e.tokens is None]
-        counted: dict[str, int] = {}
-        if missing:
-            messages = await self._threads.load_messages(request.thread_id, missing)
-            counted = {
-                m.id or "": n
-                for m, n in zip(messages, counter.count_messages(messages), strict=True)
-            }
-            await self._threads.store_token_counts(
-                request.thread_id, counter.encoding_name, counted
-            )
-        history = [
-            HistoryItem(
-                id=e.id,
-                role=e.role,
-                group_id=e.group_id,
-                tokens=e.tokens if e.tokens is not None else counted[e.id],
-                tool_call_ids=tuple(e.tool_call_ids),
-                tool_call_id=e.tool_call_id,
-            )
-            for e in history_entries
-        ]
-        older = HistoryAggregate(
-            count=len(older_entries),
-            tokens=sum(e.tokens or 0 for e in older_entries),
-            first_id=older_entries[0].id if older_entries else None,
-            last_id=older_entries[-1].id if older_entries else None,
+        skeleton = await thread_skeleton(
+            self._threads,
+            counter,
+            request.thread_id,
+            owner=request.owner,
+            ceiling=request.max_input_tokens,
+            store_counts=True,
         )
         return ReadRequestResult(
             history_source="thread",
-            revision=view.revision,
-            head=view.head,
-            history=history,
-            older_history=older,
+            revision=skeleton.view.revision,
+            head=skeleton.view.head,
+            history=skeleton.history,
+            older_history=skeleton.older,
             system_tokens=system_tokens,
             current_turn_tokens=turn_tokens,
             counting_confidence=counter.confidence,
             encoding=counter.encoding_name,
-            counted_messages=len(counted),
+            counted_messages=skeleton.counted,
         )
 
     async def _stage_inputs(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
@@ -369,54 +333,6 @@ class GenerationActivities:
                 replayed=commit.replayed,
             )
         return CommitTurnResult(result=stored)
-
-
-def _group_spans(entries: Sequence[HistoryEntry]) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for index, entry in enumerate(entries):
-        if index > 0 and entry.group_id != entries[index - 1].group_id:
-            spans.append((start, index))
-            start = index
-    if entries:
-        spans.append((start, len(entries)))
-    return spans
-
-
-def _newest_groups(
-    entries: Sequence[HistoryEntry], ceiling: int
-) -> tuple[list[HistoryEntry], list[HistoryEntry]]:
-    """Split a path into the newest whole groups that could fit `ceiling` and the rest.
-
-    Uncounted messages are assumed to cost at least one token each, so the split never
-    drops a group that could have fitted.
-    """
-    total = 0
-    cut = len(entries)
-    for start, end in reversed(_group_spans(entries)):
-        size = sum(e.tokens if e.tokens is not None else 1 for e in entries[start:end])
-        if total + size > ceiling:
-            break
-        total += size
-        cut = start
-    return list(entries[cut:]), list(entries[:cut])
-
-
-def _bound(items: list[HistoryItem], ceiling: int) -> tuple[list[HistoryItem], HistoryAggregate]:
-    total = 0
-    cut = len(items)
-    for index in range(len(items) - 1, -1, -1):
-        if total + items[index].tokens > ceiling:
-            break
-        total += items[index].tokens
-        cut = index
-    older = items[:cut]
-    return items[cut:], HistoryAggregate(
-        count=len(older),
-        tokens=sum(i.tokens for i in older),
-        first_id=older[0].id if older else None,
-        last_id=older[-1].id if older else None,
-    )
 
 
 async def _with_heartbeat(call: Awaitable[_T]) -> _T:

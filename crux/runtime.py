@@ -22,6 +22,8 @@ from temporalio.common import (
 )
 from temporalio.exceptions import ApplicationError
 
+from activities.contracts import ReadRequestResult
+from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from crux.config import Settings
 from crux.errors import (
     ConfigurationError,
@@ -44,7 +46,11 @@ from crux.models import (
 )
 from crux.prompts import Prompt
 from crux.prompts import prompt as define_prompt
+from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
+from planner import preview as plan_preview
+from providers import TokenCounter
 from storage import GenerationStore, ThreadStore
+from workflows._planning import build_plan_request, max_input_tokens
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
 
@@ -99,6 +105,7 @@ class Runtime:
         default_model: Model used when `generate` names none.
         search_attributes: Set Crux search attributes at start (they must be registered
             on the namespace; the embedded dev server registers them).
+        catalog: Model capacity profiles for `preview` (the default catalog when omitted).
     """
 
     def __init__(
@@ -109,6 +116,7 @@ class Runtime:
         task_queue: str = "crux",
         default_model: str = "offline:echo",
         search_attributes: bool = True,
+        catalog: ModelCatalog | None = None,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -117,6 +125,7 @@ class Runtime:
         self._search_attributes = search_attributes
         self._generations = GenerationStore(pool)
         self._threads = ThreadStore(pool)
+        self._catalog = catalog or ModelCatalog.default()
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -179,9 +188,7 @@ class Runtime:
             )
         messages_ref: str | None = None
         if messages is not None:
-            normalised = [
-                m if isinstance(m, Message) else Message.model_validate(m) for m in messages
-            ]
+            normalised = _normalise(messages)
             await self._generations.stage_messages(generation_id, "caller-messages", normalised)
             messages_ref = generation_id
         request = GenerationInput(
@@ -235,16 +242,115 @@ class Runtime:
         except WorkflowFailureError as failure:
             raise _domain_error(failure) from None
 
-    async def inspect(self, request_id: str) -> dict[str, Any]:
-        """Return the stored, content-free receipt (and inspection) of a request.
-
-        Works from any process and after restarts: receipts live in PostgreSQL.
+    async def receipt(self, request_id: str) -> RequestReceipt:
+        """Return the stored receipt of a request, from any process and after restarts.
 
         Raises:
             KeyError: No receipt is stored under `request_id`.
         """
-        receipt, inspection = await self._generations.get_receipt(request_id)
-        return {"receipt": receipt, "inspection": inspection}
+        receipt, _ = await self._generations.get_receipt(request_id)
+        return RequestReceipt.model_validate(receipt)
+
+    async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
+        """Return the full content-free inspection of a request (`receipt.inspect()`).
+
+        Inspections are stored in PostgreSQL beside the receipts, so this works from any
+        process and after restarts.
+
+        Args:
+            request: A receipt or a request id.
+
+        Raises:
+            KeyError: No inspection is stored for that request.
+        """
+        request_id = request if isinstance(request, str) else request.id
+        _, inspection = await self._generations.get_receipt(request_id)
+        if inspection is None:
+            raise KeyError(request_id)
+        return RequestInspection.model_validate(inspection)
+
+    async def preview(
+        self,
+        prompt: Prompt | str,
+        *,
+        input: Any = None,
+        thread: object | None = None,
+        model: str | None = None,
+        messages: Sequence[Message | Mapping[str, Any]] | None = None,
+        history: HistorySpec | None = None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+        max_output_tokens: int | None = None,
+        owner: str = "main",
+    ) -> Preview:
+        """Tell whether a generation would fit, without side effects.
+
+        Reads the Thread (one exact revision) and counts tokens in memory; never calls a
+        provider, prepares a summary, or writes anything (not even token counts).
+
+        Returns:
+            `status` is `fits`, `unknown` (only an unprepared summary or a runtime source
+            could make it fit) or `over-limit`; an over-limit request is returned, not
+            raised.
+        """
+        if isinstance(prompt, str):
+            prompt = define_prompt(id="crux.inline", prompt=prompt)
+        model_id = model or self._default_model
+        profile = self._catalog.resolve(model_id)
+        counter = TokenCounter.for_encoding(profile.encoding)
+        thread_id = _thread_id(thread) or prompt.thread_id
+        request = GenerationInput(
+            generation_id="preview",
+            thread_id=thread_id,
+            model=model_id,
+            prompt_id=prompt.id,
+            owner=owner,
+            history=history or prompt.history,
+            input_budget=_merge_budget(prompt.input_budget, input_budget),
+            max_output_tokens=max_output_tokens,
+        )
+        user = Message(role="user", content=prompt.render(input))
+        system = Message(role="system", content=prompt.system) if prompt.system else None
+        [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
+        ceiling = max_input_tokens(profile, request)
+        read = ReadRequestResult(
+            history_source="none",
+            system_tokens=rest[0] if rest else 0,
+            current_turn_tokens=turn_tokens,
+            counting_confidence=counter.confidence,
+            encoding=counter.encoding_name,
+        )
+        if messages is not None:
+            normalised = _normalise(messages)
+            items, older = caller_skeleton(counter, normalised, ceiling)
+            read = read.model_copy(
+                update={
+                    "history_source": "caller-messages",
+                    "history": items,
+                    "older_history": older,
+                }
+            )
+        elif thread_id is not None:
+            skeleton = await thread_skeleton(
+                self._threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=False
+            )
+            read = read.model_copy(
+                update={
+                    "history_source": "thread",
+                    "revision": skeleton.view.revision,
+                    "head": skeleton.view.head,
+                    "history": skeleton.history,
+                    "older_history": skeleton.older,
+                }
+            )
+        plan_request = build_plan_request(
+            request_id=f"preview_{uuid.uuid4().hex}",
+            request=request,
+            read=read,
+            profile=profile,
+            ceiling=None,
+            previous_request_id=None,
+        )
+        return plan_preview(plan_request)
 
     async def _hydrate(self, result: GenerationResult) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
@@ -257,6 +363,13 @@ class Runtime:
                 raise ThreadError("not_found", "the generation's output is no longer stored")
             message = staged.message
         return Generation(text=message.text, message=message, result=result)
+
+
+def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    try:
+        return [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+    except ValueError:
+        raise ConfigurationError("messages must be canonical messages") from None
 
 
 def _thread_id(thread: object | None) -> str | None:

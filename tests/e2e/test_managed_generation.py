@@ -14,7 +14,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from crux.errors import RequestCompositionError
 from crux.models import GenerationInput, GenerationResult, workflow_id_for
+from crux.prompts import history as crux_history
 from crux.prompts import prompt
+from crux.runtime import Runtime
 from crux.stack import temporal_cli_path
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
@@ -94,8 +96,7 @@ async def test_three_turns_commit_one_causal_group_each_and_send_exact_history(
 
     receipt = results[2].steps[0].request
     assert receipt.input_tokens > 0
-    stored = await worker.runtime.inspect(receipt.id)
-    assert stored["receipt"]["id"] == receipt.id
+    assert await worker.runtime.receipt(receipt.id) == receipt
 
 
 async def test_histories_carry_no_thread_text(
@@ -290,3 +291,89 @@ async def test_commit_blocked_is_visible_and_recovers(
         result = await handle.result()
     assert result.thread_commit is not None
     assert len(openai_server.requests) == 1
+
+
+async def _row_counts(pool: asyncpg.Pool) -> dict[str, int]:
+    tables = [
+        "crux_threads",
+        "crux_thread_messages",
+        "crux_thread_token_counts",
+        "crux_generation_staging",
+        "crux_generations",
+        "crux_request_receipts",
+    ]
+    return {t: int(await pool.fetchval(f"SELECT count(*) FROM {t}")) for t in tables}
+
+
+async def test_preview_reports_fit_without_any_side_effect(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"preview:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(*(TextReply(text=reply) for reply in REPLIES[:2]))
+    async with new_worker(client, pool, settings) as worker:
+        for number in range(2):
+            await worker.runtime.generate(
+                QUESTIONS[number], thread=thread_id, model=MODEL, generation_id=f"v{number}"
+            )
+        # Counts cached by the generations would hide a write; clear them first.
+        await pool.execute("DELETE FROM crux_thread_token_counts")
+        before = await _row_counts(pool)
+        revision = (await ThreadStore(pool).read_history_view(thread_id)).revision
+        fits = await worker.runtime.preview(QUESTIONS[2], thread=thread_id, model=MODEL)
+        over = await worker.runtime.preview(
+            QUESTIONS[2], thread=thread_id, model=MODEL, input_budget={"max": 20}
+        )
+        recent = await worker.runtime.preview(
+            QUESTIONS[2],
+            thread=thread_id,
+            model=MODEL,
+            history=crux_history.recent(messages=2),
+            input_budget={"max": 60},
+        )
+    assert fits.status == "fits"
+    assert fits.input_tokens is not None and fits.input_tokens > 0
+    assert over.status == "over-limit"
+    assert recent.status == "fits"
+    assert recent.input_tokens is not None and recent.input_tokens < fits.input_tokens
+    assert await _row_counts(pool) == before
+    assert (await ThreadStore(pool).read_history_view(thread_id)).revision == revision
+    assert len(openai_server.requests) == 2
+
+
+async def test_inspection_is_stored_and_readable_from_another_runtime(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        result = await worker.runtime.generate(
+            "inspect me", thread=f"inspect:{uuid.uuid4().hex[:6]}", model=MODEL
+        )
+    receipt = result.steps[0].request
+    other = Runtime(client, pool)  # a different process would build exactly this
+    assert await other.receipt(receipt.id) == receipt
+    inspection = await other.inspect(receipt)
+    assert inspection.id == receipt.id
+    assert "inspect me" not in inspection.model_dump_json()
+
+
+async def test_call_site_messages_shadow_the_thread(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"shadow:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="on the thread"), TextReply(text="isolated"))
+    async with new_worker(client, pool, settings) as worker:
+        await worker.runtime.generate("kept", thread=thread_id, model=MODEL)
+        revision = (await ThreadStore(pool).read_history_view(thread_id)).revision
+        result = await worker.runtime.generate(
+            "replayed question",
+            thread=thread_id,
+            model=MODEL,
+            messages=[{"role": "user", "content": "Use this isolated transcript."}],
+        )
+    assert result.text == "isolated"
+    assert result.thread_commit is None
+    assert result.result.history_source == "caller-messages"
+    assert _texts(openai_server)[1] == ["Use this isolated transcript.", "replayed question"]
+    assert (await ThreadStore(pool).read_history_view(thread_id)).revision == revision
