@@ -67,7 +67,7 @@ from planner.receipt import (
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
-from planner.seal import needs_authoritative_count, plan
+from planner.seal import inspect_plan, needs_authoritative_count, plan
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 
 __all__ = [
@@ -130,6 +130,7 @@ __all__ = [
     "epoch_key",
     "estimate_media_tokens",
     "history",
+    "inspect_plan",
     "merge_input_budgets",
     "message_format",
     "message_tokens",

@@ -1,7 +1,7 @@
 """Representation ladders: what a context contributor may become under pressure.
 
-Builders are pure data. A plain `context(...)` source is exact and required. Wrappers
-authorise smaller representations, always in the fixed order
+These models are pure data (`planner.builders` makes them). A plain `context(...)` source is
+exact and required. Wrappers authorise smaller representations, always in the fixed order
 
     full -> authored -> summary -> offload -> omitted
 

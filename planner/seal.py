@@ -6,9 +6,15 @@ from typing import Literal
 
 from planner._compose import HISTORY_ID, Composition, compose
 from planner.diagnostics import composition_error
-from planner.inspection import build_inspection, history_record
+from planner.inspection import build_inspection, history_record, with_runtime_facts
 from planner.projection import Span
-from planner.receipt import Adaptation, ReceiptWarning, RequestReceipt
+from planner.receipt import (
+    Adaptation,
+    ReceiptWarning,
+    RequestInspection,
+    RequestReceipt,
+    SupportRequestRecord,
+)
 from planner.request import EpochFloor, EpochFloors, PlanRequest
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 from planner.select import Selection, select_two_tier
@@ -223,3 +229,30 @@ def _declared(comp: Composition, contributor: str) -> int:
         if ladder.id == contributor:
             return ladder.order
     return len(comp.request.contributors)
+
+
+def inspect_plan(
+    request: PlanRequest,
+    *,
+    retry_count: int = 0,
+    support_requests: tuple[SupportRequestRecord, ...] = (),
+) -> RequestInspection:
+    """Rebuild the full inspection of a planned request from its input.
+
+    Planning is deterministic, so the inspection sealed with a plan can be rebuilt anywhere
+    from the same request; the runtime adds what only it knows.
+
+    Args:
+        request: The request that was planned.
+        retry_count: Transport retries reported for the sealed request.
+        support_requests: Support calls linked after sealing.
+
+    Returns:
+        The inspection.
+
+    Raises:
+        RequestCompositionError: If the request does not plan (there is nothing to inspect).
+    """
+    return with_runtime_facts(
+        plan(request).inspection, retry_count=retry_count, support_requests=support_requests
+    )

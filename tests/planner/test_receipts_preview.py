@@ -16,6 +16,7 @@ from planner import (
     Tool,
     context,
     droppable,
+    inspect_plan,
     offloadable,
     plan,
     prefer,
@@ -72,6 +73,7 @@ def test_152_inspection_is_rebuilt_identically_from_the_request_and_round_trips(
     second = plan(PlanRequest.model_validate_json(adapted().model_dump_json())).inspection
     assert first == second
     assert RequestInspection.model_validate_json(first.model_dump_json()) == first
+    assert inspect_plan(adapted(), retry_count=1) == first.model_copy(update={"retry_count": 1})
 
 
 def test_153_inspection_holds_no_content() -> None:
