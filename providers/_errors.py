@@ -113,6 +113,15 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def _identifier(value: Any) -> str | None:
+    # Error types and codes end up in our error messages; accept only identifier-like values
+    # so a server that puts prose (possibly quoting the prompt) there cannot leak it.
+    return value if isinstance(value, str) and _IDENTIFIER.fullmatch(value) else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -132,8 +141,8 @@ def _error_fields(body: bytes) -> _ErrorFields:
     error = as_object(nested) or top
     code: Any = error.get("code")
     return _ErrorFields(
-        kind=_str(error.get("type")),
-        code=_str(code) if not isinstance(code, str) or not code.isdigit() else None,
+        kind=_identifier(error.get("type")),
+        code=_identifier(code) if not isinstance(code, str) or not code.isdigit() else None,
         message=_str(error.get("message")) or _str(top.get("detail")) or "",
         requested=_int(error.get("n_prompt_tokens")),
         limit=_int(error.get("n_ctx")),

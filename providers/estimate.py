@@ -79,12 +79,15 @@ def estimate_request(
         known: Stored per-message counts for this encoding, keyed by `message_key`; only
             messages missing from it are tokenized.
     """
-    cached = known or {}
-    fresh = counter.count_new_messages(request.messages, cached)
-    per_message = [
-        cached[key] if key in cached else fresh[key]
-        for key in (message_key(m) for m in request.messages)
-    ]
+    if known:
+        fresh = counter.count_new_messages(request.messages, known)
+        per_message = [
+            known[key] if key in known else fresh[key]
+            for key in (message_key(m) for m in request.messages)
+        ]
+    else:
+        # Nothing cached: skip computing keys (a content hash for messages without ids).
+        per_message = counter.count_messages(request.messages)
     tools = estimate_tools(request, counter)
     schema = (
         counter.count_text(_json.dumps(request.response_format))

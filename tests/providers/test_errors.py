@@ -297,3 +297,13 @@ async def test_a_stream_cut_short_is_a_retryable_connection_error(endpoint: Endp
     with pytest.raises(ProviderConnectionError) as caught:
         await endpoint.provider.complete(REQUEST.model_copy(update={"stream": True}))
     assert caught.value.retryable
+
+
+def test_prose_in_error_type_fields_is_not_kept() -> None:
+    body = (
+        b'{"error": {"type": "the user said: ' + SECRET.encode() + b'", "code": "bad code!",'
+        b' "message": "' + SECRET.encode() + b'"}}'
+    )
+    error = error_from_response("openai", 400, httpx.Headers(), body)
+    assert error.error_type is None
+    assert SECRET not in str(error)
