@@ -10,7 +10,7 @@ from crux.errors import ConfigurationError
 from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers import _json
 from providers._errors import malformed
-from providers._json import as_object
+from providers._json import as_list, as_object
 from providers.types import ChatRequest, ChatResponse, ToolChoiceTool, Usage
 
 PROVIDER = "openai"
@@ -179,13 +179,42 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {"_raw": raw}
 
 
-def build_message(text: str, calls: list[ToolCallPart]) -> Message:
-    """The assistant message for a reply's text and tool calls."""
-    if not calls:
+def build_message(text: str, calls: list[ToolCallPart], reasoning: str = "") -> Message:
+    """The assistant message for a reply's text, tool calls and reasoning text."""
+    if not calls and not reasoning:
         return Message(role="assistant", content=text)
-    parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+    parts: list[TextPart | ToolCallPart | ReasoningPart] = []
+    if reasoning:
+        parts.append(ReasoningPart(text=reasoning))
+    if text:
+        parts.append(TextPart(text=text))
     parts.extend(calls)
     return Message(role="assistant", content=list(parts))
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where OpenAI-compatible servers (vLLM, llama.cpp, Ollama, DeepSeek) put reasoning text."""
+
+
+def reasoning_of(message: dict[str, Any]) -> str:
+    """Reasoning text a server returned beside the content, if any."""
+    for field in REASONING_FIELDS:
+        value = message.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def content_text(content: Any) -> str:
+    """Text of a `content` that is a string or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    parts = as_list(content) or []
+    return "".join(
+        str(p.get("text", ""))
+        for p in (as_object(x) or {} for x in parts)
+        if p.get("type") == "text"
+    )
 
 
 def decode_response(data: dict[str, Any]) -> ChatResponse:
@@ -197,8 +226,7 @@ def decode_response(data: dict[str, Any]) -> ChatResponse:
     message = as_object(choice.get("message"))
     if message is None:
         raise malformed(PROVIDER, "choice without message")
-    content: Any = message.get("content")
-    text = content if isinstance(content, str) else ""
+    text = content_text(message.get("content"))
     refusal: Any = message.get("refusal")
     calls: list[ToolCallPart] = []
     raw_calls: Any = message.get("tool_calls") or []
@@ -224,7 +252,7 @@ def decode_response(data: dict[str, Any]) -> ChatResponse:
     model: Any = data.get("model")
     response_id: Any = data.get("id")
     return ChatResponse(
-        message=build_message(text, calls),
+        message=build_message(text, calls, reasoning_of(message)),
         finish_reason=finish,
         usage=decode_usage(data.get("usage")),
         model=model if isinstance(model, str) else "",

@@ -139,6 +139,7 @@ class _StreamAssembler:
         self._provider = provider
         self._text: list[str] = []
         self._refusal: list[str] = []
+        self._reasoning: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._finish: str | None = None
         self._usage: Any = None
@@ -179,6 +180,9 @@ class _StreamAssembler:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self._refusal.append(refusal)
+        reasoning = wire.reasoning_of(delta)
+        if reasoning:
+            self._reasoning.append(reasoning)
         for raw in cast(list[Any], delta.get("tool_calls") or []):
             if not isinstance(raw, dict):
                 raise malformed(self._provider, "tool-call delta is not an object")
@@ -237,7 +241,7 @@ class _StreamAssembler:
         if refusal and not text:
             text, finish = refusal, "refusal"
         return ChatResponse(
-            message=wire.build_message(text, calls),
+            message=wire.build_message(text, calls, "".join(self._reasoning)),
             finish_reason=finish,
             usage=wire.decode_usage(self._usage),
             model=self._model,

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from crux.errors import ContextOverflowError, ProviderHTTPError
-from crux.messages import ImagePart, Message, TextPart, ToolCallPart
+from crux.messages import ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers import (
     ChatRequest,
     LoopbackOpenAIServer,
@@ -385,3 +385,42 @@ async def test_stream_usage_can_be_turned_off_for_servers_without_it(
     assert "stream_options" not in openai_server.requests[-1].body
     assert response.usage == Usage(input_tokens=0, output_tokens=0)
     assert response.message.text.startswith("[loopback echo]")
+
+
+async def test_reasoning_from_compatible_servers_is_kept(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer
+) -> None:
+    body = {
+        "id": "c",
+        "model": "qwen3",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Paris."}],
+                    "reasoning_content": "The capital of France is Paris.",
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "think "}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "more"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Done."}, "finish_reason": "stop"}]},
+    ]
+    stream = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    openai_server.enqueue(
+        RawReply(body=json.dumps(body).encode()),
+        RawReply(body=stream + b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}),
+    )
+    request = ChatRequest(model="qwen3", messages=[Message(role="user", content="capital?")])
+    plain = await openai_provider.complete(request)
+    assert plain.message.content == [
+        ReasoningPart(text="The capital of France is Paris."),
+        TextPart(text="Paris."),
+    ]
+    streamed = await openai_provider.complete(request.model_copy(update={"stream": True}))
+    assert streamed.message.content == [ReasoningPart(text="think more"), TextPart(text="Done.")]
+    assert streamed.usage == Usage(input_tokens=0, output_tokens=0)
