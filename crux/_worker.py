@@ -118,6 +118,7 @@ async def run_worker(
         stop: Set it to shut the worker down gracefully.
         prompts: Prompts that plain Temporal clients may name by id.
     """
+    settings.require_database_url()
     client = client or await connect_client(settings)
     async with worker_resources(settings, prompts=prompts) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)

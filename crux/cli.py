@@ -47,13 +47,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `crux` console script."""
     arguments = _parser().parse_args(argv)
     settings = Settings.from_env(os.environ)
-    configure_logging(log_format=settings.log_format, level=settings.log_level)
+    level = settings.log_level
+    if arguments.command in ("demo", "thread", "db") and "CRUX_LOG_LEVEL" not in os.environ:
+        # These commands print their own output; keep routine log lines out of it.
+        level = "warning"
+    configure_logging(log_format=settings.log_format, level=level)
     try:
         code = asyncio.run(_dispatch(arguments, settings))
     except KeyboardInterrupt:
         code = 130
     except CruxError as error:
         print(f"crux: {type(error).__name__}: {error}", file=sys.stderr)
+        code = 1
+    except (OSError, RuntimeError) as error:
+        # Unreachable services (Temporal, PostgreSQL) are operational, not programming,
+        # errors: one clear line instead of a traceback.
+        print(f"crux: cannot reach a service: {type(error).__name__}: {error}", file=sys.stderr)
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
