@@ -46,6 +46,8 @@ class AnthropicMessagesProvider:
         headers: Extra headers sent with every call (e.g. `anthropic-beta`).
         default_max_tokens: `max_tokens` for requests that set no output cap.
         anthropic_version: Value of the `anthropic-version` header.
+        extra_body: Fields added to every request body (for example `thinking` or
+            `metadata`); fields the adapter sets itself take precedence.
     """
 
     provider = wire.PROVIDER
@@ -59,10 +61,12 @@ class AnthropicMessagesProvider:
         headers: Mapping[str, str] | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         anthropic_version: str = wire.ANTHROPIC_VERSION,
+        extra_body: Mapping[str, Any] | None = None,
     ):
         self._http = http
         self.base_url = base_url
         self._default_max_tokens = default_max_tokens
+        self._extra_body = dict(extra_body or {})
         self._headers = {
             "content-type": "application/json",
             "anthropic-version": anthropic_version,
@@ -73,7 +77,8 @@ class AnthropicMessagesProvider:
 
     def encode(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for `request`."""
-        return wire.encode_request(request, default_max_tokens=self._default_max_tokens)
+        body = wire.encode_request(request, default_max_tokens=self._default_max_tokens)
+        return {**self._extra_body, **body}
 
     def _request_headers(self, request: ChatRequest, accept: str) -> dict[str, str]:
         headers = {**self._headers, "accept": accept}

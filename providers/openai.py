@@ -43,6 +43,8 @@ class OpenAIChatProvider:
             that predate it).
         stream_usage: Ask for usage in streams (`stream_options.include_usage`); turn off for
             servers that reject the option (streamed usage is then reported as zero).
+        extra_body: Server-specific fields added to every request body (for example vLLM's
+            `chat_template_kwargs`); fields the adapter sets itself take precedence.
         provider: The provider label used in errors (`openai` unless configured).
     """
 
@@ -55,6 +57,7 @@ class OpenAIChatProvider:
         headers: Mapping[str, str] | None = None,
         max_tokens_field: wire.MaxTokensField = "max_completion_tokens",
         stream_usage: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
         provider: str = wire.PROVIDER,
     ):
         self._http = http
@@ -62,15 +65,17 @@ class OpenAIChatProvider:
         self.provider = provider
         self._max_tokens_field: wire.MaxTokensField = max_tokens_field
         self._stream_usage = stream_usage
+        self._extra_body = dict(extra_body or {})
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     def encode(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for `request`."""
-        return wire.encode_request(
+        body = wire.encode_request(
             request, max_tokens_field=self._max_tokens_field, stream_usage=self._stream_usage
         )
+        return {**self._extra_body, **body}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Send `request`; with `request.stream` the reply is streamed and assembled.

@@ -424,3 +424,19 @@ async def test_reasoning_from_compatible_servers_is_kept(
     streamed = await openai_provider.complete(request.model_copy(update={"stream": True}))
     assert streamed.message.content == [ReasoningPart(text="think more"), TextPart(text="Done.")]
     assert streamed.usage == Usage(input_tokens=0, output_tokens=0)
+
+
+async def test_extra_body_fields_are_sent_but_never_override_ours(
+    http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
+) -> None:
+    provider = OpenAIChatProvider(
+        http,
+        base_url=openai_server.base_url,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}, "model": "ignored"},
+    )
+    await provider.complete(
+        ChatRequest(model="qwen3", messages=[Message(role="user", content="x")])
+    )
+    sent = openai_server.requests[-1].body
+    assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+    assert sent["model"] == "qwen3"
