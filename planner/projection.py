@@ -132,29 +132,32 @@ class Projector:
         warnings: list[HistoryWarning] = []
         message_cap = messages if messages is not None else -1
         token_cap = tokens if tokens is not None else -1
+        bounds, before = self.bounds, self.scan.tokens_before
+        lowest = self.scan.prefix_groups
+        # Walk newest first over listed groups, then the aggregate as one indivisible unit.
         count = total = 0
         first = self.group_count
         include_older = False
         g = self.group_count - 1
-        lowest = self.scan.prefix_groups
-        selected = 0
-        while g >= lowest or (g == lowest - 1 and self.older.count and not include_older):
+        older_left = self.older.count > 0
+        selected = False
+        while g >= lowest or (older_left and g == lowest - 1):
             if g >= lowest:
-                size, unit_tokens = self.group_size(g), self.group_tokens(g)
+                size, unit_tokens = bounds[g + 1] - bounds[g], before[g + 1] - before[g]
             else:
                 size, unit_tokens = self.older.count, self.older.tokens
             over = (message_cap >= 0 and count + size > message_cap) or (
                 token_cap >= 0 and total + unit_tokens > token_cap
             )
-            if over and selected:
-                warnings.append(
-                    HistoryWarning(
-                        code="HISTORY_CAUSAL_BOUNDARY",
-                        message="a history cap was adjusted to keep a causal group whole",
-                    )
-                )
-                break
             if over:
+                if selected:
+                    warnings.append(
+                        HistoryWarning(
+                            code="HISTORY_CAUSAL_BOUNDARY",
+                            message="a history cap was adjusted to keep a causal group whole",
+                        )
+                    )
+                    break
                 warnings.append(
                     HistoryWarning(
                         code="HISTORY_CAP_OVERFLOW",
@@ -163,11 +166,12 @@ class Projector:
                 )
             count += size
             total += unit_tokens
-            selected += 1
+            selected = True
             if g >= lowest:
                 first = g
             else:
                 include_older = True
+                older_left = False
             g -= 1
             if (message_cap >= 0 and count >= message_cap) or (
                 token_cap >= 0 and total >= token_cap
