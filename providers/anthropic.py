@@ -204,7 +204,8 @@ class _StreamAssembler:
             call_id, name = block.get("id"), block.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
                 raise malformed(wire.PROVIDER, "tool_use block without id or name")
-            return [ToolCallDelta(index=index, tool_call_id=call_id, tool_name=name)]
+            ordinal = len(self._partial_json) - 1  # position among the reply's tool calls
+            return [ToolCallDelta(index=ordinal, tool_call_id=call_id, tool_name=name)]
         if block.get("type") == "text" and block.get("text"):
             return [TextDelta(text=str(block["text"]))]
         return []

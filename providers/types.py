@@ -116,7 +116,13 @@ class TextDelta(_Frozen):
 
 
 class ToolCallDelta(_Frozen):
-    """A tool call began streaming (its arguments arrive in the final response)."""
+    """A tool call began streaming (its arguments arrive in the final response).
+
+    Attributes:
+        index: Position of the call among the reply's tool calls (0 for the first).
+        tool_call_id: The call's id.
+        tool_name: The tool being called.
+    """
 
     kind: Literal["tool-call"] = "tool-call"
     index: int

@@ -237,9 +237,9 @@ async def test_stream_split_at_awkward_boundaries(
     done = events[-1]
     assert isinstance(done, StreamDone)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Let me check «that»…"
-    assert [(e.tool_call_id, e.tool_name) for e in events if isinstance(e, ToolCallDelta)] == [
-        ("toolu_a", "get_weather")
-    ]
+    assert [
+        (e.index, e.tool_call_id, e.tool_name) for e in events if isinstance(e, ToolCallDelta)
+    ] == [(0, "toolu_a", "get_weather")]
     assert done.response.message == Message(
         role="assistant",
         content=[
