@@ -21,6 +21,7 @@ from activities.contracts import (
     ACTIVITY_READ_REQUEST,
     CommitTurnInput,
     CommitTurnResult,
+    CompactHistory,
     InvokeModelInput,
     InvokeModelResult,
     ReadRequestInput,
@@ -130,7 +131,7 @@ class GenerationActivities:
                 )
             return ReadRequestResult(
                 history_source="caller-messages",
-                history=history,
+                history=CompactHistory.from_items(history),
                 older_history=older,
                 system_tokens=system_tokens,
                 current_turn_tokens=turn_tokens,
@@ -159,7 +160,7 @@ class GenerationActivities:
             history_source="thread",
             revision=skeleton.view.revision,
             head=skeleton.view.head,
-            history=skeleton.history,
+            history=CompactHistory.from_items(skeleton.history),
             older_history=skeleton.older,
             system_tokens=system_tokens,
             current_turn_tokens=turn_tokens,

@@ -22,7 +22,7 @@ from temporalio.common import (
 )
 from temporalio.exceptions import ApplicationError
 
-from activities.contracts import ReadRequestResult
+from activities.contracts import CompactHistory, ReadRequestResult
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from crux.config import Settings
 from crux.errors import (
@@ -325,7 +325,7 @@ class Runtime:
             read = read.model_copy(
                 update={
                     "history_source": "caller-messages",
-                    "history": items,
+                    "history": CompactHistory.from_items(items),
                     "older_history": older,
                 }
             )
@@ -338,7 +338,7 @@ class Runtime:
                     "history_source": "thread",
                     "revision": skeleton.view.revision,
                     "head": skeleton.view.head,
-                    "history": skeleton.history,
+                    "history": CompactHistory.from_items(skeleton.history),
                     "older_history": skeleton.older,
                 }
             )

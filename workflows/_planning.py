@@ -82,7 +82,7 @@ def build_plan_request(
         model=profile.model_copy(update={"confidence": confidence}),
         input_budget=budget,
         system_tokens=read.system_tokens,
-        history=tuple(read.history),
+        history=read.history.items(),
         older_history=read.older_history,
         history_policy=history_policy(request.history),
         current_turn_tokens=read.current_turn_tokens,
