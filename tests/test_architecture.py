@@ -13,8 +13,24 @@ STDLIB = set(sys.stdlib_module_names)
 
 # Modules that would make planning non-deterministic or do I/O.
 PLANNER_BANNED_STDLIB = {
-    "os", "sys", "time", "random", "uuid", "socket", "subprocess", "threading", "asyncio",
-    "io", "pathlib", "tempfile", "shutil", "secrets", "logging", "urllib", "http", "sqlite3",
+    "os",
+    "sys",
+    "time",
+    "random",
+    "uuid",
+    "socket",
+    "subprocess",
+    "threading",
+    "asyncio",
+    "io",
+    "pathlib",
+    "tempfile",
+    "shutil",
+    "secrets",
+    "logging",
+    "urllib",
+    "http",
+    "sqlite3",
 }
 WORKFLOW_ALLOWED_PREFIXES = (
     "temporalio",
