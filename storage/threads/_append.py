@@ -6,19 +6,10 @@ from collections.abc import Sequence
 
 from crux.errors import ThreadError
 from crux.models import ThreadCommit
-from storage.threads._control import Control, publish
+from storage.threads._control import Control
 from storage.threads._db import Connection
-from storage.threads._nodes import Node, group_receipt, insert_group, node, nodes_by_id
+from storage.threads._nodes import Node, group_receipt, nodes_by_id, publish_group
 from storage.threads._validate import MAIN_OWNER, PreparedMessage
-
-_ADVANCE_TIPS = """
-WITH moved AS (
-    UPDATE crux_thread_leaves SET leaf = $4
-    WHERE thread_id = $1 AND owner_id = $2 AND leaf = $3
-    RETURNING 1
-)
-SELECT count(*) FROM moved
-"""
 
 REMEMBER_TIP = """
 INSERT INTO crux_thread_leaves (thread_id, owner_id, branch_start, leaf)
@@ -93,8 +84,12 @@ async def append_group(
     """
     thread_id = control.thread_id
     ids = [item.id for item in batch]
-    existing = await nodes_by_id(connection, thread_id, ids)
-    if any(found.state == "redacted" for found in existing.values()):
+    head = control.head(owner)
+    target = parent_id if explicit_parent else head
+    # One lookup serves both replay detection and the parent check.
+    found = await nodes_by_id(connection, thread_id, [*ids, *([target] if target else [])])
+    existing = {key: value for key, value in found.items() if key in ids}
+    if any(item.state == "redacted" for item in existing.values()):
         raise ThreadError("redacted", f"group {ids[0]} contains a redacted id", thread_id=thread_id)
     if existing:
         return await _replay(
@@ -107,11 +102,9 @@ async def append_group(
         )
     check_writer(control, owner)
 
-    head = control.head(owner)
-    target = parent_id if explicit_parent else head
     parent: Node | None = None
     if target is not None:
-        parent = await node(connection, thread_id, target)
+        parent = found.get(target)
         if parent is None:
             raise ThreadError("not_found", f"parent {target} is not published", thread_id=thread_id)
         if not parent.group_end:
@@ -122,25 +115,18 @@ async def append_group(
     leaf = ids[-1]
     # An owner without a head has nothing to compete with: its first publication is selected.
     selected = head is None or head == target
-    status = "selected" if selected else "alternative"
-    selected_head = head if head is not None and not selected else leaf
-    receipt = await insert_group(
+    if selected:
+        control.heads[owner] = leaf
+    receipt = await publish_group(
         connection,
-        thread_id=thread_id,
+        control,
         owner=owner,
         parent=parent,
         batch=batch,
-        status=status,
-        selected_head=selected_head,
-        version=control.version + 1,
-    )
-    advanced = 0
-    if target is not None:
-        advanced = await connection.fetchval(_ADVANCE_TIPS, thread_id, owner, target, leaf)
-    if not selected and advanced == 0:
+        status="selected" if selected else "alternative",
+        selected_head=head if head is not None and not selected else leaf,
+        advance_tips=True,
         # An unselected branch must stay reachable from a remembered tip.
-        await connection.execute(REMEMBER_TIP, thread_id, owner, ids[0], leaf)
-    if selected:
-        control.heads[owner] = leaf
-    await publish(connection, control)
+        remember_unadvanced=not selected,
+    )
     return receipt.commit(replayed=False)

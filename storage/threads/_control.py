@@ -12,7 +12,8 @@ EMPTY_REVISION = "r0"
 """Revision of a Thread that was never written (no control row)."""
 
 _SELECT = """
-SELECT state, version, owners::text AS owners, heads::text AS heads, cleanup_pending
+SELECT state, version, owners::text AS owners, heads::text AS heads, cleanup_pending,
+       root_groups
 FROM crux_threads WHERE thread_id = $1
 """
 _LOCK = _SELECT + " FOR UPDATE"
@@ -41,6 +42,7 @@ class Control:
     owners: dict[str, str] = field(default_factory=dict[str, str])
     heads: dict[str, str] = field(default_factory=dict[str, str])
     cleanup_pending: bool = False
+    root_groups: int = 0
 
     @property
     def revision(self) -> str:
@@ -65,6 +67,7 @@ def _decode(thread_id: str, row: Row) -> Control:
         owners=json.loads(row["owners"]),
         heads=json.loads(row["heads"]),
         cleanup_pending=row["cleanup_pending"],
+        root_groups=row["root_groups"],
     )
 
 

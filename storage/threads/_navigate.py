@@ -13,7 +13,7 @@ from storage.threads._append import REMEMBER_TIP, check_writer
 from storage.threads._control import lock_live_control, publish
 from storage.threads._db import Connection, write_transaction
 from storage.threads._models import ThreadSnapshot
-from storage.threads._nodes import Node, group_receipt, insert_group, node, path_to
+from storage.threads._nodes import Node, group_receipt, node, path_to, publish_group
 from storage.threads._read import build_snapshot
 from storage.threads._validate import check_id, prepare_batch
 
@@ -131,19 +131,17 @@ async def edit(
         else:
             continuation = await _best_continuation(connection, thread_id, owner, target)
         await connection.execute(REMEMBER_TIP, thread_id, owner, target_id, continuation)
-        receipt = await insert_group(
+        control.heads[owner] = prepared.id
+        receipt = await publish_group(
             connection,
-            thread_id=thread_id,
+            control,
             owner=owner,
             parent=parent_path[-1] if parent_path else None,
             batch=[prepared],
             status="selected",
             selected_head=prepared.id,
-            version=control.version + 1,
             edit_of=target_id,
         )
-        control.heads[owner] = prepared.id
-        await publish(connection, control)
         return receipt.commit(replayed=False)
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from crux.models import ThreadCommit
+from storage.threads._control import Control
 from storage.threads._db import Connection, Row
 from storage.threads._validate import PreparedMessage
 
 _NODE_COLUMNS = (
     "message_id, parent_id, group_id, seq, group_end, depth, state, published_version, role, "
-    "identity, edit_of"
+    "identity, edit_of, child_groups"
 )
 
 _NODES_BY_ID = f"""
@@ -26,7 +28,7 @@ WITH RECURSIVE path AS (
     SELECT {_NODE_COLUMNS} FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
     UNION ALL
     SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state,
-           m.published_version, m.role, m.identity, m.edit_of
+           m.published_version, m.role, m.identity, m.edit_of, m.child_groups
     FROM path p JOIN crux_thread_messages m
       ON m.thread_id = $1 AND m.message_id = p.parent_id
 )
@@ -38,27 +40,48 @@ SELECT group_id, parent_id, message_ids, status, selected_head, committed_at, ed
 FROM crux_thread_groups WHERE thread_id = $1 AND group_id = $2
 """
 
-_INSERT_GROUP = """
-INSERT INTO crux_thread_groups
-    (thread_id, group_id, parent_id, message_ids, owner_id, status, selected_head, committed_at,
-     edit_of)
-VALUES ($1, $2, $3, $4::text[], $5, $6, $7, clock_timestamp(), $8)
-RETURNING committed_at
-"""
-
-_INSERT_MESSAGES = """
-INSERT INTO crux_thread_messages
-    (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,
-     role, body, identity, tool_call_id, tool_call_ids, has_media, edit_of, created_at)
-SELECT $1, u.message_id, u.parent_id, $2, u.seq - 1, u.seq = cardinality($3::text[]),
-       $4 + u.seq - 1, $5, u.role, u.body::jsonb, u.identity, u.tool_call_id,
-       CASE WHEN u.tool_call_ids = '' THEN '{}'::text[]
-            ELSE string_to_array(u.tool_call_ids, chr(31)) END,
-       u.has_media, $6, $7
-FROM unnest($3::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-            $13::text[], $14::boolean[])
-     WITH ORDINALITY AS u(message_id, parent_id, role, body, identity, tool_call_id,
-                          tool_call_ids, has_media, seq)
+# One statement publishes a whole group: receipt, nodes, the parent's branch counter,
+# remembered tips and the control row. Data-modifying CTEs share one snapshot, which is safe
+# because the caller holds the control row lock and every row touched here is this Thread's.
+_PUBLISH_GROUP = """
+WITH receipt AS (
+    INSERT INTO crux_thread_groups
+        (thread_id, group_id, parent_id, message_ids, owner_id, status, selected_head,
+         committed_at, edit_of)
+    VALUES ($1, $2, $3, $4::text[], $5, $6, $7, clock_timestamp(), $8)
+    RETURNING committed_at
+), nodes AS (
+    INSERT INTO crux_thread_messages
+        (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,
+         role, body, identity, tool_call_id, tool_call_ids, has_media, edit_of, created_at)
+    SELECT $1, u.message_id, u.parent_id, $2, u.seq - 1, u.seq = cardinality($4::text[]),
+           $9 + u.seq - 1, $10, u.role, u.body::jsonb, u.identity, u.tool_call_id,
+           CASE WHEN u.tool_call_ids = '' THEN '{}'::text[]
+                ELSE string_to_array(u.tool_call_ids, chr(31)) END,
+           u.has_media, $8, (SELECT committed_at FROM receipt)
+    FROM unnest($4::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+                $16::text[], $17::boolean[])
+         WITH ORDINALITY AS u(message_id, parent_id, role, body, identity, tool_call_id,
+                              tool_call_ids, has_media, seq)
+), parent AS (
+    UPDATE crux_thread_messages SET child_groups = child_groups + 1
+    WHERE thread_id = $1 AND message_id = $3
+), advanced AS (
+    UPDATE crux_thread_leaves SET leaf = $18
+    WHERE $19 AND thread_id = $1 AND owner_id = $5 AND leaf = $3
+    RETURNING 1
+), remembered AS (
+    INSERT INTO crux_thread_leaves (thread_id, owner_id, branch_start, leaf)
+    SELECT $1, $5, $2, $18 WHERE $20 AND NOT EXISTS (SELECT 1 FROM advanced)
+    ON CONFLICT (thread_id, owner_id, branch_start) DO UPDATE SET leaf = EXCLUDED.leaf
+), control AS (
+    UPDATE crux_threads
+    SET version = $10, heads = $21::text::jsonb,
+        root_groups = root_groups + CASE WHEN $3::text IS NULL THEN 1 ELSE 0 END,
+        updated_at = clock_timestamp()
+    WHERE thread_id = $1
+)
+SELECT committed_at FROM receipt
 """
 
 
@@ -77,6 +100,7 @@ class Node:
     role: str | None
     identity: str | None
     edit_of: str | None
+    child_groups: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +141,7 @@ def _node(row: Row) -> Node:
         role=row["role"],
         identity=row["identity"],
         edit_of=row["edit_of"],
+        child_groups=row["child_groups"],
     )
 
 
@@ -156,33 +181,51 @@ async def group_receipt(
     )
 
 
-async def insert_group(
+async def publish_group(
     connection: Connection,
+    control: Control,
     *,
-    thread_id: str,
     owner: str,
     parent: Node | None,
     batch: Sequence[PreparedMessage],
     status: str,
     selected_head: str,
-    version: int,
     edit_of: str | None = None,
+    advance_tips: bool = False,
+    remember_unadvanced: bool = False,
 ) -> GroupReceipt:
-    """Store one causal group and its receipt; `version` is the publishing control version."""
+    """Store and publish one causal group in one statement.
+
+    The caller holds the control row lock and has already set `control.heads`; the control
+    version is bumped here.
+
+    Args:
+        connection: A connection inside the locking transaction.
+        control: The locked control state.
+        owner: The publishing owner.
+        parent: The group's parent node (`None` at the root).
+        batch: The validated group.
+        status: `selected` or `alternative`.
+        selected_head: The receipt's selected head.
+        edit_of: For edits, the replaced message.
+        advance_tips: Move the owner's remembered tips that equal the parent to the leaf.
+        remember_unadvanced: Remember the new branch when no tip advanced.
+    """
     ids = [item.id for item in batch]
     parent_id = parent.id if parent is not None else None
+    version = control.version + 1
     committed_at: datetime = await connection.fetchval(
-        _INSERT_GROUP, thread_id, ids[0], parent_id, ids, owner, status, selected_head, edit_of
-    )
-    await connection.execute(
-        _INSERT_MESSAGES,
-        thread_id,
+        _PUBLISH_GROUP,
+        control.thread_id,
         ids[0],
+        parent_id,
         ids,
+        owner,
+        status,
+        selected_head,
+        edit_of,
         parent.depth + 1 if parent is not None else 0,
         version,
-        edit_of,
-        committed_at,
         [parent_id, *ids[:-1]],
         [item.role for item in batch],
         [item.body_json for item in batch],
@@ -192,7 +235,14 @@ async def insert_group(
         # PostgreSQL arrays cannot be ragged.
         ["\x1f".join(item.tool_call_ids) for item in batch],
         [item.has_media for item in batch],
+        ids[-1],
+        advance_tips and parent_id is not None,
+        remember_unadvanced,
+        json.dumps(control.heads, sort_keys=True),
     )
+    control.version = version
+    if parent_id is None:
+        control.root_groups += 1
     return GroupReceipt(
         group_id=ids[0],
         parent_id=parent_id,

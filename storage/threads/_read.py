@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from crux.errors import ThreadError
@@ -22,9 +23,33 @@ from storage.threads._models import (
 )
 from storage.threads._nodes import Node, path_to
 
-_CONTENT = """
-SELECT message_id, body::text AS body, created_at FROM crux_thread_messages
+# PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
+_BODY_FIELDS = """
+CASE WHEN jsonb_typeof(body->'content') = 'array' THEN (body->'content')::text END AS parts,
+CASE WHEN jsonb_typeof(body->'content') = 'array' THEN NULL ELSE body->>'content' END AS text,
+NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
+body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
+"""
+
+_CONTENT = f"""
+SELECT message_id, role, created_at, {_BODY_FIELDS}
+FROM crux_thread_messages
 WHERE thread_id = $1 AND message_id = ANY($2::text[]) AND state <> 'redacted'
+"""
+
+# The whole path with content in one walk (unpaged reads).
+_FULL_PATH = f"""
+WITH RECURSIVE path AS (
+    SELECT message_id, parent_id, seq, depth, state, child_groups, role, body, created_at
+    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
+    UNION ALL
+    SELECT m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, m.role, m.body,
+           m.created_at
+    FROM path p JOIN crux_thread_messages m
+      ON m.thread_id = $1 AND m.message_id = p.parent_id
+)
+SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY_FIELDS}
+FROM path ORDER BY depth
 """
 
 _SIBLINGS = """
@@ -33,6 +58,18 @@ WHERE thread_id = $1 AND seq = 0
   AND (parent_id = ANY($2::text[]) OR ($3 AND parent_id IS NULL))
 ORDER BY published_version, message_id COLLATE "C"
 """
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """The structure of one path position needed for paging and variants."""
+
+    id: str
+    parent_id: str | None
+    seq: int
+    state: str
+    child_groups: int
+
 
 _HISTORY_PATH = """
 WITH RECURSIVE path AS (
@@ -75,7 +112,7 @@ def check_page_options(thread_id: str, *, before: str | None, limit: int | None)
         raise ThreadError("invalid_group", "before requires limit", thread_id=thread_id)
 
 
-def page_start(path: Sequence[Node], limit: int) -> int:
+def page_start(path: Sequence[_Step] | Sequence[Node], limit: int) -> int:
     """Index where the newest page of whole groups begins (groups are never split)."""
     taken = 0
     start = len(path)
@@ -94,15 +131,34 @@ def page_start(path: Sequence[Node], limit: int) -> int:
 
 
 async def _variants(
-    connection: Connection, thread_id: str, starts: Sequence[Node]
+    connection: Connection,
+    thread_id: str,
+    control: Control,
+    path: Sequence[_Step],
+    start: int,
 ) -> dict[str, VariantInfo]:
-    parents = [item.parent_id for item in starts if item.parent_id is not None]
-    at_root = any(item.parent_id is None for item in starts)
+    """Variant info for the live group starts of `path[start:]` that have siblings.
+
+    The branch counters tell which parents have several groups, so the sibling query runs
+    only when alternatives exist.
+    """
+    wanted: list[_Step] = []
+    for index in range(start, len(path)):
+        item = path[index]
+        if item.seq != 0 or item.state != "live":
+            continue
+        count = path[index - 1].child_groups if index > 0 else control.root_groups
+        if count >= 2:
+            wanted.append(item)
+    if not wanted:
+        return {}
+    parents = [item.parent_id for item in wanted if item.parent_id is not None]
+    at_root = any(item.parent_id is None for item in wanted)
     siblings: dict[str | None, list[str]] = {}
     for row in await connection.fetch(_SIBLINGS, thread_id, parents, at_root):
         siblings.setdefault(row["parent_id"], []).append(row["message_id"])
     found: dict[str, VariantInfo] = {}
-    for item in starts:
+    for item in wanted:
         group = siblings.get(item.parent_id, [])
         if len(group) < 2 or item.id not in group:
             continue
@@ -114,6 +170,40 @@ async def _variants(
             next=group[index + 1] if index + 1 < len(group) else None,
         )
     return found
+
+
+def _entry(step: _Step, row: Row | None, variant: VariantInfo | None) -> ThreadEntry:
+    if step.state == "redacted" or row is None:
+        return RedactedEntry(id=step.id, parent_id=step.parent_id)
+    if step.state == "removed":
+        return RemovedEntry(id=step.id, parent_id=step.parent_id, created_at=row["created_at"])
+    parts: str | None = row["parts"]
+    metadata: str | None = row["metadata"]
+    fields: dict[str, Any] = {
+        "id": step.id,
+        "parent_id": step.parent_id,
+        "created_at": row["created_at"],
+        "variant": variant,
+        "role": row["role"],
+        "content": row["text"] if parts is None else json.loads(parts),
+        "metadata": {} if metadata is None else json.loads(metadata),
+        "tool_call_id": row["tool_call_id"],
+        "tool_name": row["tool_name"],
+    }
+    if parts is None:
+        # Rows were validated on the way in; plain-text content needs no second validation.
+        return MessageEntry.model_construct(**fields)
+    return MessageEntry(**fields)
+
+
+def _step(row: Row) -> _Step:
+    return _Step(
+        id=row["message_id"],
+        parent_id=row["parent_id"],
+        seq=row["seq"],
+        state=row["state"],
+        child_groups=row["child_groups"],
+    )
 
 
 async def build_snapshot(
@@ -133,7 +223,22 @@ async def build_snapshot(
     head = at if at is not None else control.head(owner)
     if head is None:
         return ThreadSnapshot(thread_id=thread_id, revision=control.revision)
-    path = await path_to(connection, thread_id, head)
+    contents: dict[str, Row] = {}
+    if limit is None:
+        rows = await connection.fetch(_FULL_PATH, thread_id, head)
+        path = [_step(row) for row in rows]
+        contents = {row["message_id"]: row for row in rows}
+    else:
+        path = [
+            _Step(
+                id=item.id,
+                parent_id=item.parent_id,
+                seq=item.seq,
+                state=item.state,
+                child_groups=item.child_groups,
+            )
+            for item in await path_to(connection, thread_id, head)
+        ]
     if not path:
         raise ThreadError("not_found", f"message {head} is not published", thread_id=thread_id)
     if before is not None:
@@ -148,40 +253,18 @@ async def build_snapshot(
             )
         path = path[:index]
     start = page_start(path, limit) if limit is not None else 0
-    page = path[start:]
-    contents: dict[str, Row] = {}
-    if page:
-        rows = await connection.fetch(_CONTENT, thread_id, [item.id for item in page])
+    if limit is not None and start < len(path):
+        rows = await connection.fetch(_CONTENT, thread_id, [item.id for item in path[start:]])
         contents = {row["message_id"]: row for row in rows}
-    variants = await _variants(
-        connection, thread_id, [item for item in page if item.seq == 0 and item.state == "live"]
-    )
-    entries: list[ThreadEntry] = []
-    for item in page:
-        row = contents.get(item.id)
-        if item.state == "redacted" or row is None:
-            entries.append(RedactedEntry(id=item.id, parent_id=item.parent_id))
-        elif item.state == "removed":
-            entries.append(
-                RemovedEntry(id=item.id, parent_id=item.parent_id, created_at=row["created_at"])
-            )
-        else:
-            body: dict[str, Any] = json.loads(row["body"])
-            entries.append(
-                MessageEntry(
-                    id=item.id,
-                    parent_id=item.parent_id,
-                    created_at=row["created_at"],
-                    variant=variants.get(item.id),
-                    **body,
-                )
-            )
+    variants = await _variants(connection, thread_id, control, path, start)
     return ThreadSnapshot(
         thread_id=thread_id,
         revision=control.revision,
         head=head,
-        entries=entries,
-        cursor=page[0].id if start > 0 and page else None,
+        entries=[
+            _entry(item, contents.get(item.id), variants.get(item.id)) for item in path[start:]
+        ],
+        cursor=path[start].id if 0 < start < len(path) else None,
     )
 
 
@@ -208,7 +291,8 @@ async def build_history_view(
         revision=control.revision,
         head=head,
         messages=[
-            HistoryEntry(
+            # Rows were validated on the way in; constructing skips a second validation.
+            HistoryEntry.model_construct(
                 id=row["message_id"],
                 role=row["role"],
                 group_id=row["group_id"],

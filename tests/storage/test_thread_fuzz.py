@@ -199,10 +199,15 @@ def _run(database_url: str, *, examples: int, steps: int) -> None:
             runner.run(pool.close())
 
 
+@pytest.mark.timeout(600)
 def test_thread_store_matches_the_reference_model(database_url: str) -> None:
     _run(database_url, examples=_examples(500), steps=20)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)
+@pytest.mark.skipif(
+    "CRUX_FUZZ_EXAMPLES" not in os.environ, reason="long runs only under `make fuzz`"
+)
 def test_thread_store_matches_the_reference_model_long_runs(database_url: str) -> None:
     _run(database_url, examples=_examples(5000), steps=60)

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from storage.threads import ThreadStore, _append, _control, _erasure, _nodes, _read, _tokens
+from storage.threads import ThreadStore, _control, _erasure, _nodes, _read, _tokens
 
 
 def _plan_nodes(plan: object) -> list[str]:
@@ -72,7 +72,7 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             (_read._HISTORY_PATH, ("t3", "m3_399", "enc")),
             (_read._CONTENT, ("t3", ["m3_1", "m3_2"])),
             (_read._MESSAGES, ("t3", ["m3_1", "m3_2"])),
-            (_append._ADVANCE_TIPS, ("t3", "main", "m3_1", "x")),
+            (_read._FULL_PATH, ("t3", "m3_399")),
             (_tokens._UPSERT, ("t3", "enc", ["m3_1"], [3])),
             (_erasure._TOMBSTONE, ("t3", ["m3_1"])),
             (_erasure._REDACTION_CASCADE[1], ("t3", ["m3_1"])),
