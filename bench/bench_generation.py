@@ -1,0 +1,125 @@
+"""Managed generation on the embedded stack: latency and Temporal history bytes per turn.
+
+Anchors measured in the same run:
+- latency: the same work done directly, without Temporal (read the Thread path, call the
+  offline provider, append the turn) -> the ratio is the price of durability;
+- history bytes: the bytes of the transcript the turn's request covered, i.e. what a
+  design that passes transcripts through workflow payloads would put in history at least
+  once -> the ratio shows history staying flat while transcripts grow.
+
+Run: `.venv/bin/python bench/bench_generation.py [turns]`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from crux._worker import build_worker, worker_resources
+from crux.config import Settings
+from crux.messages import Message
+from crux.models import workflow_id_for
+from crux.runtime import Runtime
+from crux.stack import start_postgres_sync, start_temporal
+from providers import ChatRequest, OfflineChatProvider
+from storage import ThreadStore, create_pool, migrate
+
+
+async def _database(url: str) -> str:
+    admin = await asyncpg.connect(url)
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return url.replace("/postgres?", f"/{name}?")
+
+
+async def main(turns: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
+    server = None
+    base_url = os.environ.get("CRUX_DATABASE_URL")
+    if not base_url:
+        server = start_postgres_sync(tmp / "pgdata")
+        base_url = server.url
+    url = await _database(base_url)
+    pool = await create_pool(url, max_size=8)
+    async with pool.acquire() as connection:
+        await migrate(connection)
+    env = await start_temporal(ui=False)
+    settings = Settings.model_validate(
+        {"database_url": url, "task_queue": "bench", "log_level": "error"}
+    )
+    thread_id = f"bench:{uuid.uuid4().hex[:6]}"
+    durable: list[float] = []
+    history_bytes: list[int] = []
+    transcript_bytes: list[int] = []
+    async with worker_resources(settings, pool=pool) as activities:
+        worker = build_worker(env.client, task_queue="bench", activities=activities)
+        async with worker:
+            runtime = Runtime(env.client, pool, task_queue="bench")
+            store = ThreadStore(pool)
+            for turn in range(turns):
+                question = f"Question number {turn}: what should I pack for day {turn}?"
+                started = time.perf_counter()
+                await runtime.generate(question, thread=thread_id, generation_id=f"b{turn}")
+                durable.append(time.perf_counter() - started)
+                view = await store.read_history_view(thread_id)
+                covered = await store.load_messages(thread_id, [m.id for m in view.messages])
+                transcript_bytes.append(sum(len(m.model_dump_json()) for m in covered))
+                history = await env.client.get_workflow_handle(
+                    workflow_id_for(f"b{turn}", thread_id)
+                ).fetch_history()
+                history_bytes.append(len(history.to_json()))
+
+    # Anchor: the same turn without Temporal, on another Thread of the same length.
+    provider = OfflineChatProvider()
+    store = ThreadStore(pool)
+    anchor_thread = f"anchor:{uuid.uuid4().hex[:6]}"
+    direct: list[float] = []
+    for turn in range(turns):
+        question = f"Question number {turn}: what should I pack for day {turn}?"
+        started = time.perf_counter()
+        view = await store.read_history_view(anchor_thread)
+        history = await store.load_messages(anchor_thread, [m.id for m in view.messages])
+        user = Message(id=f"a{turn}:u", role="user", content=question)
+        reply = await provider.complete(
+            ChatRequest(model="echo", messages=[*history, user], max_output_tokens=256)
+        )
+        answer = Message(id=f"a{turn}:a", role="assistant", content=reply.message.content)
+        await store.append(anchor_thread, [user, answer])
+        direct.append(time.perf_counter() - started)
+
+    await pool.close()
+    await env.shutdown()
+    if server is not None:
+        server.stop()
+
+    def p50(values: list[float]) -> float:
+        return statistics.median(values) * 1000
+
+    print(f"managed generation, offline provider, {turns} turns on one Thread")
+    print(f"  turn latency p50 : {p50(durable):8.2f} ms  (durable: workflow + 3 activities)")
+    print(f"  anchor p50       : {p50(direct):8.2f} ms  (same work, direct, no Temporal)")
+    print(f"  ratio            : {p50(durable) / p50(direct):8.2f}x")
+    print("  history bytes per generation vs transcript bytes covered:")
+    for turn in sorted({0, turns // 4, turns // 2, turns - 1}):
+        ratio = history_bytes[turn] / max(1, transcript_bytes[turn])
+        print(
+            f"    turn {turn + 1:4d}: history {history_bytes[turn]:7d} B, "
+            f"transcript {transcript_bytes[turn]:8d} B, ratio {ratio:6.2f}"
+        )
+    growth = (history_bytes[-1] - history_bytes[0]) / max(1, turns - 1)
+    print(f"  history growth   : {growth:8.1f} B per extra turn in the Thread")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 60))
