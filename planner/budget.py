@@ -8,8 +8,6 @@ rounds included, and are never cumulative across a run.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import model_validator
 
 from planner._base import Confidence, FrozenModel
@@ -51,15 +49,14 @@ class InputBudget(FrozenModel):
     optimize_at: int | None = None
     max: int | None = None
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *, optimize_at: int | None = None, max: int | None = None) -> None:
         # Checked before pydantic so that Python callers get `ConfigurationError` (a
         # `TypeError`), as the public contract says, rather than a `ValidationError`.
-        _check_positive("optimize_at", data.get("optimize_at"))
-        _check_positive("max", data.get("max"))
-        optimize_at, strict = data.get("optimize_at"), data.get("max")
-        if isinstance(optimize_at, int) and isinstance(strict, int) and optimize_at > strict:
+        _check_positive("optimize_at", optimize_at)
+        _check_positive("max", max)
+        if optimize_at is not None and max is not None and optimize_at > max:
             raise ConfigurationError("optimize_at must not exceed max")
-        super().__init__(**data)
+        super().__init__(**{"optimize_at": optimize_at, "max": max})
 
     @model_validator(mode="after")
     def _ordered(self) -> InputBudget:

@@ -6,7 +6,7 @@ required history.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -57,13 +57,13 @@ class RecentHistory(FrozenModel):
     messages: int | None = None
     tokens: int | None = None
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *, messages: int | None = None, tokens: int | None = None) -> None:
         # Python callers get `ConfigurationError` (a `TypeError`), not a `ValidationError`.
-        check_cap("messages", data.get("messages"))
-        check_cap("tokens", data.get("tokens"))
-        if data.get("messages") is None and data.get("tokens") is None:
+        check_cap("messages", messages)
+        check_cap("tokens", tokens)
+        if messages is None and tokens is None:
             raise ConfigurationError("history.recent needs a messages or tokens cap")
-        super().__init__(**data)
+        super().__init__(**{"messages": messages, "tokens": tokens})
 
     @model_validator(mode="after")
     def _caps(self) -> RecentHistory:
@@ -115,12 +115,29 @@ class ManagedHistory(FrozenModel):
     summary: HistorySummary | None = None
     expected_summary_tokens: int = Field(default=500, ge=0)
 
-    def __init__(self, **data: Any) -> None:
-        check_cap("recent_messages", data.get("recent_messages"))
-        check_cap("recent_tokens", data.get("recent_tokens"))
-        if data.get("on_miss", "inline") not in ("inline", "recent-only", "fail"):
+    def __init__(
+        self,
+        *,
+        recent_messages: int | None = None,
+        recent_tokens: int | None = None,
+        on_miss: OnMiss = "inline",
+        summary: HistorySummary | None = None,
+        expected_summary_tokens: int = 500,
+    ) -> None:
+        # Python callers get `ConfigurationError` (a `TypeError`), not a `ValidationError`.
+        check_cap("recent_messages", recent_messages)
+        check_cap("recent_tokens", recent_tokens)
+        if on_miss not in ("inline", "recent-only", "fail"):
             raise ConfigurationError("on_miss must be 'inline', 'recent-only' or 'fail'")
-        super().__init__(**data)
+        super().__init__(
+            **{
+                "recent_messages": recent_messages,
+                "recent_tokens": recent_tokens,
+                "on_miss": on_miss,
+                "summary": summary,
+                "expected_summary_tokens": expected_summary_tokens,
+            }
+        )
 
 
 HistoryPolicy = Annotated[

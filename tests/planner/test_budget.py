@@ -83,7 +83,7 @@ def test_132_optimize_at_defaults_to_max_and_is_clamped() -> None:
 def test_133_invalid_budgets_raise_type_error_before_planning(fields: dict[str, object]) -> None:
     """133: `optimize_at > max`, zero, negative or non-integer budgets raise `TypeError`."""
     with pytest.raises(TypeError) as raised:
-        InputBudget(**fields)  # type: ignore[arg-type
+        InputBudget(**fields)  # type: ignore[arg-type]
     assert isinstance(raised.value, ConfigurationError)
     assert isinstance(raised.value, ValueError)
 
@@ -114,4 +114,4 @@ def test_134_merged_budget_is_validated() -> None:
 def test_budget_is_per_call_and_frozen() -> None:
     budget = InputBudget(optimize_at=1, max=2)
     with pytest.raises(ValueError):
-        budget.max = 5  # type: ignore[misc
+        budget.max = 5

@@ -49,7 +49,7 @@ def test_recent_default_caps_at_twenty_messages() -> None:
         lambda: history.recent(3, messages=4),
         lambda: RecentHistory(),
         lambda: history(recent={}),
-        lambda: history(recent={"turns": 3}),  # type: ignore[dict-item
+        lambda: history(recent={"turns": 3}),
         lambda: history(on_miss="maybe"),  # type: ignore[arg-type]
     ],
 )

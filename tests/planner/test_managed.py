@@ -23,7 +23,7 @@ SYSTEM = (HistoryItem(id="s0", role="system", group_id="sys", tokens=20),)
 
 def managed(**fields: object) -> ManagedHistory:
     fields.setdefault("recent_messages", 4)
-    return ManagedHistory(**fields)
+    return ManagedHistory(**fields)  # type: ignore[arg-type]
 
 
 def test_defaults() -> None:

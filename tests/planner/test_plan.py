@@ -72,7 +72,7 @@ def test_135_oversized_exact_request_fails_before_dispatch_with_ordered_diagnost
     assert error.diagnostics["available_tokens"] == EXACT_MAX
     items = error.diagnostics["items"]
     assert isinstance(items, list)
-    codes = [item["code"] for item in items]  # type: ignore[index
+    codes = [item["code"] for item in items]
     assert codes == [
         "REQUEST_INPUT_LIMIT",
         "LARGEST_REQUIRED_CONTRIBUTOR",
@@ -82,8 +82,8 @@ def test_135_oversized_exact_request_fails_before_dispatch_with_ordered_diagnost
         "HISTORY_EXACT_REMEDY",
         "REQUEST_REMEDY",
     ]
-    assert [item["contributor"] for item in items[1:4]] == ["messages", "system", "tools"]  # type: ignore[index
-    assert all(item["id"].startswith("big:") for item in items)  # type: ignore[index
+    assert [item["contributor"] for item in items[1:4]] == ["messages", "system", "tools"]
+    assert all(item["id"].startswith("big:") for item in items)
     assert error.diagnostics["largest_required"] == [
         {"name": "messages", "tokens": 6_000},
         {"name": "system", "tokens": 5_000},

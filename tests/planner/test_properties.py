@@ -74,15 +74,15 @@ class Spec:
                 context(f"{self.id}-alt{i}", tokens=t, tools=tools)
                 for i, t in enumerate(self.alternatives)
             ]
-            node = prefer(node, *alternatives)  # type: ignore[arg-type
+            node = prefer(node, *alternatives)
         if self.summary is not False:
             summary = None if self.summary is None else int(self.summary)
-            node = summarizable(node, summary_tokens=summary)  # type: ignore[arg-type
+            node = summarizable(node, summary_tokens=summary)
         if self.offload is not False:
             reference = None if self.offload is None else int(self.offload)
-            node = offloadable(node, reference_tokens=reference, above_tokens=self.above)  # type: ignore[arg-type
+            node = offloadable(node, reference_tokens=reference, above_tokens=self.above)
         if self.drop:
-            node = droppable(node)  # type: ignore[arg-type
+            node = droppable(node)
         return node
 
     def rungs(self) -> list[tuple[int, bool]]:
@@ -303,7 +303,8 @@ def transcripts(draw: st.DrawFn) -> tuple[HistoryItem, ...]:
     items: list[HistoryItem] = []
     for g in range(draw(st.integers(0, 12))):
         group = f"g{g}"
-        items.append(HistoryItem(id=f"{group}u", role="user", group_id=group, tokens=draw(sizes)))
+        tokens = draw(st.integers(0, 600))
+        items.append(HistoryItem(id=f"{group}u", role="user", group_id=group, tokens=tokens))
         for r in range(draw(st.integers(0, 2))):
             calls = tuple(f"{group}c{r}{k}" for k in range(draw(st.integers(1, 2))))
             items.append(
