@@ -171,9 +171,8 @@ async def _run(url: str) -> int:
 
     raw_p50, raw_p99 = reads["raw"]
     print(f"{'measure':<44} {'crux':>10} {'raw asyncpg':>12} {'ratio':>7}")
-    print(
-        f"{'group appends/s (16 writers, 100 threads)':<44} {ours:>10.0f} {raw:>12.0f} {ours / raw:>7.2f}"
-    )
+    label = "group appends/s (16 writers, 100 threads)"
+    print(f"{label:<44} {ours:>10.0f} {raw:>12.0f} {ours / raw:>7.2f}")
     for name, label in (("read", "read() 1,000 msgs"), ("view", "read_history_view() 1,000 msgs")):
         p50, p99 = reads[name]
         print(f"{label + ' p50 ms':<44} {p50:>10.2f} {raw_p50:>12.2f} {p50 / raw_p50:>7.2f}")

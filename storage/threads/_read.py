@@ -190,9 +190,6 @@ def _entry(step: _Step, row: Row | None, variant: VariantInfo | None) -> ThreadE
         "tool_call_id": row["tool_call_id"],
         "tool_name": row["tool_name"],
     }
-    if parts is None:
-        # Rows were validated on the way in; plain-text content needs no second validation.
-        return MessageEntry.model_construct(**fields)
     return MessageEntry(**fields)
 
 
@@ -291,8 +288,7 @@ async def build_history_view(
         revision=control.revision,
         head=head,
         messages=[
-            # Rows were validated on the way in; constructing skips a second validation.
-            HistoryEntry.model_construct(
+            HistoryEntry(
                 id=row["message_id"],
                 role=row["role"],
                 group_id=row["group_id"],
