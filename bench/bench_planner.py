@@ -266,6 +266,31 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     )
 
 
+def many_contributors(count: int, runs: int) -> None:
+    """Selection alone: `count` elastic contributors under pressure, no history."""
+    ladders = tuple(
+        droppable(
+            summarizable(
+                prefer(context(f"c{i}", tokens=400 + i % 7 * 50), context(f"c{i}-s", tokens=120)),
+                summary_tokens=60,
+            )
+        )
+        for i in range(count)
+    )
+    req = PlanRequest(
+        request_id="bench-contributors",
+        model=BENCH_PROFILE,
+        contributors=ladders,
+        input_budget=InputBudget(optimize_at=count * 150, max=count * 200),
+    )
+    median, best = timed_ms(lambda: plan(req), runs)
+    kinds = sorted({c.representation for c in plan(req).choices})
+    print(
+        f"{count:>7} elastic contributors, 4 rungs each | plan {median:7.2f} ms (best {best:6.2f})"
+        f" | representations used {kinds}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -274,6 +299,8 @@ def main() -> None:
     print("median wall time per call (best in brackets); ratios are anchor / plan(recent) medians")
     for size, anchor_runs in ((1_000, 9), (10_000, 5), (100_000, 1)):
         run(size, runs if size < 100_000 else max(3, runs // 4), 1 if args.quick else anchor_runs)
+    for count in (8, 100, 1_000):
+        many_contributors(count, runs)
 
 
 if __name__ == "__main__":

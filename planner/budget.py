@@ -8,6 +8,8 @@ rounds included, and are never cumulative across a run.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import model_validator
 
 from planner._base import Confidence, FrozenModel
@@ -49,14 +51,18 @@ class InputBudget(FrozenModel):
     optimize_at: int | None = None
     max: int | None = None
 
-    def __init__(self, *, optimize_at: int | None = None, max: int | None = None) -> None:
+    def __init__(
+        self, *, optimize_at: int | None = None, max: int | None = None, **extra: Any
+    ) -> None:
         # Checked before pydantic so that Python callers get `ConfigurationError` (a
         # `TypeError`), as the public contract says, rather than a `ValidationError`.
         _check_positive("optimize_at", optimize_at)
         _check_positive("max", max)
         if optimize_at is not None and max is not None and optimize_at > max:
             raise ConfigurationError("optimize_at must not exceed max")
-        super().__init__(**{"optimize_at": optimize_at, "max": max})
+        # pydantic also validates wire data through this constructor; anything else it was
+        # given is passed on so it can reject unknown fields the usual way.
+        super().__init__(**{"optimize_at": optimize_at, "max": max, **extra})
 
     @model_validator(mode="after")
     def _ordered(self) -> InputBudget:

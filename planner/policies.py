@@ -6,7 +6,7 @@ required history.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -57,13 +57,16 @@ class RecentHistory(FrozenModel):
     messages: int | None = None
     tokens: int | None = None
 
-    def __init__(self, *, messages: int | None = None, tokens: int | None = None) -> None:
+    def __init__(
+        self, *, messages: int | None = None, tokens: int | None = None, **extra: Any
+    ) -> None:
         # Python callers get `ConfigurationError` (a `TypeError`), not a `ValidationError`.
         check_cap("messages", messages)
         check_cap("tokens", tokens)
         if messages is None and tokens is None:
             raise ConfigurationError("history.recent needs a messages or tokens cap")
-        super().__init__(**{"messages": messages, "tokens": tokens})
+        # pydantic validates wire data through this constructor too (`kind` arrives here).
+        super().__init__(**{"messages": messages, "tokens": tokens, **extra})
 
     @model_validator(mode="after")
     def _caps(self) -> RecentHistory:
@@ -123,6 +126,7 @@ class ManagedHistory(FrozenModel):
         on_miss: OnMiss = "inline",
         summary: HistorySummary | None = None,
         expected_summary_tokens: int = 500,
+        **extra: Any,
     ) -> None:
         # Python callers get `ConfigurationError` (a `TypeError`), not a `ValidationError`.
         check_cap("recent_messages", recent_messages)
@@ -136,6 +140,7 @@ class ManagedHistory(FrozenModel):
                 "on_miss": on_miss,
                 "summary": summary,
                 "expected_summary_tokens": expected_summary_tokens,
+                **extra,
             }
         )
 

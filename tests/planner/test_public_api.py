@@ -60,3 +60,48 @@ def test_planner_imports_only_pure_modules() -> None:
                 continue
             for root in roots:
                 assert root in ALLOWED_ROOTS, f"{path.name} imports {root}"
+
+
+def test_requests_round_trip_through_json_and_dicts_with_every_policy() -> None:
+    """Workflow payloads are validated by pydantic, through the typed constructors too."""
+    from planner import (
+        HistorySummary,
+        InputBudget,
+        ManagedHistory,
+        ModelCatalog,
+        PlanRequest,
+        RecentHistory,
+        history,
+        plan,
+    )
+
+    profile = ModelCatalog.default().resolve("offline:echo")
+    policies = (
+        history.exact(),
+        history.recent(messages=4, tokens=100),
+        history(recent=3, on_miss="recent-only"),
+        ManagedHistory(summary=HistorySummary(artifact_id="a", tokens=5, covers=2)),
+    )
+    for policy in policies:
+        req = PlanRequest(
+            request_id="r",
+            model=profile,
+            input_budget=InputBudget(optimize_at=100, max=200),
+            history_policy=policy,
+        )
+        assert PlanRequest.model_validate_json(req.model_dump_json()) == req
+        assert PlanRequest.model_validate(req.model_dump()) == req
+        assert plan(PlanRequest.model_validate(req.model_dump())) == plan(req)
+    assert RecentHistory.model_validate({"kind": "recent", "messages": 2}).messages == 2
+    assert InputBudget.model_validate({"max": 5}).max == 5
+
+
+def test_wire_validation_rejects_unknown_fields() -> None:
+    import pytest
+
+    from planner import InputBudget, RecentHistory
+
+    with pytest.raises(ValueError):
+        InputBudget.model_validate({"max": 5, "soft": 1})
+    with pytest.raises(ValueError):
+        RecentHistory.model_validate({"kind": "recent", "messages": 2, "turns": 1})
