@@ -6,9 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from activities.contracts import CompactHistory
+from crux.messages import Role
 from planner import HistoryItem
 
-ROLES = st.sampled_from(["system", "user", "assistant", "tool"])
+ROLES: st.SearchStrategy[Role] = st.sampled_from(["system", "user", "assistant", "tool"])
 
 
 @st.composite
