@@ -55,7 +55,12 @@ _OPENAI_NUMBERS = re.compile(
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait before retrying, from `retry-after-ms` or `retry-after`, else `None`."""
+    """Seconds to wait before retrying, else `None`.
+
+    `retry-after-ms` wins, then `retry-after`; without either, OpenAI's reset headers for an
+    exhausted limit (`x-ratelimit-remaining-requests: 0` with `x-ratelimit-reset-requests: 6s`,
+    and the same for tokens) give the wait.
+    """
     value: float | None = None
     millis = headers.get("retry-after-ms")
     if millis is not None:
@@ -67,9 +72,43 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
         raw = headers.get("retry-after")
         if raw is not None:
             value = _parse_retry_after_value(raw.strip(), headers.get("date"))
+    if value is None:
+        value = _rate_limit_reset(headers)
     if value is None or value != value or value < 0 or value > MAX_RETRY_AFTER_SECONDS:
         return None
     return value
+
+
+_DURATION = re.compile(
+    r"(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m(?!s))?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)s)?(?:(?P<ms>\d+(?:\.\d+)?)ms)?"
+)
+
+
+def _parse_duration(raw: str) -> float | None:
+    """Seconds in a Go-style duration such as `6m0s`, `1.5s` or `20ms`."""
+    match = _DURATION.fullmatch(raw.strip())
+    if match is None or not any(match.groupdict().values()):
+        return None
+    parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
+    return (
+        parts.get("h", 0.0) * 3600
+        + parts.get("m", 0.0) * 60
+        + parts.get("s", 0.0)
+        + parts.get("ms", 0.0) / 1000
+    )
+
+
+def _rate_limit_reset(headers: httpx.Headers) -> float | None:
+    waits: list[float] = []
+    for kind in ("requests", "tokens"):
+        if headers.get(f"x-ratelimit-remaining-{kind}", "").strip() != "0":
+            continue
+        reset = headers.get(f"x-ratelimit-reset-{kind}")
+        wait = _parse_duration(reset) if reset is not None else None
+        if wait is not None:
+            waits.append(wait)
+    return max(waits) if waits else None
 
 
 def _parse_retry_after_value(raw: str, date: str | None) -> float | None:

@@ -267,6 +267,27 @@ async def test_context_overflow_over_http(endpoint: Endpoint) -> None:
         ({"retry-after": "-4"}, None),
         ({"retry-after-ms": "x", "retry-after": "2"}, 2.0),
         ({"retry-after": "999999999"}, None),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"}, 360.0),
+        (
+            {
+                "x-ratelimit-remaining-requests": "3",
+                "x-ratelimit-reset-requests": "1s",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "1.5s",
+            },
+            1.5,
+        ),
+        ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "20ms"}, 0.02),
+        ({"x-ratelimit-remaining-tokens": "5", "x-ratelimit-reset-tokens": "20ms"}, None),
+        ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "soon"}, None),
+        (
+            {
+                "retry-after": "2",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "9s",
+            },
+            2.0,
+        ),
         ({}, None),
     ],
 )
