@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from providers._json import as_object
+from providers._json import as_list, as_object
 from providers.loopback._replies import (
     CountReply,
     DisconnectReply,
@@ -44,6 +44,11 @@ def _error_body(reply: ErrorReply | StreamErrorReply, status: int) -> dict[str, 
     return {"error": {"message": reply.message, "type": kind, "param": None, "code": code}}
 
 
+def _not_found() -> HTTPResponse:
+    error = {"message": "not found", "type": "invalid_request_error", "param": None, "code": None}
+    return json_response(404, {"error": error})
+
+
 class LoopbackOpenAIServer(LoopbackServer):
     """OpenAI-compatible test server (`/v1/chat/completions`, `/v1/responses/input_tokens`).
 
@@ -64,12 +69,9 @@ class LoopbackOpenAIServer(LoopbackServer):
     def default_reply(self, request: RecordedRequest) -> Reply:
         """An echo of the request shape with usage from the real tokenizer."""
         body = as_object(request.body) or {}
-        if request.path.endswith("/input_tokens"):
+        if request.path.split("?")[0].endswith("/input_tokens"):
             return CountReply(input_tokens=input_tokens_of(body))
-        messages = body.get("messages")
-        return TextReply(
-            text=echo_text(cast(list[Any], messages) if isinstance(messages, list) else [])
-        )
+        return TextReply(text=echo_text(as_list(body.get("messages")) or []))
 
     def render(self, request: RecordedRequest, reply: Reply) -> HTTPResponse:
         """Render `reply` as chat-completions JSON, SSE or an OpenAI error body."""
@@ -82,17 +84,7 @@ class LoopbackOpenAIServer(LoopbackServer):
             return json_response(reply.status, _error_body(reply, reply.status), reply.headers)
         path = request.path.split("?")[0]
         if request.method != "POST" or not path.startswith(self.api_prefix):
-            return json_response(
-                404,
-                {
-                    "error": {
-                        "message": "not found",
-                        "type": "invalid_request_error",
-                        "param": None,
-                        "code": None,
-                    }
-                },
-            )
+            return _not_found()
         if path.endswith("/responses/input_tokens"):
             tokens = (
                 reply.input_tokens
@@ -101,17 +93,7 @@ class LoopbackOpenAIServer(LoopbackServer):
             )
             return json_response(200, {"object": "response.input_tokens", "input_tokens": tokens})
         if not path.endswith("/chat/completions"):
-            return json_response(
-                404,
-                {
-                    "error": {
-                        "message": "not found",
-                        "type": "invalid_request_error",
-                        "param": None,
-                        "code": None,
-                    }
-                },
-            )
+            return _not_found()
         body = as_object(request.body) or {}
         if isinstance(reply, CountReply | DisconnectReply):
             reply = TextReply(text="")
