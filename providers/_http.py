@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, cast
 
 import httpx
@@ -16,6 +16,7 @@ import httpx
 from providers import _json
 from providers._errors import error_from_exception, error_from_response, malformed
 from providers._sse import SSEEvent, iter_sse
+from providers.types import ChatResponse, StreamDone, StreamEvent
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -95,3 +96,12 @@ def load_event_json(provider: str, event: SSEEvent) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise malformed(provider, f"stream event {event.event!r} is not a JSON object")
     return cast(dict[str, Any], data)
+
+
+async def final_response(events: AsyncGenerator[StreamEvent], provider: str) -> ChatResponse:
+    """Drain a stream and return its `StreamDone` response, closing the stream either way."""
+    async with aclosing(events) as stream:
+        async for event in stream:
+            if isinstance(event, StreamDone):
+                return event.response
+    raise malformed(provider, "stream ended without a result")  # pragma: no cover

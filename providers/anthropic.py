@@ -8,7 +8,7 @@ the same quantity. No retries happen here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ from crux.messages import Message
 from providers import _anthropic_wire as wire
 from providers import _json
 from providers._errors import error_from_response, malformed
-from providers._http import join_url, load_event_json, post_json, post_sse
+from providers._http import final_response, join_url, load_event_json, post_json, post_sse
 from providers._json import as_object
 from providers.types import (
     ChatRequest,
@@ -96,16 +96,13 @@ class AnthropicMessagesProvider:
             ProviderError: Classified failure (see `crux.errors`).
         """
         if request.stream:
-            async for event in self.stream(request):
-                if isinstance(event, StreamDone):
-                    return event.response
-            raise malformed(self.provider, "stream ended without a result")  # pragma: no cover
+            return await final_response(self.stream(request), self.provider)
         url = join_url(self.base_url, "messages")
         headers = self._request_headers(request, "application/json")
         data = await post_json(self._http, self.provider, url, self.encode(request), headers)
         return wire.decode_response(data)
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
         """Stream `request`, yielding text and tool-call deltas, then one `StreamDone`."""
         streamed = request.model_copy(update={"stream": True})
         url = join_url(self.base_url, "messages")

@@ -6,7 +6,7 @@ pools, timeouts and proxies are configured in one place. No retries happen here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, cast
 
 import httpx
@@ -16,7 +16,7 @@ from crux.messages import Message, ToolCallPart
 from providers import _json
 from providers import _openai_wire as wire
 from providers._errors import error_from_response, malformed
-from providers._http import join_url, load_event_json, post_json, post_sse
+from providers._http import final_response, join_url, load_event_json, post_json, post_sse
 from providers._openai_responses import encode_count_request
 from providers.types import (
     ChatRequest,
@@ -84,16 +84,13 @@ class OpenAIChatProvider:
             ProviderError: Classified failure (see `crux.errors`).
         """
         if request.stream:
-            async for event in self.stream(request):
-                if isinstance(event, StreamDone):
-                    return event.response
-            raise malformed(self.provider, "stream ended without a result")  # pragma: no cover
+            return await final_response(self.stream(request), self.provider)
         url = join_url(self.base_url, "chat/completions")
         headers = {**self._headers, "accept": "application/json"}
         data = await post_json(self._http, self.provider, url, self.encode(request), headers)
         return wire.decode_response(data)
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
         """Stream `request`, yielding text and tool-call deltas, then one `StreamDone`."""
         body = self.encode(request.model_copy(update={"stream": True}))
         url = join_url(self.base_url, "chat/completions")
