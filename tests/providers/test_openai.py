@@ -440,3 +440,17 @@ async def test_extra_body_fields_are_sent_but_never_override_ours(
     sent = openai_server.requests[-1].body
     assert sent["chat_template_kwargs"] == {"enable_thinking": False}
     assert sent["model"] == "qwen3"
+
+
+async def test_abandoning_a_stream_releases_the_connection(
+    openai_provider: OpenAIChatProvider, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(TextReply(text="a long streamed answer " * 20, sse_chunk_size=16))
+    request = ChatRequest(model="m", messages=[Message(role="user", content="hi")])
+    events = openai_provider.stream(request)
+    async for event in events:
+        if isinstance(event, TextDelta):
+            break
+    await events.aclose()
+    response = await openai_provider.complete(request)
+    assert response.message.text.startswith("[loopback echo]")
