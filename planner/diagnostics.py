@@ -69,7 +69,7 @@ def composition_error(
     available = comp.budget.max
     needed = minimum_size(comp) if required is None else required
     largest = minimum_breakdown(comp)[:3]
-    exhausted = [name for name, _ in comp.fixed if _ > 0] + [
+    exhausted = [name for name, tokens in comp.fixed if tokens > 0] + [
         (HISTORY_ID if ladder.id == HISTORY_ID else f"context:{ladder.id}")
         for ladder, options in zip(comp.ladders, comp.options, strict=True)
         if options and options[-1][0] == len(ladder.rungs) - 1

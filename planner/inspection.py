@@ -68,18 +68,26 @@ def build_inspection(
     contributions: list[ContributionRecord] = []
     candidates: list[CandidateRecord] = []
     artifacts: list[ArtifactRecord] = []
-    entries = [BreakdownEntry(name=name, tokens=tokens) for name, tokens in comp.fixed if tokens]
+    entries = [
+        BreakdownEntry.model_construct(name=name, tokens=tokens)
+        for name, tokens in comp.fixed
+        if tokens
+    ]
     for position, (ladder, index) in enumerate(zip(comp.ladders, chosen, strict=True)):
         selected = ladder.rungs[index]
         if selected.tokens:
-            entries.append(BreakdownEntry(name=_name(ladder.id), tokens=selected.tokens))
+            entries.append(
+                BreakdownEntry.model_construct(name=_name(ladder.id), tokens=selected.tokens)
+            )
         for rung_index, rung in enumerate(ladder.rungs):
             is_selected = rung_index == index
             size = None
             if rung.available:
                 size = total - selected.tokens + rung.tokens
+            # Built without re-validation: the planner computed every value itself, and
+            # there is one record per rung of every contributor.
             candidates.append(
-                CandidateRecord(
+                CandidateRecord.model_construct(
                     contributor=ladder.id,
                     representation=rung.kind,
                     rung=rung_index,
@@ -106,7 +114,7 @@ def build_inspection(
             "required" if not ladder.elastic else "sticky" if ladder.tools else "elastic"
         )
         contributions.append(
-            ContributionRecord(
+            ContributionRecord.model_construct(
                 id=ladder.id,
                 sources=ladder.sources,
                 priority=ladder.priority,
@@ -115,7 +123,8 @@ def build_inspection(
                 tools=ladder.tools,
             )
         )
-    contributions.sort(key=lambda record: (record.id != HISTORY_ID, _order(comp, record.id)))
+    declared = {ladder.id: ladder.order for ladder in (*comp.ladders, *comp.required)}
+    contributions.sort(key=lambda record: declared[record.id])
     entries.sort(key=lambda entry: (-entry.tokens, entry.name))
     support = comp.request.support_requests
     linked = [receipt.previous_request_id] if receipt.previous_request_id else []
@@ -151,13 +160,6 @@ def build_inspection(
         history=history,
         epoch_key=comp.epoch_key,
     )
-
-
-def _order(comp: Composition, contributor: str) -> int:
-    for ladder in (*comp.ladders, *comp.required):
-        if ladder.id == contributor:
-            return ladder.order
-    return -1
 
 
 def with_runtime_facts(

@@ -105,7 +105,14 @@ def plan(request: PlanRequest) -> SealedPlan:
     choices: list[ContributorChoice] = []
     adaptations: list[Adaptation] = []
     removed: list[str] = []
-    floors_out: list[EpochFloor] = []
+    # Floors of contributors absent from this step carry over: one may come back later in
+    # the same epoch and must not re-expand then either.
+    previous = request.epoch
+    floors_out: dict[str, int] = (
+        {entry.contributor: entry.rung for entry in previous.floors}
+        if previous is not None and previous.key == comp.epoch_key
+        else {}
+    )
     span: Span | None = comp.history_span
     summary: HistorySummaryPlacement | None = None
     warnings = [ReceiptWarning(code=w.code, message=w.message) for w in comp.history_warnings]
@@ -114,7 +121,7 @@ def plan(request: PlanRequest) -> SealedPlan:
         gone = ladder.tools if rung.kind == "omitted" else ()
         removed.extend(gone)
         choices.append(
-            ContributorChoice(
+            ContributorChoice.model_construct(
                 contributor=ladder.id,
                 representation=rung.kind,
                 rung=index,
@@ -125,7 +132,7 @@ def plan(request: PlanRequest) -> SealedPlan:
         )
         floor = max(comp.floors[position], index)
         if floor:
-            floors_out.append(EpochFloor(contributor=ladder.id, rung=floor))
+            floors_out[ladder.id] = floor
         if rung.kind != "full":
             adaptations.append(
                 Adaptation(
@@ -155,7 +162,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                         )
                     )
     choices.extend(
-        ContributorChoice(
+        ContributorChoice.model_construct(
             contributor=ladder.id,
             representation="full",
             rung=0,
@@ -164,8 +171,9 @@ def plan(request: PlanRequest) -> SealedPlan:
         )
         for ladder in comp.required
     )
-    choices.sort(key=lambda choice: _declared(comp, choice.contributor))
-    floors_out.sort(key=lambda floor: floor.contributor)
+    # Managed history (order -1) first, then declaration order.
+    declared = {ladder.id: ladder.order for ladder in (*comp.ladders, *comp.required)}
+    choices.sort(key=lambda choice: declared[choice.contributor])
 
     preparations: tuple[Preparation, ...] = ()
     managed = comp.managed
@@ -214,21 +222,17 @@ def plan(request: PlanRequest) -> SealedPlan:
         removed_tools=tuple(removed),
         included_older=request.older_history if span is not None and span.include_older else None,
         history_summary=summary,
-        epoch=EpochFloors(key=comp.epoch_key, floors=tuple(floors_out)),
+        epoch=EpochFloors(
+            key=comp.epoch_key,
+            floors=tuple(
+                EpochFloor(contributor=name, rung=rung) for name, rung in sorted(floors_out.items())
+            ),
+        ),
         budget=budget,
         tier=tier,
         preparations=preparations,
         inspection=inspection,
     )
-
-
-def _declared(comp: Composition, contributor: str) -> int:
-    if contributor == HISTORY_ID and comp.managed is not None:
-        return -1
-    for ladder in (*comp.ladders, *comp.required):
-        if ladder.id == contributor:
-            return ladder.order
-    return len(comp.request.contributors)
 
 
 def inspect_plan(

@@ -251,3 +251,15 @@ def test_group_summary_is_one_atomic_unit() -> None:
     sealed = plan(request(contributors=(unit,), input_budget=InputBudget(max=1_000)))
     assert kinds(sealed) == {"ab": "summary"}
     assert sealed.inspection.contributions[0].sources == ("a", "b")
+
+
+def test_floors_of_absent_contributors_carry_over_within_the_epoch() -> None:
+    ladder = prefer(context("catalog", tokens=3_000), context("catalog-index", tokens=500))
+    budget = InputBudget(optimize_at=3_500)
+    step0 = plan(request(system_tokens=1_000, contributors=(ladder,), input_budget=budget))
+    step1 = plan(request(request_id="r2", input_budget=budget, epoch=step0.epoch))
+    assert step1.epoch.floor("catalog") == 1
+    step2 = plan(
+        request(request_id="r3", contributors=(ladder,), input_budget=budget, epoch=step1.epoch)
+    )
+    assert kinds(step2) == {"catalog": "authored"}
