@@ -58,6 +58,8 @@ ANTHROPIC_TOKENS_PER_TOOL_CALL = 4
 ANTHROPIC_TOOL_SYSTEM_PROMPT_TOKENS = 346
 
 _ANTHROPIC_PREFIXES = ("claude", "anthropic")
+MAX_CACHED_DEFINITIONS = 4_096
+"""Memoised tool and schema texts per counter (cleared when full)."""
 
 
 def message_key(message: Message) -> str:
@@ -100,6 +102,7 @@ class TokenCounter:
             else OPENAI_TOKENS_PER_MESSAGE
         )
         self.tokenizations = 0
+        self._definitions: dict[str, int] = {}
 
     @classmethod
     def for_encoding(
@@ -144,6 +147,20 @@ class TokenCounter:
             return 0
         self.tokenizations += 1
         return len(self._encode(text))
+
+    def count_definition(self, text: str) -> int:
+        """`count_text` memoised per process, for texts repeated on every call.
+
+        Tool definitions and output schemas are resent with every request; counting them
+        once keeps long tool lists from costing a tokenization per call.
+        """
+        cached = self._definitions.get(text)
+        if cached is None:
+            cached = self.count_text(text)
+            if len(self._definitions) >= MAX_CACHED_DEFINITIONS:
+                self._definitions.clear()
+            self._definitions[text] = cached
+        return cached
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (special-token markers as ordinary text)."""

@@ -59,10 +59,10 @@ def estimate_tools(request: ChatRequest, counter: TokenCounter) -> int:
             if tool.description is not None:
                 spec["description"] = tool.description
             spec["input_schema"] = tool.parameters
-            total += counter.count_text(_json.dumps(spec)) + ANTHROPIC_TOKENS_PER_TOOL
+            total += counter.count_definition(_json.dumps(spec)) + ANTHROPIC_TOKENS_PER_TOOL
         return total
     return sum(
-        counter.count_text(_json.dumps(tool_function(t.name, t.description, t.parameters)))
+        counter.count_definition(_json.dumps(tool_function(t.name, t.description, t.parameters)))
         + OPENAI_TOKENS_PER_TOOL
         for t in request.tools
     )
@@ -90,7 +90,7 @@ def estimate_request(
         per_message = counter.count_messages(request.messages)
     tools = estimate_tools(request, counter)
     schema = (
-        counter.count_text(_json.dumps(request.response_format))
+        counter.count_definition(_json.dumps(request.response_format))
         if request.response_format is not None
         else 0
     )
