@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, settings
 import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -26,6 +27,13 @@ from storage import create_pool
 from storage.migrate import migrate
 
 TEMPLATE_DATABASE = "crux_test_template"
+
+# A shared 2-core machine makes wall-clock health checks and deadlines flaky; the
+# properties themselves stay the same. Example counts are chosen per test.
+settings.register_profile(
+    "crux", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("crux")
 
 
 def _with_database(url: str, database: str) -> str:

@@ -14,7 +14,7 @@ ROLES: st.SearchStrategy[Role] = st.sampled_from(["system", "user", "assistant",
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[HistoryItem]:
-    groups = draw(st.lists(st.integers(min_value=1, max_value=4), max_size=12))
+    groups = draw(st.lists(st.integers(min_value=1, max_value=3), max_size=8))
     items: list[HistoryItem] = []
     for group_index, size in enumerate(groups):
         for position in range(size):
