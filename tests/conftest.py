@@ -16,8 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from hypothesis import HealthCheck, settings
 import pytest_asyncio
+from hypothesis import HealthCheck, settings
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
