@@ -51,6 +51,7 @@ class Composition:
     history_span: Span | None
     managed: Managed | None
     history_warnings: tuple[HistoryWarning, ...]
+    counted: int | None = None
 
     @property
     def full_tokens(self) -> int:
@@ -171,6 +172,7 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     ]
     policy = request.history_policy
     measurement = request.measurement
+    counted: int | None = None
     # An authoritative count is only meaningful for a request with nothing to choose.
     if (
         request.counted_input_tokens is not None
@@ -178,6 +180,7 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         and not any(ladder.elastic for ladder in flat)
     ):
         measurement = "exact"
+        counted = request.counted_input_tokens
     budget = derive_budget(
         request.model,
         request.input_budget,
@@ -270,4 +273,5 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         history_span=history_span,
         managed=managed,
         history_warnings=warnings,
+        counted=counted,
     )

@@ -54,15 +54,14 @@ def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
 
 
 def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]]:
-    request = comp.request
     budget = comp.budget
     empty = tuple(
         ladder.id for ladder, options in zip(comp.ladders, comp.options, strict=True) if not options
     )
     if empty:
         raise composition_error(comp, "REPRESENTATION_UNAVAILABLE", unavailable=empty)
-    if not comp.ladders and request.counted_input_tokens is not None:
-        counted = request.counted_input_tokens
+    counted = comp.counted
+    if counted is not None:
         if counted > budget.max:
             raise composition_error(comp, "REQUEST_TOO_LARGE", required=counted)
         return Selection((), counted), "optimize_at" if counted <= budget.optimize_at else "max"
@@ -99,7 +98,7 @@ def plan(request: PlanRequest) -> SealedPlan:
     budget = comp.budget
     total = selection.tokens
     # With an authoritative count there is nothing to adapt: "full" is the count itself.
-    full_total = comp.full_tokens if request.counted_input_tokens is None or comp.ladders else total
+    full_total = comp.full_tokens if comp.counted is None else total
     chosen = selection.rungs
 
     choices: list[ContributorChoice] = []
