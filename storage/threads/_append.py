@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from crux.errors import ThreadError
 from crux.models import ThreadCommit
-from storage.threads._control import Control
+from storage.threads._control import Control, decode_control, lock_control
 from storage.threads._db import Connection
 from storage.threads._nodes import Node, group_receipt, nodes_by_id, publish_group
 from storage.threads._validate import MAIN_OWNER, PreparedMessage
+
+# Locks the control row and, in the same round trip, looks up the supplied ids and the
+# parent. The lookup uses the statement's snapshot, which may predate a publication that
+# committed while the lock was awaited; `seen_version` (read from that snapshot) exposes
+# this, and a stale lookup is simply repeated under the lock.
+_LOCK_AND_LOOK_UP = """
+SELECT c.state, c.version, c.owners::text AS owners, c.heads::text AS heads,
+       c.cleanup_pending, c.root_groups,
+       (SELECT s.version FROM crux_threads s WHERE s.thread_id = $1) AS seen_version,
+       (SELECT coalesce(json_agg(json_build_object(
+            'id', m.message_id, 'parent_id', m.parent_id, 'group_id', m.group_id,
+            'seq', m.seq, 'group_end', m.group_end, 'depth', m.depth, 'state', m.state,
+            'published_version', m.published_version, 'role', m.role,
+            'identity', m.identity, 'edit_of', m.edit_of, 'child_groups', m.child_groups
+        )), '[]')::text
+        FROM crux_thread_messages m
+        WHERE m.thread_id = $1
+          AND (m.message_id = ANY($2::text[])
+               OR m.message_id = CASE WHEN $3 THEN $4 ELSE c.heads->>$5 END)
+       ) AS nodes
+FROM crux_threads c WHERE c.thread_id = $1
+FOR UPDATE OF c
+"""
 
 REMEMBER_TIP = """
 INSERT INTO crux_thread_leaves (thread_id, owner_id, branch_start, leaf)
@@ -62,6 +86,36 @@ async def _replay(
     return receipt.commit(replayed=True)
 
 
+async def lock_for_append(
+    connection: Connection,
+    thread_id: str,
+    batch: Sequence[PreparedMessage],
+    *,
+    owner: str,
+    explicit_parent: bool,
+    parent_id: str | None,
+) -> tuple[Control, dict[str, Node] | None]:
+    """Lock (creating if needed) the control row, with the append's node lookup when fresh.
+
+    Returns:
+        The locked control state and the stored nodes among the batch ids and the parent,
+        or `None` for the nodes when they must be looked up again under the lock.
+    """
+    ids = [item.id for item in batch]
+    row = await connection.fetchrow(
+        _LOCK_AND_LOOK_UP, thread_id, ids, explicit_parent, parent_id, owner
+    )
+    if row is None:
+        control = await lock_control(connection, thread_id, create=True)
+        assert control is not None
+        return control, None
+    control = decode_control(thread_id, row)
+    if row["seen_version"] != control.version:
+        return control, None
+    nodes = [Node(**fields) for fields in json.loads(row["nodes"])]
+    return control, {item.id: item for item in nodes}
+
+
 async def append_group(
     connection: Connection,
     control: Control,
@@ -70,6 +124,7 @@ async def append_group(
     owner: str,
     explicit_parent: bool,
     parent_id: str | None,
+    found: dict[str, Node] | None = None,
 ) -> ThreadCommit:
     """Publish `batch` as one causal group inside the caller's locked transaction.
 
@@ -81,13 +136,16 @@ async def append_group(
         explicit_parent: True when `parent_id` was given (`after` or an expected head);
             otherwise the owner's head is the parent.
         parent_id: The explicit parent (`None` = root), ignored unless `explicit_parent`.
+        found: The stored nodes among the batch ids and the parent, when already looked up
+            under the lock.
     """
     thread_id = control.thread_id
     ids = [item.id for item in batch]
     head = control.head(owner)
     target = parent_id if explicit_parent else head
-    # One lookup serves both replay detection and the parent check.
-    found = await nodes_by_id(connection, thread_id, [*ids, *([target] if target else [])])
+    if found is None:
+        # One lookup serves both replay detection and the parent check.
+        found = await nodes_by_id(connection, thread_id, [*ids, *([target] if target else [])])
     existing = {key: value for key, value in found.items() if key in ids}
     if any(item.state == "redacted" for item in existing.values()):
         raise ThreadError("redacted", f"group {ids[0]} contains a redacted id", thread_id=thread_id)

@@ -59,7 +59,8 @@ class Control:
             raise ThreadError("deleted", "thread is deleted", thread_id=self.thread_id)
 
 
-def _decode(thread_id: str, row: Row) -> Control:
+def decode_control(thread_id: str, row: Row) -> Control:
+    """Decode a control row selected with the columns of `load_control`."""
     return Control(
         thread_id=thread_id,
         state=row["state"],
@@ -74,7 +75,7 @@ def _decode(thread_id: str, row: Row) -> Control:
 async def load_control(connection: Connection, thread_id: str) -> Control | None:
     """Read the control row without locking (`None` when the Thread was never written)."""
     row = await connection.fetchrow(_SELECT, thread_id)
-    return None if row is None else _decode(thread_id, row)
+    return None if row is None else decode_control(thread_id, row)
 
 
 async def lock_control(connection: Connection, thread_id: str, *, create: bool) -> Control | None:
@@ -86,7 +87,7 @@ async def lock_control(connection: Connection, thread_id: str, *, create: bool) 
     if row is None and create:
         await connection.execute(_CREATE, thread_id)
         row = await connection.fetchrow(_LOCK, thread_id)
-    return None if row is None else _decode(thread_id, row)
+    return None if row is None else decode_control(thread_id, row)
 
 
 async def lock_live_control(connection: Connection, thread_id: str) -> Control:

@@ -63,8 +63,8 @@ from crux.errors import ThreadError
 from crux.messages import JsonValue, Message, Part
 from crux.models import ThreadCommit
 from storage.threads import _erasure, _navigate, _owners
-from storage.threads._append import append_group
-from storage.threads._control import EMPTY_REVISION, load_control, lock_control
+from storage.threads._append import append_group, lock_for_append
+from storage.threads._control import EMPTY_REVISION, load_control
 from storage.threads._db import read_transaction, write_transaction
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import (
@@ -163,8 +163,14 @@ class ThreadStore:
             check_id(parent_id, "message", thread_id=thread_id)
         prepared = prepare_batch(batch, thread_id=thread_id)
         async with write_transaction(self._pool, thread_id) as connection:
-            control = await lock_control(connection, thread_id, create=True)
-            assert control is not None
+            control, found = await lock_for_append(
+                connection,
+                thread_id,
+                prepared,
+                owner=owner,
+                explicit_parent=explicit_parent,
+                parent_id=parent_id,
+            )
             control.ensure_live()
             return await append_group(
                 connection,
@@ -173,6 +179,7 @@ class ThreadStore:
                 owner=owner,
                 explicit_parent=explicit_parent,
                 parent_id=parent_id,
+                found=found,
             )
 
     # -- reads -----------------------------------------------------------------------------

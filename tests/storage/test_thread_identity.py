@@ -124,3 +124,22 @@ async def test_b35_removed_group_still_replays(store: ThreadStore) -> None:
     await store.remove_group("t", "a1")
     again = await store.append("t", [user("u1"), assistant("a1")])
     assert again == first.model_copy(update={"replayed": True})
+
+
+async def test_b34_appends_queued_behind_a_lock_see_the_publication_they_waited_for(
+    store: ThreadStore, pool: asyncpg.Pool
+) -> None:
+    """Lookups made before the lock was granted are repeated, so the second append replays."""
+    await store.append("t", user("u0"))
+    batch = [user("u1"), assistant("a1")]
+    async with pool.acquire() as blocker:
+        transaction = blocker.transaction()
+        await transaction.start()
+        await blocker.execute("SELECT 1 FROM crux_threads WHERE thread_id = 't' FOR UPDATE")
+        queued = [asyncio.ensure_future(store.append("t", batch)) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        await blocker.execute("UPDATE crux_threads SET version = version + 1 WHERE thread_id = 't'")
+        await transaction.commit()
+    first, second = await asyncio.gather(*queued)
+    assert sorted([first.replayed, second.replayed]) == [False, True]
+    assert (await store.read("t")).head == "a1"
