@@ -137,7 +137,39 @@ def encode_tool_choice(choice: Any) -> dict[str, Any]:
     return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
 
 
-def encode_request(request: ChatRequest, *, default_max_tokens: int) -> dict[str, Any]:
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Put `cache_control` on the last tool, the system prompt and the newest message.
+
+    Anthropic caches the prompt prefix up to each marked block. Marking the newest message
+    lets the next turn of the same thread read the whole earlier conversation from the cache;
+    tools and system come first in the prefix, so they are cached too. Three of the four
+    allowed breakpoints are used.
+    """
+    tools = as_list(body.get("tools"))
+    if tools:
+        tools[-1] = {**(as_object(tools[-1]) or {}), "cache_control": EPHEMERAL}
+    system = body.get("system")
+    if isinstance(system, str):
+        body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    else:
+        blocks = as_list(system)
+        if blocks:
+            blocks[-1] = {**(as_object(blocks[-1]) or {}), "cache_control": EPHEMERAL}
+    messages: list[dict[str, Any]] = body["messages"]
+    if messages:
+        last = messages[-1]
+        content = _as_blocks(last["content"])
+        if content:
+            content[-1] = {**content[-1], "cache_control": EPHEMERAL}
+            messages[-1] = {**last, "content": content}
+
+
+def encode_request(
+    request: ChatRequest, *, default_max_tokens: int, cache_prefix: bool = False
+) -> dict[str, Any]:
     """The JSON body of a Messages call (`max_tokens` is required by the API)."""
     system, messages = encode_messages(request.messages)
     body: dict[str, Any] = {
@@ -161,6 +193,8 @@ def encode_request(request: ChatRequest, *, default_max_tokens: int) -> dict[str
         body["output_format"] = {"type": "json_schema", "schema": request.response_format}
     if request.stream:
         body["stream"] = True
+    if cache_prefix:
+        mark_cache_breakpoints(body)
     return body
 
 

@@ -48,6 +48,8 @@ class AnthropicMessagesProvider:
         anthropic_version: Value of the `anthropic-version` header.
         extra_body: Fields added to every request body (for example `thinking` or
             `metadata`); fields the adapter sets itself take precedence.
+        cache_prefix: Mark prompt-cache breakpoints (last tool, system, newest message) so
+            each turn of a thread reads the earlier conversation from Anthropic's cache.
     """
 
     provider = wire.PROVIDER
@@ -62,11 +64,13 @@ class AnthropicMessagesProvider:
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         anthropic_version: str = wire.ANTHROPIC_VERSION,
         extra_body: Mapping[str, Any] | None = None,
+        cache_prefix: bool = False,
     ):
         self._http = http
         self.base_url = base_url
         self._default_max_tokens = default_max_tokens
         self._extra_body = dict(extra_body or {})
+        self._cache_prefix = cache_prefix
         self._headers = {
             "content-type": "application/json",
             "anthropic-version": anthropic_version,
@@ -77,7 +81,9 @@ class AnthropicMessagesProvider:
 
     def encode(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for `request`."""
-        body = wire.encode_request(request, default_max_tokens=self._default_max_tokens)
+        body = wire.encode_request(
+            request, default_max_tokens=self._default_max_tokens, cache_prefix=self._cache_prefix
+        )
         return {**self._extra_body, **body}
 
     def _request_headers(self, request: ChatRequest, accept: str) -> dict[str, str]:

@@ -332,3 +332,32 @@ def test_empty_turns_are_dropped_and_neighbours_merged() -> None:
             "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
         }
     ]
+
+
+async def test_cache_prefix_marks_tools_system_and_newest_message(
+    http: httpx.AsyncClient, anthropic_server: LoopbackAnthropicServer
+) -> None:
+    provider = AnthropicMessagesProvider(
+        http, base_url=anthropic_server.base_url, cache_prefix=True
+    )
+    await provider.complete(
+        ChatRequest(
+            model="claude-haiku-4-5",
+            messages=[
+                Message(role="system", content="Be brief."),
+                Message(role="user", content="first"),
+                Message(role="assistant", content="ok"),
+                Message(role="user", content="second"),
+            ],
+            tools=[WEATHER],
+        )
+    )
+    body = anthropic_server.requests[-1].body
+    ephemeral = {"type": "ephemeral"}
+    assert body["tools"][-1]["cache_control"] == ephemeral
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": ephemeral}]
+    assert body["messages"][0] == {"role": "user", "content": "first"}
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "second", "cache_control": ephemeral}],
+    }
