@@ -231,6 +231,8 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     if history_span is not None:
         structure += history_span.structure
         content = history_span.content
+    # The tools preamble is counted whenever any tool may be declared, even if every owning
+    # contributor ends up omitted: rounding up keeps sizes additive over contributors.
     has_tools = request.tool_schema_tokens > 0 or bool(tool_names)
     fixed: list[tuple[str, int]] = [
         ("system", request.system_tokens),
