@@ -1,4 +1,3 @@
-# pyright: standard
 """Status -> error-class table and failure modes, for both wire formats over real HTTP."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# pyright: standard
 """Our additive estimate against tiktoken's count of the exact serialized request text."""
 
 from __future__ import annotations

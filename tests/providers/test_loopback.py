@@ -1,4 +1,3 @@
-# pyright: standard
 """The loopback servers themselves: validation like the real APIs, keep-alive, chunked bodies."""
 
 from __future__ import annotations

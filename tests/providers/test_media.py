@@ -1,4 +1,3 @@
-# pyright: standard
 from __future__ import annotations
 
 import base64

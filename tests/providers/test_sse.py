@@ -1,4 +1,3 @@
-# pyright: standard
 from __future__ import annotations
 
 from hypothesis import given, settings
