@@ -87,6 +87,9 @@ class HistorySummary(FrozenModel):
         covers: Number of conversational messages (after the leading system prefix, counted
             from the start of the transcript) the summary replaces.
         stale: `True` when the artifact covers an older prefix than the current one.
+        origin: `stored` (found ready), `inline` (prepared before this dispatch) or
+            `joined` (an identical preparation already in flight was awaited); the last
+            two are receipted as `HISTORY_SUMMARY_INLINE` / `HISTORY_SUMMARY_JOINED`.
         support_request_ids: Ids of the support calls that produced it.
     """
 
@@ -94,6 +97,7 @@ class HistorySummary(FrozenModel):
     tokens: int = Field(ge=0)
     covers: int = Field(ge=0)
     stale: bool = False
+    origin: Literal["stored", "inline", "joined"] = "stored"
     support_request_ids: tuple[str, ...] = ()
 
 

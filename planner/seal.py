@@ -153,6 +153,14 @@ def plan(request: PlanRequest) -> SealedPlan:
                     position=comp.projector.prefix_items,
                     tokens=rung.tokens - (span.tokens if span else 0),
                 )
+                if policy_summary.origin != "stored":
+                    warnings.append(
+                        ReceiptWarning(
+                            code=f"HISTORY_SUMMARY_{policy_summary.origin.upper()}",
+                            message=f"the history summary was {policy_summary.origin} "
+                            "before dispatch",
+                        )
+                    )
                 if policy_summary.stale:
                     warnings.append(
                         ReceiptWarning(

@@ -224,3 +224,23 @@ def test_history_id_is_reserved_under_managed_history() -> None:
                 contributors=(context("history", tokens=1),),
             )
         )
+
+
+@pytest.mark.parametrize(
+    ("origin", "code"),
+    [("inline", "HISTORY_SUMMARY_INLINE"), ("joined", "HISTORY_SUMMARY_JOINED")],
+)
+def test_summary_origin_is_receipted(origin: str, code: str) -> None:
+    """113/114: a summary prepared inline or joined in flight is named on the receipt."""
+    summary = HistorySummary.model_validate(
+        {"artifact_id": "hs", "tokens": 30, "covers": 16, "origin": origin}
+    )
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary),
+            input_budget=InputBudget(max=150),
+        )
+    )
+    assert code in [w.code for w in sealed.receipt.warnings]
+    assert [a.representation for a in sealed.receipt.adaptations] == ["summary"]
