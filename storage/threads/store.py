@@ -50,6 +50,21 @@ digest):
   requires (2.11's "delete the Sessions first").
 - Operations on a Thread that was never written: `edit`, `select`, `redact` and removal fail
   `not_found`; `read` returns the empty snapshot; `delete` creates a deleted marker.
+- Each node carries a branch counter (`child_groups`, the number of groups published right
+  after it) so that reads learn which group starts have variants without a sibling query.
+  It is the only write to a node besides the erasure transitions and is not part of the
+  node's identity.
+- An edit replay is recognised before the target's shape is checked, so replaying an edit
+  returns its receipt even after the target's group was removed (2.5 checks the shape
+  first and would fail `invalid_group`).
+- `load_messages` returns removed messages (their content is kept as provenance); only
+  redacted ids fail. `store_token_counts` silently drops counts for ids redacted meanwhile.
+- The revision covers the whole control row (1.5), so another owner's change also
+  invalidates a pinned revision.
+- Tool-call ids must be non-empty and free of control characters (`invalid_message`).
+- A database without the Thread tables reports `unsupported_capability` (behaviour 82's
+  "store without the capability"); any other server error inside a publishing transaction
+  is reported as `ThreadCommitError` (the transaction rolled back; repeating is safe).
 """
 
 from __future__ import annotations
@@ -66,13 +81,9 @@ from storage.threads import _erasure, _navigate, _owners
 from storage.threads._append import append_group, lock_for_append
 from storage.threads._control import EMPTY_REVISION, load_control
 from storage.threads._db import read_transaction, write_transaction
+from storage.threads._history import build_history_view, load_stored_messages
 from storage.threads._models import HistoryView, ThreadSnapshot
-from storage.threads._read import (
-    build_history_view,
-    build_snapshot,
-    check_page_options,
-    load_stored_messages,
-)
+from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
 from storage.threads._validate import MAIN_OWNER, check_id, normalise_id_set, prepare_batch
 

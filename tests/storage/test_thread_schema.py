@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from storage.threads import ThreadStore, _control, _erasure, _nodes, _read, _tokens
+from storage.threads import ThreadStore, _control, _erasure, _history, _nodes, _read, _tokens
 
 
 def _plan_nodes(plan: object) -> list[str]:
@@ -69,9 +69,9 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             (_nodes._NODES_BY_ID, ("t3", ["m3_1", "m3_2"])),
             (_nodes._GROUP, ("t3", "m3_2")),
             (_read._SIBLINGS, ("t3", ["m3_1", "m3_3"], True)),
-            (_read._HISTORY_PATH, ("t3", "m3_399", "enc")),
+            (_history._HISTORY_PATH, ("t3", "m3_399", "enc")),
             (_read._CONTENT, ("t3", ["m3_1", "m3_2"])),
-            (_read._MESSAGES, ("t3", ["m3_1", "m3_2"])),
+            (_history._MESSAGES, ("t3", ["m3_1", "m3_2"])),
             (_read._FULL_PATH, ("t3", "m3_399")),
             (_tokens._UPSERT, ("t3", "enc", ["m3_1"], [3])),
             (_erasure._TOMBSTONE, ("t3", ["m3_1"])),

@@ -1,0 +1,102 @@
+"""The managed-execution reads: the content-free history view and messages by id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from crux.errors import ThreadError
+from crux.messages import Message
+from storage.threads._control import EMPTY_REVISION, Control
+from storage.threads._db import Connection
+from storage.threads._models import HistoryEntry, HistoryView
+
+_HISTORY_PATH = """
+WITH RECURSIVE path AS (
+    SELECT message_id, parent_id, group_id, seq, group_end, depth, state, role, tool_call_id,
+           tool_call_ids, has_media
+    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
+    UNION ALL
+    SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state, m.role,
+           m.tool_call_id, m.tool_call_ids, m.has_media
+    FROM path p JOIN crux_thread_messages m
+      ON m.thread_id = $1 AND m.message_id = p.parent_id
+)
+SELECT p.*, t.tokens
+FROM path p
+LEFT JOIN crux_thread_token_counts t
+  ON t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3
+ORDER BY p.depth
+"""
+
+_MESSAGES = """
+SELECT message_id, state, body::text AS body FROM crux_thread_messages
+WHERE thread_id = $1 AND message_id = ANY($2::text[])
+"""
+
+
+async def build_history_view(
+    connection: Connection,
+    control: Control | None,
+    thread_id: str,
+    *,
+    owner: str,
+    encoding: str | None,
+) -> HistoryView:
+    """Render the content-free view of the owner's selected path."""
+    if control is None:
+        return HistoryView(thread_id=thread_id, revision=EMPTY_REVISION)
+    control.ensure_live()
+    head = control.head(owner)
+    if head is None:
+        return HistoryView(thread_id=thread_id, revision=control.revision)
+    rows = await connection.fetch(_HISTORY_PATH, thread_id, head, encoding)
+    # A group with any erased member is incomplete and must not reach a model.
+    incomplete = {row["group_id"] for row in rows if row["state"] != "live"}
+    return HistoryView(
+        thread_id=thread_id,
+        revision=control.revision,
+        head=head,
+        messages=[
+            HistoryEntry(
+                id=row["message_id"],
+                role=row["role"],
+                group_id=row["group_id"],
+                seq=row["seq"],
+                group_end=row["group_end"],
+                parent_id=row["parent_id"],
+                tool_call_ids=list(row["tool_call_ids"] or ()),
+                tool_call_id=row["tool_call_id"],
+                tokens=row["tokens"],
+                has_media=row["has_media"],
+            )
+            for row in rows
+            if row["group_id"] not in incomplete
+        ],
+    )
+
+
+async def load_stored_messages(
+    connection: Connection, control: Control | None, thread_id: str, ids: Sequence[str]
+) -> list[Message]:
+    """Hydrate messages by id, in the order asked.
+
+    Raises:
+        ThreadError: `not_found` for an unknown id, `redacted` for an erased one,
+            `deleted` after deletion.
+    """
+    if control is not None:
+        control.ensure_live()
+    rows = await connection.fetch(_MESSAGES, thread_id, list(ids)) if ids else []
+    by_id = {row["message_id"]: row for row in rows}
+    messages: list[Message] = []
+    for message_id in ids:
+        row = by_id.get(message_id)
+        if row is None:
+            raise ThreadError(
+                "not_found", f"message {message_id} is not stored", thread_id=thread_id
+            )
+        if row["state"] == "redacted":
+            raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
+        messages.append(Message(id=message_id, **json.loads(row["body"])))
+    return messages
