@@ -14,7 +14,7 @@ PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 """Value of the `anthropic-version` header."""
 STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
-"""`anthropic-beta` flag that enables `output_format` (JSON-schema replies)."""
+"""`anthropic-beta` flag of the original `output_format` field (before `output_config`)."""
 
 _STOP_REASONS = {
     "end_turn": "stop",
@@ -168,7 +168,11 @@ def mark_cache_breakpoints(body: dict[str, Any]) -> None:
 
 
 def encode_request(
-    request: ChatRequest, *, default_max_tokens: int, cache_prefix: bool = False
+    request: ChatRequest,
+    *,
+    default_max_tokens: int,
+    cache_prefix: bool = False,
+    structured_output_beta: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of a Messages call (`max_tokens` is required by the API)."""
     system, messages = encode_messages(request.messages)
@@ -190,7 +194,11 @@ def encode_request(
     if request.tool_choice is not None:
         body["tool_choice"] = encode_tool_choice(request.tool_choice)
     if request.response_format is not None:
-        body["output_format"] = {"type": "json_schema", "schema": request.response_format}
+        schema_format = {"type": "json_schema", "schema": request.response_format}
+        if structured_output_beta:
+            body["output_format"] = schema_format
+        else:
+            body["output_config"] = {"format": schema_format}
     if request.stream:
         body["stream"] = True
     if cache_prefix:

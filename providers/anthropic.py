@@ -50,6 +50,9 @@ class AnthropicMessagesProvider:
             `metadata`); fields the adapter sets itself take precedence.
         cache_prefix: Mark prompt-cache breakpoints (last tool, system, newest message) so
             each turn of a thread reads the earlier conversation from Anthropic's cache.
+        structured_output_beta: Send JSON-schema replies the original way (`output_format`
+            with the `structured-outputs-2025-11-13` beta flag) instead of
+            `output_config.format`, for endpoints that only know the beta.
     """
 
     provider = wire.PROVIDER
@@ -65,12 +68,14 @@ class AnthropicMessagesProvider:
         anthropic_version: str = wire.ANTHROPIC_VERSION,
         extra_body: Mapping[str, Any] | None = None,
         cache_prefix: bool = False,
+        structured_output_beta: bool = False,
     ):
         self._http = http
         self.base_url = base_url
         self._default_max_tokens = default_max_tokens
         self._extra_body = dict(extra_body or {})
         self._cache_prefix = cache_prefix
+        self._structured_output_beta = structured_output_beta
         self._headers = {
             "content-type": "application/json",
             "anthropic-version": anthropic_version,
@@ -82,13 +87,16 @@ class AnthropicMessagesProvider:
     def encode(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for `request`."""
         body = wire.encode_request(
-            request, default_max_tokens=self._default_max_tokens, cache_prefix=self._cache_prefix
+            request,
+            default_max_tokens=self._default_max_tokens,
+            cache_prefix=self._cache_prefix,
+            structured_output_beta=self._structured_output_beta,
         )
         return {**self._extra_body, **body}
 
     def _request_headers(self, request: ChatRequest, accept: str) -> dict[str, str]:
         headers = {**self._headers, "accept": accept}
-        if request.response_format is not None:
+        if request.response_format is not None and self._structured_output_beta:
             betas = [b for b in headers.get("anthropic-beta", "").split(",") if b.strip()]
             if wire.STRUCTURED_OUTPUTS_BETA not in betas:
                 betas.append(wire.STRUCTURED_OUTPUTS_BETA)

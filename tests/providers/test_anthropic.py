@@ -159,11 +159,15 @@ async def test_sends_the_exact_body_and_headers(
     )
 
 
-async def test_structured_output_sets_the_beta_header(
-    http: httpx.AsyncClient, anthropic_server: LoopbackAnthropicServer
+@pytest.mark.parametrize("beta", [False, True])
+async def test_structured_output(
+    http: httpx.AsyncClient, anthropic_server: LoopbackAnthropicServer, beta: bool
 ) -> None:
     provider = AnthropicMessagesProvider(
-        http, base_url=anthropic_server.base_url, headers={"anthropic-beta": "other-beta"}
+        http,
+        base_url=anthropic_server.base_url,
+        headers={"anthropic-beta": "other-beta"},
+        structured_output_beta=beta,
     )
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
     await provider.complete(
@@ -176,9 +180,16 @@ async def test_structured_output_sets_the_beta_header(
         )
     )
     sent = anthropic_server.requests[-1]
-    assert sent.headers["anthropic-beta"] == "other-beta,structured-outputs-2025-11-13"
+    schema_format = {"type": "json_schema", "schema": schema}
+    if beta:
+        assert sent.headers["anthropic-beta"] == "other-beta,structured-outputs-2025-11-13"
+        assert sent.body["output_format"] == schema_format
+        assert "output_config" not in sent.body
+    else:
+        assert sent.headers["anthropic-beta"] == "other-beta"
+        assert sent.body["output_config"] == {"format": schema_format}
+        assert "output_format" not in sent.body
     assert "x-api-key" not in sent.headers
-    assert sent.body["output_format"] == {"type": "json_schema", "schema": schema}
     assert sent.body["max_tokens"] == 32
     assert sent.body["tool_choice"] == {"type": "tool", "name": "x"}
     assert "system" not in sent.body
