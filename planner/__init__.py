@@ -18,6 +18,7 @@ from planner.budget import (
     merge_input_budgets,
 )
 from planner.builders import context, droppable, offloadable, prefer, summarizable
+from planner.contributors import contributor_id, source_ids, with_source_tokens
 from planner.errors import ConfigurationError, CruxError, RequestCompositionError
 from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
 from planner.inspection import with_runtime_facts
@@ -125,6 +126,7 @@ __all__ = [
     "Tool",
     "conservative_profile",
     "context",
+    "contributor_id",
     "derive_budget",
     "droppable",
     "epoch_key",
@@ -139,6 +141,8 @@ __all__ = [
     "plan",
     "prefer",
     "preview",
+    "source_ids",
     "summarizable",
     "with_runtime_facts",
+    "with_source_tokens",
 ]

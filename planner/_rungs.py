@@ -42,6 +42,7 @@ class Rung:
     expected: int = 0
     artifact_id: str | None = None
     support_request_ids: tuple[str, ...] = ()
+    sent: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +96,15 @@ def flatten(contributor: Contributor, order: int, fmt: MessageFormat) -> Ladder:
     framing_sources = primary_sources
     full_tokens = _size(primary_sources, tool_tokens, fmt)
     contributor_id = base.primary.id if isinstance(base, Prefer) else base.id
-    rungs: list[Rung] = [Rung("full", contributor_id, full_tokens, True)]
+    rungs: list[Rung] = [
+        Rung("full", contributor_id, full_tokens, True, sent=tuple(s.id for s in primary_sources))
+    ]
     sources = [source.id for source in primary_sources]
     if isinstance(base, Prefer):
         for alternative in base.alternatives:
             # An alternative keeps the primary's tools: capabilities are sticky.
             size = _size((alternative,), tool_tokens, fmt)
-            rungs.append(Rung("authored", alternative.id, size, True))
+            rungs.append(Rung("authored", alternative.id, size, True, sent=(alternative.id,)))
             sources.append(alternative.id)
     framing = sum(fmt.per_message for s in framing_sources if s.placement == "message")
     start = 0

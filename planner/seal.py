@@ -127,6 +127,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                 source=rung.source,
                 tokens=rung.tokens,
                 removed_tools=gone,
+                sources=rung.sent,
             )
         )
         floor = max(comp.floors[position], index)
@@ -175,6 +176,8 @@ def plan(request: PlanRequest) -> SealedPlan:
             rung=0,
             source=ladder.id,
             tokens=ladder.rungs[0].tokens,
+            removed_tools=(),
+            sources=ladder.rungs[0].sent,
         )
         for ladder in comp.required
     )

@@ -24,6 +24,8 @@ class ContributorChoice(FrozenModel):
         source: Id of the chosen source, alternative, artifact or handle.
         tokens: Its size as sent (owned tools and framing included).
         removed_tools: Owned tools removed with it (only when `omitted`).
+        sources: Ids of the exact sources sent (`full`: the primary or every group member;
+            `authored`: the alternative; a summary, offload or omission sends none).
     """
 
     contributor: str
@@ -32,6 +34,7 @@ class ContributorChoice(FrozenModel):
     source: str | None = None
     tokens: int
     removed_tools: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 class Preparation(FrozenModel):
