@@ -81,6 +81,13 @@ class CompactHistory(WireModel):
         return tuple(unpacked)
 
 
+class SelectedSource(WireModel):
+    """A context source the sealed plan sends (id and placement, never text)."""
+
+    id: str
+    placement: Literal["system", "message"] = "system"
+
+
 class ReadRequestInput(WireModel):
     """What the read stage needs: the generation's addressing, never its transcript."""
 
@@ -93,6 +100,8 @@ class ReadRequestInput(WireModel):
     input_ref: str | None = None
     messages_ref: str | None = None
     history: HistorySpec = HistorySpec()
+    context_source_ids: list[str] = []
+    """Staged context sources to size with the model's tokenizer."""
     max_input_tokens: int
     """Strict input ceiling for this model and budget; bounds the skeleton's size."""
 
@@ -125,6 +134,8 @@ class ReadRequestResult(WireModel):
     counting_confidence: Literal["exact", "estimated", "conservative"] = "estimated"
     encoding: str = ""
     counted_messages: int = 0
+    context_tokens: dict[str, int] = {}
+    """Content tokens of each staged context source."""
 
 
 class InvokeModelInput(WireModel):
@@ -138,6 +149,7 @@ class InvokeModelInput(WireModel):
     history_source: HistorySource = "none"
     model: str
     message_ids: list[str] = []
+    context: list[SelectedSource] = []
     max_output_tokens: int | None = None
 
 

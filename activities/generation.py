@@ -113,6 +113,7 @@ class GenerationActivities:
         user, system = await self._stage_inputs(request)
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         system_tokens = rest[0] if rest else 0
+        context_tokens = await self._context_tokens(request, counter)
 
         if request.messages_ref is not None:
             caller = await self._generations.get_staged_messages(
@@ -137,6 +138,7 @@ class GenerationActivities:
                 current_turn_tokens=turn_tokens,
                 counting_confidence=counter.confidence,
                 encoding=counter.encoding_name,
+                context_tokens=context_tokens,
             )
 
         if request.thread_id is None:
@@ -146,6 +148,7 @@ class GenerationActivities:
                 current_turn_tokens=turn_tokens,
                 counting_confidence=counter.confidence,
                 encoding=counter.encoding_name,
+                context_tokens=context_tokens,
             )
 
         skeleton = await thread_skeleton(
@@ -167,7 +170,28 @@ class GenerationActivities:
             counting_confidence=counter.confidence,
             encoding=counter.encoding_name,
             counted_messages=skeleton.counted,
+            context_tokens=context_tokens,
         )
+
+    async def _context_tokens(
+        self, request: ReadRequestInput, counter: TokenCounter
+    ) -> dict[str, int]:
+        if not request.context_source_ids:
+            return {}
+        texts = await self._context_messages(
+            request.input_ref or request.generation_id, request.context_source_ids
+        )
+        counts = content_tokens(counter, texts)
+        return dict(zip(request.context_source_ids, counts, strict=True))
+
+    async def _context_messages(self, input_ref: str, source_ids: list[str]) -> list[Message]:
+        messages: list[Message] = []
+        for source_id in source_ids:
+            staged = await self._generations.get_staged(input_ref, 0, f"context:{source_id}")
+            if staged is None:
+                raise ThreadError("not_found", "a staged context source is missing")
+            messages.append(staged.message)
+        return messages
 
     async def _stage_inputs(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
         generation_id = request.generation_id
@@ -213,7 +237,10 @@ class GenerationActivities:
             raise ThreadError("not_found", "staged input is missing")
         system = await self._generations.get_staged(input_ref, 0, "system")
         history = await self._history_messages(request)
-        messages = [*([system.message] if system else []), *history, user.message]
+        leading = await self._leading_messages(
+            input_ref, system.message if system else None, request
+        )
+        messages = [*leading, *history, user.message]
         provider, model_name = self._providers.resolve(request.model)
         response = await _with_heartbeat(
             provider.complete(
@@ -259,6 +286,21 @@ class GenerationActivities:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _leading_messages(
+        self, input_ref: str, system: Message | None, request: InvokeModelInput
+    ) -> list[Message]:
+        """System instructions with the planned context blocks, then context messages."""
+        texts = await self._context_messages(input_ref, [s.id for s in request.context])
+        blocks = [system.text] if system is not None and system.text else []
+        own_messages: list[Message] = []
+        for selected, staged in zip(request.context, texts, strict=True):
+            if selected.placement == "system":
+                blocks.append(staged.text)
+            else:
+                own_messages.append(Message(role="system", content=staged.text))
+        head = [Message(role="system", content="\n\n".join(blocks))] if blocks else []
+        return [*head, *own_messages]
 
     async def _history_messages(self, request: InvokeModelInput) -> list[Message]:
         if not request.message_ids:

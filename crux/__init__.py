@@ -8,6 +8,14 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 """
 
 from crux.config import Settings
+from crux.context import (
+    ContextContributor,
+    context,
+    droppable,
+    offloadable,
+    prefer,
+    summarizable,
+)
 from crux.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -45,6 +53,7 @@ from storage import (
 
 __all__ = [
     "ConfigurationError",
+    "ContextContributor",
     "ContextOverflowError",
     "CruxError",
     "FilePart",
@@ -78,8 +87,13 @@ __all__ = [
     "Usage",
     "VariantInfo",
     "configure_logging",
+    "context",
+    "droppable",
     "history",
+    "offloadable",
+    "prefer",
     "prompt",
+    "summarizable",
     "thread",
     "workflow_id_for",
 ]

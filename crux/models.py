@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from planner import RequestReceipt
+from planner import Contributor, RequestReceipt
 
 
 class WireModel(BaseModel):
@@ -83,6 +83,8 @@ class GenerationInput(WireModel):
         history: Request-history policy.
         input_budget: Input budget for every provider call of this generation.
         max_output_tokens: Output reserve override.
+        contributors: Context contributors (ids, placements and ladders; token counts are
+            filled in by the worker from the texts staged under `input_ref`).
     """
 
     generation_id: str
@@ -96,6 +98,7 @@ class GenerationInput(WireModel):
     history: HistorySpec = HistorySpec()
     input_budget: InputBudgetSpec | None = None
     max_output_tokens: int | None = None
+    contributors: list[Contributor] = []
 
 
 class Usage(WireModel):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crux.context import ContextContributor
 from crux.errors import ConfigurationError
 from crux.models import HistorySpec, InputBudgetSpec
 
@@ -51,6 +52,7 @@ class Prompt:
         thread_id: The Thread bound through `use`, if any.
         history: The request-history policy bound through `use`.
         input_budget: Definition-level input budget.
+        contexts: Context contributors, in declaration order.
     """
 
     id: str
@@ -59,6 +61,7 @@ class Prompt:
     thread_id: str | None = None
     history: HistorySpec = field(default_factory=HistorySpec)
     input_budget: InputBudgetSpec | None = None
+    contexts: tuple[ContextContributor, ...] = ()
 
 
 def prompt(
@@ -76,7 +79,8 @@ def prompt(
         prompt: A function of the input returning the user message, or a fixed string;
             the default renders a string input or an object's `message`.
         system: System instructions.
-        use: Contributors: a Thread handle, a history policy (`history.recent(...)`).
+        use: Contributors: a Thread handle, a history policy (`history.recent(...)`),
+            context contributors (`context(...)`, `prefer(...)`, `droppable(...)`, ...).
         input_budget: `{"optimize_at": ..., "max": ...}`.
 
     Raises:
@@ -95,9 +99,14 @@ def prompt(
         raise ConfigurationError("prompt must be a callable, a string or None")
     thread_id: str | None = None
     history = HistorySpec()
+    contexts: list[ContextContributor] = []
     for entry in use:
         if isinstance(entry, HistorySpec):
             history = entry
+        elif isinstance(entry, ContextContributor):
+            if any(c.id == entry.id for c in contexts):
+                raise ConfigurationError("two context contributors share one id")
+            contexts.append(entry)
         elif isinstance(getattr(entry, "id", None), str) and hasattr(entry, "append"):
             thread_id = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
         else:
@@ -109,6 +118,7 @@ def prompt(
         thread_id=thread_id,
         history=history,
         input_budget=_budget(input_budget),
+        contexts=tuple(contexts),
     )
 
 

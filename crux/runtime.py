@@ -186,6 +186,15 @@ class Runtime:
                 Message(role="system", content=prompt.system),
                 thread_id=thread_id,
             )
+        for contributor in prompt.contexts:
+            for source_id, text in contributor.texts.items():
+                await self._generations.stage(
+                    generation_id,
+                    0,
+                    f"context:{source_id}",
+                    Message(role="system", content=text),
+                    thread_id=thread_id,
+                )
         messages_ref: str | None = None
         if messages is not None:
             normalised = _normalise(messages)
@@ -202,6 +211,7 @@ class Runtime:
             history=history or prompt.history,
             input_budget=_merge_budget(prompt.input_budget, input_budget),
             max_output_tokens=max_output_tokens,
+            contributors=[c.spec for c in prompt.contexts],
         )
         result = await self.run(request)
         return await self._hydrate(result)
@@ -307,13 +317,23 @@ class Runtime:
             history=history or prompt.history,
             input_budget=_merge_budget(prompt.input_budget, input_budget),
             max_output_tokens=max_output_tokens,
+            contributors=[c.spec for c in prompt.contexts],
         )
         user = Message(role="user", content=prompt.render(input))
         system = Message(role="system", content=prompt.system) if prompt.system else None
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         ceiling = max_input_tokens(profile, request)
+        sources = [
+            (source_id, Message(role="system", content=text))
+            for contributor in prompt.contexts
+            for source_id, text in contributor.texts.items()
+        ]
+        context_counts = content_tokens(counter, [message for _, message in sources])
         read = ReadRequestResult(
             history_source="none",
+            context_tokens={
+                source_id: n for (source_id, _), n in zip(sources, context_counts, strict=True)
+            },
             system_tokens=rest[0] if rest else 0,
             current_turn_tokens=turn_tokens,
             counting_confidence=counter.confidence,

@@ -5,15 +5,27 @@ Pure functions over pure data: safe inside the workflow sandbox and deterministi
 
 from __future__ import annotations
 
-from activities.contracts import ReadRequestResult
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from activities.contracts import ReadRequestResult, SelectedSource
 from crux.models import GenerationInput, HistorySpec, InputBudgetSpec
 from planner import (
+    Contributor,
+    Droppable,
+    EpochFloors,
     ExactHistory,
     InputBudget,
     ModelCatalog,
     ModelProfile,
+    Offloadable,
     PlanRequest,
+    Prefer,
     RecentHistory,
+    SealedPlan,
+    Source,
+    SourceGroup,
+    Summarizable,
     derive_budget,
 )
 
@@ -58,6 +70,7 @@ def build_plan_request(
     profile: ModelProfile,
     ceiling: int | None,
     previous_request_id: str | None,
+    epoch: EpochFloors | None = None,
 ) -> PlanRequest:
     """Assemble the planner input for one provider step.
 
@@ -68,6 +81,7 @@ def build_plan_request(
         profile: The model profile.
         ceiling: A stricter `max` after a provider's overflow rejection.
         previous_request_id: The request this one recovers from, if any.
+        epoch: Epoch floors from the previous step of this generation.
     """
     budget = input_budget(request.input_budget)
     if ceiling is not None:
@@ -85,7 +99,89 @@ def build_plan_request(
         history=read.history.items(),
         older_history=read.older_history,
         history_policy=history_policy(request.history),
+        contributors=tuple(with_tokens(c, read.context_tokens) for c in request.contributors),
         current_turn_tokens=read.current_turn_tokens,
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
+        epoch=epoch,
     )
+
+
+def source_ids(contributor: Contributor) -> list[str]:
+    """Every source id in a contributor's ladder, in declaration order."""
+    return [source.id for source in _sources(contributor)]
+
+
+def _sources(node: object) -> list[Source]:
+    if isinstance(node, Source):
+        return [node]
+    if isinstance(node, SourceGroup):
+        return list(node.members)
+    if isinstance(node, Prefer):
+        return [node.primary, *node.alternatives]
+    if isinstance(node, Summarizable | Offloadable | Droppable):
+        return _sources(node.target)
+    return []
+
+
+def with_tokens(contributor: Contributor, tokens: Mapping[str, int]) -> Contributor:
+    """The contributor with each source's token count filled in from `tokens`."""
+    return _fill(contributor, tokens)
+
+
+def _fill(node: Any, tokens: Mapping[str, int]) -> Any:
+    if isinstance(node, Source):
+        return node.model_copy(update={"tokens": tokens.get(node.id, node.tokens)})
+    if isinstance(node, SourceGroup):
+        return node.model_copy(update={"members": tuple(_fill(m, tokens) for m in node.members)})
+    if isinstance(node, Prefer):
+        return node.model_copy(
+            update={
+                "primary": _fill(node.primary, tokens),
+                "alternatives": tuple(_fill(a, tokens) for a in node.alternatives),
+            }
+        )
+    return node.model_copy(update={"target": _fill(node.target, tokens)})
+
+
+def selected_sources(
+    contributors: Sequence[Contributor], sealed: SealedPlan
+) -> list[SelectedSource]:
+    """The sources a sealed plan sends, in declaration order, with their placement."""
+    chosen = {choice.contributor: choice for choice in sealed.choices}
+    selected: list[SelectedSource] = []
+    for contributor in contributors:
+        sources = _sources(contributor)
+        if not sources:
+            continue
+        choice = chosen.get(_contributor_id(contributor))
+        if choice is None or choice.representation == "full":
+            picked = _full_sources(contributor)
+        elif choice.representation == "omitted":
+            picked = []
+        else:
+            picked = [s for s in sources if s.id == choice.source]
+        selected.extend(SelectedSource(id=s.id, placement=s.placement) for s in picked)
+    return selected
+
+
+def _full_sources(node: object) -> list[Source]:
+    if isinstance(node, Source):
+        return [node]
+    if isinstance(node, SourceGroup):
+        return list(node.members)
+    if isinstance(node, Prefer):
+        return [node.primary]
+    if isinstance(node, Summarizable | Offloadable | Droppable):
+        return _full_sources(node.target)
+    return []
+
+
+def _contributor_id(node: object) -> str:
+    if isinstance(node, Source | SourceGroup):
+        return node.id
+    if isinstance(node, Prefer):
+        return node.primary.id
+    if isinstance(node, Summarizable | Offloadable | Droppable):
+        return _contributor_id(node.target)
+    return ""

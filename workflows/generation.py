@@ -34,9 +34,15 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         workflow_id_for,
     )
-    from planner import RequestInspection, SealedPlan, plan
+    from planner import EpochFloors, RequestInspection, SealedPlan, plan
     from workflows import _options
-    from workflows._planning import build_plan_request, max_input_tokens, resolve_profile
+    from workflows._planning import (
+        build_plan_request,
+        max_input_tokens,
+        resolve_profile,
+        selected_sources,
+        source_ids,
+    )
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -81,6 +87,11 @@ class ManagedGenerationWorkflow:
                 input_ref=request.input_ref,
                 messages_ref=request.messages_ref,
                 history=request.history,
+                context_source_ids=[
+                    source
+                    for contributor in request.contributors
+                    for source in source_ids(contributor)
+                ],
                 max_input_tokens=max_input_tokens(profile, request),
             ),
             result_type=ReadRequestResult,
@@ -95,9 +106,10 @@ class ManagedGenerationWorkflow:
         attempt = 1
         ceiling: int | None = None
         previous_request_id: str | None = None
+        epoch: EpochFloors | None = None
         while True:
             self._set_stage("planning")
-            sealed = self._plan(request, read, profile, ceiling, previous_request_id)
+            sealed = self._plan(request, read, profile, ceiling, previous_request_id, epoch)
             self._set_stage("invoking", f"attempt {attempt}: {sealed.input_tokens} input tokens")
             try:
                 invoked: InvokeModelResult = await workflow.execute_activity(
@@ -111,6 +123,7 @@ class ManagedGenerationWorkflow:
                         history_source=read.history_source,
                         model=request.model,
                         message_ids=list(sealed.message_ids),
+                        context=selected_sources(request.contributors, sealed),
                         max_output_tokens=sealed.max_output_tokens,
                     ),
                     result_type=InvokeModelResult,
@@ -122,6 +135,8 @@ class ManagedGenerationWorkflow:
                 if _error_type(error) == ErrorType.CONTEXT_TOO_LONG and ceiling is None:
                     ceiling = int(sealed.input_tokens * OVERFLOW_RECOVERY_FACTOR)
                     previous_request_id = sealed.request_id
+                    # Reduced contributors never re-expand within the model epoch.
+                    epoch = sealed.epoch
                     attempt += 1
                     continue
                 raise
@@ -148,6 +163,7 @@ class ManagedGenerationWorkflow:
         profile: Any,
         ceiling: int | None,
         previous_request_id: str | None,
+        epoch: EpochFloors | None,
     ) -> SealedPlan:
         plan_request = build_plan_request(
             request_id=f"request_{workflow.uuid4().hex}",
@@ -156,6 +172,7 @@ class ManagedGenerationWorkflow:
             profile=profile,
             ceiling=ceiling,
             previous_request_id=previous_request_id,
+            epoch=epoch,
         )
         try:
             return plan(plan_request)
