@@ -209,10 +209,16 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     required: list[Ladder] = []
     seen: set[str] = {HISTORY_ID} if managed else set()
     tool_names: set[str] = set()
+    source_seen: set[str] = set()
     for ladder in flat:
         if ladder.id in seen:
             raise _duplicate("two contributors share an id", request.request_id, ladder.id)
         seen.add(ladder.id)
+        # Source ids name texts in storage, so one id must never mean two sources.
+        ids = set(ladder.sources) | {ladder.id}
+        if source_seen.intersection(ids) or len(set(ladder.sources)) != len(ladder.sources):
+            raise _duplicate("two sources share an id", request.request_id, ladder.id)
+        source_seen.update(ids)
         if tool_names.intersection(ladder.tools):
             raise _duplicate("two contributors own the same tool", request.request_id, ladder.id)
         tool_names.update(ladder.tools)

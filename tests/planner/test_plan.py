@@ -6,14 +6,17 @@ import pytest
 
 from planner import (
     ConfigurationError,
+    Contributor,
     HistoryAggregate,
     InputBudget,
     ModelCatalog,
     RequestCompositionError,
+    Tool,
     context,
     droppable,
     needs_authoritative_count,
     plan,
+    prefer,
     summarizable,
     with_runtime_facts,
 )
@@ -211,7 +214,20 @@ def test_150_a_transport_retry_reuses_the_sealed_request() -> None:
     assert "retry" not in sealed.receipt.model_dump_json()
 
 
-def test_duplicate_contributor_ids_or_tools_are_invalid() -> None:
+@pytest.mark.parametrize(
+    "contributors",
+    [
+        (context("a", tokens=1), context("a", tokens=2)),
+        (prefer(context("a", tokens=1), context("b", tokens=1)), context("b", tokens=2)),
+        (prefer(context("a", tokens=1), context("a", tokens=1)),),
+        (
+            context("a", tokens=1, tools=(Tool(name="t"),)),
+            context("b", tokens=1, tools=(Tool(name="t"),)),
+        ),
+    ],
+    ids=["contributor-ids", "alternative-vs-contributor", "alternative-vs-primary", "tools"],
+)
+def test_colliding_ids_or_tools_are_invalid(contributors: tuple[Contributor, ...]) -> None:
     with pytest.raises(RequestCompositionError) as raised:
-        plan(request(contributors=(context("a", tokens=1), context("a", tokens=2))))
+        plan(request(contributors=contributors))
     assert raised.value.code == "INVALID_COMPOSITION"
