@@ -110,7 +110,7 @@ class ThreadSnapshot(_Frozen):
         thread_id: The Thread.
         revision: Revision of the control state the read observed.
         head: The addressed head (`at` or the owner's head), even for an older page.
-        entries: Root-to-head entries of the page.
+        entries: Root-to-head entries of the page (a tuple: snapshots are immutable).
         cursor: Set only when the page is shorter than the addressed path: the id of the
             page's first entry, to pass as `before` for the next older page.
     """
@@ -118,7 +118,7 @@ class ThreadSnapshot(_Frozen):
     thread_id: str
     revision: str
     head: str | None = None
-    entries: list[ThreadEntry] = Field(default_factory=list[ThreadEntry])
+    entries: tuple[ThreadEntry, ...] = ()
     cursor: str | None = None
 
 

@@ -231,8 +231,8 @@ async def build_snapshot(
         thread_id=thread_id,
         revision=control.revision,
         head=head,
-        entries=[
+        entries=tuple(
             _entry(item, contents.get(item.id), variants.get(item.id)) for item in path[start:]
-        ],
+        ),
         cursor=path[start].id if 0 < start < len(path) else None,
     )

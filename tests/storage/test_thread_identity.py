@@ -103,7 +103,7 @@ async def test_b33_failure_before_commit_publishes_on_retry(pool: asyncpg.Pool) 
     faulty.faults.fail_statement_containing = "UPDATE crux_threads"
     with pytest.raises(ThreadCommitError):
         await store.append("t", user("u1"))
-    assert (await store.read("t")).entries == []
+    assert (await store.read("t")).entries == ()
     retry = await store.append("t", user("u1"))
     assert retry.replayed is False
     assert retry.status == "selected"

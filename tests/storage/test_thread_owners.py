@@ -63,7 +63,7 @@ async def test_b80_unregistered_or_closed_owners_cannot_publish(store: ThreadSto
     await store.register_owner("t", "session-1")
     await store.close_owner("t", "session-1")
     assert await _code(store.append("t", user("x"), owner="session-1")) == "invalid_message"
-    assert (await store.read("t", owner="ghost")).entries == []
+    assert (await store.read("t", owner="ghost")).entries == ()
 
 
 async def test_b81_registering_after_deletion_fails(store: ThreadStore) -> None:

@@ -40,7 +40,7 @@ async def test_b02_handle_without_storage_fails_first_operation_unsupported() ->
 
 async def test_b03_never_written_thread_reads_empty(store: ThreadStore) -> None:
     snapshot = await thread(id="fresh", storage=store).read()
-    assert snapshot.entries == []
+    assert snapshot.entries == ()
     assert snapshot.head is None
     assert snapshot.revision == EMPTY_REVISION
     assert snapshot.cursor is None
@@ -149,6 +149,8 @@ async def test_b14_receipts_and_snapshots_are_immutable(store: ThreadStore) -> N
         receipt.status = "alternative"
     with pytest.raises(ValidationError):
         snapshot.head = "x"
+    with pytest.raises(TypeError):
+        snapshot.entries[0] = snapshot.entries[0]  # type: ignore[index]
     with pytest.raises(ValidationError):
         snapshot.entries[0].id = "x"
     view = await store.read_history_view("t")
