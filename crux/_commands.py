@@ -10,9 +10,26 @@ from typing import Any
 
 from crux._embedded import embedded_stack
 from crux.config import Settings
+from crux.context import context, droppable, prefer
 from crux.prompts import prompt
 from crux.runtime import Runtime
 from storage import ThreadStore, create_pool, migrate_url
+
+DEMO_INPUT_BUDGET = 240
+HOUSE_RULES = "Answer in at most three sentences. Never invent opening hours."
+CITY_GUIDE = (
+    "Lisbon guide: Alfama is the oldest district, with the castle and fado houses; Belem has "
+    "the tower, the monastery and the custard tarts; Baixa and Chiado are the grid of shops "
+    "and cafes; LX Factory is a converted industrial site; tram 28 crosses the old town; "
+    "the miradouros give the best views at sunset; Sintra is a day trip by train."
+)
+CITY_SHORT = "Lisbon: Alfama (castle, fado), Belem (tower, tarts), Baixa/Chiado, Sintra trip."
+TRAVEL_NOTES = (
+    "Travel notes: the airport metro red line reaches the centre in twenty-five minutes; a "
+    "Viva Viagem card works on metro, trams and ferries; many museums close on Mondays; "
+    "restaurants open for dinner around half past seven; tipping is modest; pavements of "
+    "polished limestone get slippery in the rain, so pack shoes with grip."
+)
 
 DEMO_QUESTIONS = (
     "Hello! I would like to plan a three-day trip to Lisbon.",
@@ -54,9 +71,17 @@ async def demo(
         _banner(stack.ui_url, stack.settings)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
         thread_id = f"demo:{uuid.uuid4().hex[:8]}"
+        # A small strict input budget makes whole-request planning visible: once the
+        # conversation grows, the droppable travel notes give way (see the adaptations).
         support = prompt(
             id="demo-trip-planner",
             system="You are a concise travel assistant.",
+            use=[
+                context("house-rules", HOUSE_RULES, contract=True, priority=10),
+                prefer(context("city-guide", CITY_GUIDE), context("city-guide-short", CITY_SHORT)),
+                droppable(context("travel-notes", TRAVEL_NOTES, placement="message")),
+            ],
+            input_budget={"max": DEMO_INPUT_BUDGET},
             prompt=lambda value: str(value["message"]),
         )
         print(f"\nThread {thread_id} (model {stack.settings.default_model})\n")
@@ -76,6 +101,12 @@ async def demo(
             print("commit receipt :", _json(result.thread_commit))
             for step in result.steps:
                 print(f"request receipt (attempt {step.attempt}):", _json(step.request))
+                for adaptation in step.request.adaptations:
+                    print(
+                        f"  adaptation: {adaptation.contributor} -> {adaptation.representation}"
+                        f" ({adaptation.contributor_full_tokens} ->"
+                        f" {adaptation.contributor_selected_tokens} tokens)"
+                    )
             print()
 
         again = await runtime.generate(

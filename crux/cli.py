@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run a multi-turn managed conversation offline")
     demo.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
-    demo.add_argument("--turns", type=int, default=3)
+    demo.add_argument("--turns", type=int, default=4)
     demo.add_argument("--keep", action="store_true", help="keep the stack running afterwards")
 
     commands.add_parser("worker", help="run a worker against TEMPORAL_ADDRESS/CRUX_DATABASE_URL")
