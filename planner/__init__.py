@@ -68,7 +68,7 @@ from planner.receipt import (
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
-from planner.seal import inspect_plan, needs_authoritative_count, plan
+from planner.seal import inline_preparations, inspect_plan, needs_authoritative_count, plan
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 
 __all__ = [
@@ -132,6 +132,7 @@ __all__ = [
     "epoch_key",
     "estimate_media_tokens",
     "history",
+    "inline_preparations",
     "inspect_plan",
     "merge_input_budgets",
     "message_format",

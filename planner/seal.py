@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from planner._compose import HISTORY_ID, Composition, compose
 from planner.diagnostics import composition_error
+from planner.errors import RequestCompositionError
 from planner.inspection import build_inspection, history_record, with_runtime_facts
 from planner.projection import Span
 from planner.receipt import (
@@ -270,3 +271,22 @@ def inspect_plan(
     return with_runtime_facts(
         plan(request).inspection, retry_count=retry_count, support_requests=support_requests
     )
+
+
+def inline_preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
+    """Return the preparations a `REPRESENTATION_UNAVAILABLE` error asks to run inline.
+
+    A managed history whose summary is missing while the full history cannot fit (with
+    `on_miss="inline"`) fails planning with this list; the runtime prepares the summary
+    (joining an identical preparation already running), then plans again.
+
+    Args:
+        error: An error raised by `plan`.
+
+    Returns:
+        The preparations, empty when there is nothing to prepare.
+    """
+    raw = error.diagnostics.get("preparations")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(Preparation.model_validate(item) for item in cast("list[object]", raw))

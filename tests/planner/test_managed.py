@@ -13,6 +13,7 @@ from planner import (
     context,
     droppable,
     history,
+    inline_preparations,
     plan,
     preview,
 )
@@ -96,6 +97,8 @@ def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
     assert raised.value.diagnostics["preparations"] == [
         {"contributor": "history", "kind": "summary", "when": "inline", "prefix_messages": 16}
     ]
+    (need,) = inline_preparations(raised.value)
+    assert (need.contributor, need.when, need.prefix_messages) == ("history", "inline", 16)
     assert raised.value.diagnostics["unavailable"] == ["history"]
 
 
