@@ -19,14 +19,16 @@ OPENAI_IMAGE_TILE_TOKENS = 170
 # 768x2048 after scaling is the largest tile grid (2x4) the rule can produce.
 OPENAI_IMAGE_UNKNOWN_TOKENS = OPENAI_IMAGE_BASE_TOKENS + 8 * OPENAI_IMAGE_TILE_TOKENS
 
-# Anthropic: about width*height/750 tokens, images being downscaled to at most ~1.15
-# megapixels (1568 px on the long edge), which caps one image near 1,600 tokens.
+# Anthropic: about width*height/750 tokens after the long edge is scaled down to 1568 px,
+# capped near 1,600 tokens (the API downscales larger images first).
 ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
+ANTHROPIC_IMAGE_MAX_EDGE = 1_568
 ANTHROPIC_IMAGE_MAX_TOKENS = 1_600
 
-# Files (PDF, audio) have no size-independent rule; a flat estimate keeps them visible in
-# the budget. Near a limit the authoritative counter should decide.
-FILE_PART_TOKENS = 1_500
+# Files (PDF, audio) have no size-independent rule and the page count is unknown here; one
+# page at the planner's per-page document allowance keeps them visible in the budget. Near a
+# limit the authoritative counter should decide.
+FILE_PART_TOKENS = 3_000
 
 
 def image_dimensions(part: ImagePart) -> tuple[int, int] | None:
@@ -59,8 +61,9 @@ def anthropic_image_tokens(part: ImagePart) -> int:
     size = image_dimensions(part)
     if size is None:
         return ANTHROPIC_IMAGE_MAX_TOKENS
-    tokens = math.ceil(size[0] * size[1] / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)
-    return min(tokens, ANTHROPIC_IMAGE_MAX_TOKENS)
+    scale = min(1.0, ANTHROPIC_IMAGE_MAX_EDGE / max(size))
+    pixels = (size[0] * scale) * (size[1] * scale)
+    return min(math.ceil(pixels / ANTHROPIC_IMAGE_PIXELS_PER_TOKEN), ANTHROPIC_IMAGE_MAX_TOKENS)
 
 
 def file_tokens(part: FilePart) -> int:

@@ -5,13 +5,14 @@ messages) and one message format (OpenAI-style or Anthropic-style overheads). Wh
 not an encoding we can build offline (Anthropic models, open-weight models), the counter falls
 back to `cl100k_base` and lowers its `confidence` to `conservative`.
 
-What `count_message` returns is what one message adds to a request: its content tokens (text,
-tool-call names and JSON arguments, media estimates) plus the documented per-message framing:
+`count_message` returns a message's content tokens (text, tool-call names and JSON arguments,
+media estimates): the number stored with the message and read by the planner, which adds
+framing itself. `estimate_request` adds the documented framing per provider format:
 
-| format | per message | per request | per tool |
-| --- | --- | --- | --- |
-| `openai` | 3 (role, separators) | 3 (reply priming) | JSON of the function + 8 |
-| `anthropic` | 4 (estimate) | 4 (estimate) | JSON of the tool + 8; 346 once |
+| format | per message | per tool call | per request | per tool |
+| --- | --- | --- | --- | --- |
+| `openai` | 3 (role, separators) | 3 | 3 (reply priming) | JSON of the function + 8 |
+| `anthropic` | 4 (estimate) | 4 (estimate) | 4 (estimate) | JSON of the tool + 8; 346 once |
 
 The OpenAI numbers follow OpenAI's published counting guide for chat models. Against
 tiktoken's count of the serialized request text the additive estimate stays within 2 % (the
@@ -134,6 +135,16 @@ class TokenCounter:
         """Framing tokens added to every message."""
         return self._per_message
 
+    def message_structure_tokens(self, message: Message) -> int:
+        """Framing this format wraps around `message` (no tokenization needed)."""
+        calls = sum(1 for p in message.parts if isinstance(p, ToolCallPart))
+        per_call = (
+            ANTHROPIC_TOKENS_PER_TOOL_CALL
+            if self.message_format == "anthropic"
+            else OPENAI_TOKENS_PER_TOOL_CALL
+        )
+        return self._per_message + calls * per_call
+
     @property
     def tokens_per_request(self) -> int:
         """Framing tokens added once per request (reply priming)."""
@@ -171,9 +182,9 @@ class TokenCounter:
         return self._encoding.decode(tokens, errors="replace")
 
     def _message_texts(self, message: Message) -> tuple[list[str], int]:
-        """The texts of a message to tokenize, and its fixed (non-text) tokens."""
+        """The texts of a message to tokenize, and its media tokens."""
         texts: list[str] = []
-        fixed = self._per_message
+        fixed = 0
         anthropic = self.message_format == "anthropic"
         for part in message.parts:
             if isinstance(part, TextPart):
@@ -181,9 +192,6 @@ class TokenCounter:
             elif isinstance(part, ToolCallPart):
                 texts.append(part.tool_name)
                 texts.append(_json.dumps(part.input))
-                fixed += (
-                    ANTHROPIC_TOKENS_PER_TOOL_CALL if anthropic else OPENAI_TOKENS_PER_TOOL_CALL
-                )
             elif isinstance(part, ImagePart):
                 fixed += anthropic_image_tokens(part) if anthropic else openai_image_tokens(part)
             elif isinstance(part, FilePart):
@@ -195,14 +203,19 @@ class TokenCounter:
         return texts, fixed
 
     def count_message(self, message: Message) -> int:
-        """What `message` adds to a request: content tokens plus per-message framing."""
+        """Content tokens of `message`: text, tool-call names and JSON arguments, media.
+
+        This is the number stored with a message (`HistoryItem.tokens`). Framing (role
+        markers, separators, tool-call wrappers) is not included: it depends on the request
+        format, and the planner and `message_structure_tokens` add it per message.
+        """
         content = message.content
         if isinstance(content, str):
             # Most messages are plain strings: skip building parts.
             if not content:
-                return self._per_message
+                return 0
             self.tokenizations += 1
-            return self._per_message + len(self._encode(content))
+            return len(self._encode(content))
         texts, fixed = self._message_texts(message)
         encode = self._encode
         for text in texts:

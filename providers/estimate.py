@@ -29,7 +29,8 @@ class RequestEstimate(BaseModel):
 
     Attributes:
         total: Sum of every class below.
-        messages: Per-message counts (framing included), in request order.
+        messages: Per-message content counts (as stored with messages), in request order.
+        message_structure: Framing around the messages (roles, separators, tool-call wrappers).
         tools: Tool definitions, with any hidden tool prompt.
         output_schema: The structured-output schema.
         overhead: Fixed per-request framing.
@@ -41,6 +42,7 @@ class RequestEstimate(BaseModel):
 
     total: int
     messages: list[int]
+    message_structure: int
     tools: int
     output_schema: int
     overhead: int
@@ -94,10 +96,12 @@ def estimate_request(
         if request.response_format is not None
         else 0
     )
+    structure = sum(counter.message_structure_tokens(m) for m in request.messages)
     overhead = counter.tokens_per_request
     return RequestEstimate(
-        total=sum(per_message) + tools + schema + overhead,
+        total=sum(per_message) + structure + tools + schema + overhead,
         messages=per_message,
+        message_structure=structure,
         tools=tools,
         output_schema=schema,
         overhead=overhead,

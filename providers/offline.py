@@ -134,7 +134,7 @@ class OfflineChatProvider:
                 input=_json.as_object(arguments) or {},
             )
             message = Message(role="assistant", content=[call])
-            output = self._counter.count_message(message) - self._counter.tokens_per_message
+            output = self._counter.count_message(message)
             finish = "tool_calls"
         else:
             text = self.reply_text(request)

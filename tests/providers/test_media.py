@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from typing import Literal
 
 import pytest
 
@@ -66,3 +67,38 @@ def test_inline_image_sizes_refine_the_estimates() -> None:
 def test_openai_tile_rule(width: int, height: int, expected: int) -> None:
     part = ImagePart(url="https://example.test/x.png", width=width, height=height, detail="high")
     assert openai_image_tokens(part) == expected
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "detail"),
+    [
+        (512, 512, "high"),
+        (1024, 768, "auto"),
+        (3000, 200, "high"),
+        (4096, 8192, "auto"),
+        (64, 64, "low"),
+    ],
+)
+def test_image_rules_agree_with_the_planner(
+    width: int, height: int, detail: Literal["low", "high", "auto"]
+) -> None:
+    from planner import measure
+
+    part = ImagePart(url="https://example.test/x.png", width=width, height=height, detail=detail)
+    planned = measure.ImagePart(width=width, height=height, detail=detail)
+    assert openai_image_tokens(part) == measure.estimate_media_tokens("openai", planned)
+    assert anthropic_image_tokens(part) == measure.estimate_media_tokens("anthropic", planned)
+
+
+def test_planner_framing_constants_cover_the_published_ones() -> None:
+    """The planner rounds framing up; it must never fall below the documented framing."""
+    from planner import measure
+    from providers import counting
+
+    openai = measure.MESSAGE_FORMATS["openai"]
+    assert openai.per_message >= counting.OPENAI_TOKENS_PER_MESSAGE
+    assert openai.per_tool_call >= counting.OPENAI_TOKENS_PER_TOOL_CALL
+    assert openai.reply_priming >= counting.OPENAI_TOKENS_PER_REQUEST
+    anthropic = measure.MESSAGE_FORMATS["anthropic"]
+    assert anthropic.per_message >= counting.ANTHROPIC_TOKENS_PER_MESSAGE
+    assert anthropic.tools_preamble >= counting.ANTHROPIC_TOOL_SYSTEM_PROMPT_TOKENS

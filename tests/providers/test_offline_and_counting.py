@@ -119,14 +119,13 @@ def test_message_counts_cover_text_tool_calls_and_media() -> None:
         ],
     )
     expected = (
-        3  # framing
-        + counter.count_text("Checking.")
+        counter.count_text("Checking.")
         + counter.count_text("lookup")
         + counter.count_text('{"q":"paris"}')
-        + 3  # tool-call framing
         + 85  # low-detail image
     )
     assert counter.count_message(message) == expected
+    assert counter.message_structure_tokens(message) == 3 + 3  # message and one tool call
     assert counter.count_messages([message, message]) == [expected, expected]
 
 
