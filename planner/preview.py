@@ -94,6 +94,10 @@ def preview(request: PlanRequest) -> Preview:
         if error.code == "INVALID_COMPOSITION":
             raise
     else:
+        # Preview schedules nothing, so it does not claim maintenance was scheduled.
+        warnings = tuple(
+            w for w in sealed.receipt.warnings if w.code != "HISTORY_MAINTENANCE_SCHEDULED"
+        )
         ready = tuple(
             PreviewAdaptation(**adaptation.model_dump())
             for adaptation in sealed.receipt.adaptations
@@ -106,7 +110,7 @@ def preview(request: PlanRequest) -> Preview:
                 max_input_tokens=sealed.budget.max,
                 measurement=sealed.receipt.measurement,
                 adaptations=ready,
-                warnings=sealed.receipt.warnings,
+                warnings=warnings,
             )
         return Preview(
             status="unknown",
@@ -115,7 +119,7 @@ def preview(request: PlanRequest) -> Preview:
             max_input_tokens=sealed.budget.max,
             measurement="incomplete",
             adaptations=ready,
-            warnings=sealed.receipt.warnings,
+            warnings=warnings,
             diagnostics=tuple(_runtime_diagnostics(request)),
         )
 

@@ -81,6 +81,15 @@ def test_between_watermark_and_max_full_is_sent_and_maintenance_scheduled() -> N
     assert [p.when for p in sealed.preparations] == ["after-response"]
     assert sealed.preparations[0].prefix_messages == 16
     assert "HISTORY_MAINTENANCE_SCHEDULED" in [w.code for w in sealed.receipt.warnings]
+    prospective = preview(
+        request(
+            history=turns(10),
+            history_policy=managed(),
+            input_budget=InputBudget(optimize_at=100),
+        )
+    )
+    assert prospective.status == "fits"
+    assert prospective.warnings == ()
 
 
 def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
