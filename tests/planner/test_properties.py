@@ -363,3 +363,68 @@ def test_source_builder_round_trips_as_a_contributor() -> None:
     assert isinstance(source, Source)
     again = PlanRequest.model_validate_json(request(contributors=(source,)).model_dump_json())
     assert again.contributors == (source,)
+
+
+@FAST
+@given(
+    st.integers(1_000, 2_000_000),
+    st.integers(1, 900),
+    st.sampled_from(["exact", "estimated", "conservative"]),
+    st.one_of(st.none(), st.integers(1, 3_000_000)),
+    st.one_of(st.none(), st.integers(1, 3_000_000)),
+    st.one_of(st.none(), st.integers(1, 500_000)),
+)
+def test_derived_limits_are_ordered_and_clamped(
+    window: int,
+    reserve_permille: int,
+    confidence: str,
+    soft: int | None,
+    strict: int | None,
+    reserve: int | None,
+) -> None:
+    from planner import ModelProfile, derive_budget
+
+    profile = ModelProfile(
+        id="p:m",
+        provider="p",
+        context_window=window,
+        default_output_reserve=max(1, window * reserve_permille // 1_000),
+        confidence=confidence,  # type: ignore[arg-type]
+        encoding="cl100k_base",
+    )
+    if soft is not None and strict is not None and soft > strict:
+        soft, strict = strict, soft
+    budget = derive_budget(
+        profile, InputBudget(optimize_at=soft, max=strict), output_reserve=reserve
+    )
+    margin = {"exact": 0, "estimated": 5, "conservative": 10}[confidence]
+    used_reserve = reserve if reserve is not None else profile.default_output_reserve
+    capacity = max(0, window - used_reserve - 32 - -(-window * margin // 100))
+    assert budget.capacity_max == capacity
+    assert budget.max == (capacity if strict is None else min(strict, capacity))
+    assert budget.optimize_at == (budget.max if soft is None else min(soft, budget.max))
+    assert 0 <= budget.reset_at <= budget.optimize_at <= budget.max <= budget.capacity_max
+
+
+@FAST
+@given(
+    st.lists(st.integers(0, 4_000), max_size=5),
+    st.integers(0, 5_000),
+    st.integers(1, 12_000),
+    st.integers(1, 12_000),
+)
+def test_a_budget_alone_never_authorises_loss(
+    plain: list[int], system: int, first: int, second: int
+) -> None:
+    contributors = tuple(context(f"p{i}", tokens=t) for i, t in enumerate(plain))
+    budget = InputBudget(optimize_at=min(first, second), max=max(first, second))
+    req = request(system_tokens=system, contributors=contributors, input_budget=budget)
+    total = system + sum(plain)
+    if total <= min(budget.max or 0, EXACT_MAX):
+        sealed = plan(req)
+        assert sealed.receipt.adaptations == ()
+        assert sealed.input_tokens == total
+    else:
+        with pytest.raises(RequestCompositionError) as raised:
+            plan(req)
+        assert raised.value.code == "REQUEST_TOO_LARGE"
