@@ -166,12 +166,23 @@ class ThreadMachine(RuleBasedStateMachine):
             _snapshot,
         )
 
+    @rule(thread=THREADS, counts=st.dictionaries(IDS, st.integers(0, 50), max_size=3))
+    def store_tokens(self, thread: str, counts: dict[str, int]) -> None:
+        self._check(
+            lambda: self.models[thread].store_tokens(counts),
+            lambda: self.store.store_token_counts(thread, "enc", counts),
+        )
+
     @rule(thread=THREADS)
     def history(self, thread: str) -> None:
         self._check(
             lambda: self.models[thread].history(),
-            lambda: self.store.read_history_view(thread),
-            lambda view: (view.revision, view.head, tuple(m.id for m in view.messages)),
+            lambda: self.store.read_history_view(thread, encoding="enc"),
+            lambda view: (
+                view.revision,
+                view.head,
+                tuple((m.id, m.tokens) for m in view.messages),
+            ),
         )
 
 

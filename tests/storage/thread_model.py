@@ -53,6 +53,7 @@ class ModelThread:
     nodes: dict[str, ModelNode] = field(default_factory=dict[str, ModelNode])
     groups: dict[str, ModelGroup] = field(default_factory=dict[str, ModelGroup])
     leaves: dict[str, str] = field(default_factory=dict[str, str])
+    tokens: dict[str, int] = field(default_factory=dict[str, int])
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -269,6 +270,7 @@ class ModelThread:
             return
         for message_id in fresh:
             self.nodes[message_id].state = "redacted"
+            self.tokens.pop(message_id, None)
         self.version += 1
 
     def remove(self, message_id: str) -> None:
@@ -292,6 +294,7 @@ class ModelThread:
         self.nodes = {}
         self.groups = {}
         self.leaves = {}
+        self.tokens = {}
         self.version += 1
 
     def read(
@@ -363,6 +366,16 @@ class ModelThread:
             order[index + 1] if index + 1 < len(order) else None,
         )
 
+    def store_tokens(self, counts: dict[str, int]) -> None:
+        if not counts:
+            return
+        self._live()
+        if any(i not in self.nodes for i in counts):
+            raise ModelError("not_found")
+        for message_id, value in counts.items():
+            if self.nodes[message_id].state != "redacted":
+                self.tokens[message_id] = value
+
     def history(self) -> tuple[Any, ...]:
         if self.state == "absent":
             return ("r0", None, ())
@@ -373,4 +386,8 @@ class ModelThread:
             return (self.revision, None, ())
         path = self._path(head)
         incomplete = {n.group_id for n in path if n.state != "live"}
-        return (self.revision, head, tuple(n.id for n in path if n.group_id not in incomplete))
+        return (
+            self.revision,
+            head,
+            tuple((n.id, self.tokens.get(n.id)) for n in path if n.group_id not in incomplete),
+        )
