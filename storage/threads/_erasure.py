@@ -20,7 +20,11 @@ WHERE thread_id = $1 AND message_id = ANY($2::text[])
 _REDACTION_CASCADE = (
     "DELETE FROM crux_thread_token_counts WHERE thread_id = $1 AND message_id = ANY($2::text[])",
     "DELETE FROM crux_derived_artifacts WHERE thread_id = $1 AND source_message_ids && $2::text[]",
-    "DELETE FROM crux_generation_staging WHERE thread_id = $1 AND source_message_ids && $2::text[]",
+    # Staged rows built from a redacted message, and staged copies of the message itself.
+    """
+    DELETE FROM crux_generation_staging
+    WHERE thread_id = $1 AND (source_message_ids && $2::text[] OR message->>'id' = ANY($2::text[]))
+    """,
 )
 
 # A group whose members are all tombstones keeps no commit time either.

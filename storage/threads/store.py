@@ -27,7 +27,8 @@ digest):
   anyone can observe the redaction, so "append after a redacted target during cleanup"
   (behaviour 68) cannot happen, and redaction never reports unfinished cleanup. It also
   deletes the message's token counts, every derived artifact whose sources overlap the
-  redacted ids, and the generation staging rows that overlap them (2.9, 9.6). When every
+  redacted ids, and the generation staging rows that overlap them or stage a copy of a
+  redacted message (2.9, 9.6). When every
   member of a group is redacted its receipt loses its commit time too.
 - Media are carried by URL (remote locators or inline `data:` URLs stored in the message
   body); there is no separate asset store. Redaction and deletion erase the stored body, so

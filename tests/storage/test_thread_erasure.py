@@ -279,7 +279,8 @@ async def test_redaction_cascades_to_counts_artifacts_and_staging(
         "INSERT INTO crux_generation_staging"
         " (generation_id, attempt, kind, thread_id, message, source_message_ids)"
         " VALUES ('g1', 1, 'output', 't', '{}'::jsonb, '{u1,a1,u2,a2}'),"
-        "        ('g2', 1, 'output', 't', '{}'::jsonb, '{u2}')"
+        "        ('g2', 1, 'output', 't', '{}'::jsonb, '{u2}'),"
+        "        ('g3', 0, 'user', 't', '{\"id\": \"a1\", \"role\": \"user\"}'::jsonb, '{}')"
     )
     await store.redact("t", "a1")
     assert await pool.fetchval("SELECT count(*) FROM crux_thread_token_counts") == 2
