@@ -18,6 +18,7 @@ from providers.counting import (
     message_key,
 )
 from providers.estimate import RequestEstimate, estimate_request
+from providers.fake import ScriptedChatProvider
 from providers.loopback import LoopbackAnthropicServer, LoopbackOpenAIServer
 from providers.offline import OfflineChatProvider
 from providers.openai import OpenAIChatProvider
@@ -55,6 +56,7 @@ __all__ = [
     "OpenAIChatProvider",
     "ProfileLike",
     "RequestEstimate",
+    "ScriptedChatProvider",
     "StreamDone",
     "StreamEvent",
     "StreamingChatProvider",

@@ -196,3 +196,18 @@ async def test_offline_runs_a_forced_tool_round() -> None:
     assert second.message.text == (
         "[offline echo] turn 1: I received 3 messages; 1 tool result came back"
     )
+
+
+async def test_scripted_provider_replays_outcomes_then_echoes() -> None:
+    from crux.errors import ProviderHTTPError
+    from providers import ScriptedChatProvider
+
+    fake = ScriptedChatProvider(["first", ProviderHTTPError("openai", 503)])
+    request = ChatRequest(model="m", messages=[Message(role="user", content="hello")])
+    assert (await fake.complete(request)).message.text == "first"
+    with pytest.raises(ProviderHTTPError):
+        await fake.complete(request)
+    echoed = await fake.complete(request)
+    assert echoed.message.text.startswith("[offline echo]")
+    assert len(fake.requests) == 3
+    assert fake.pending == 0
