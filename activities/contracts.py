@@ -163,6 +163,23 @@ class InvokeModelResult(WireModel):
     reused_staged_output: bool = False
 
 
+class CountRequestInput(WireModel):
+    """Ask the provider for an exact count of the request, as it would be sent."""
+
+    generation_id: str
+    thread_id: str | None = None
+    history_source: HistorySource = "none"
+    model: str
+    message_ids: list[str] = []
+    context: list[SelectedSource] = []
+
+
+class CountRequestResult(WireModel):
+    """The provider's count, or `None` when it offers no counting endpoint."""
+
+    input_tokens: int | None = None
+
+
 class CommitTurnInput(WireModel):
     """Publish the accepted turn and record the generation."""
 
@@ -187,3 +204,4 @@ class CommitTurnResult(WireModel):
 ACTIVITY_READ_REQUEST = "crux.read_request"
 ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
 ACTIVITY_COMMIT_TURN = "crux.commit_turn"
+ACTIVITY_COUNT_REQUEST = "crux.count_request"

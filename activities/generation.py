@@ -17,15 +17,20 @@ from activities._errors import to_application_error
 from activities._providers import ProviderRegistry
 from activities.contracts import (
     ACTIVITY_COMMIT_TURN,
+    ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
     ACTIVITY_READ_REQUEST,
     CommitTurnInput,
     CommitTurnResult,
     CompactHistory,
+    CountRequestInput,
+    CountRequestResult,
+    HistorySource,
     InvokeModelInput,
     InvokeModelResult,
     ReadRequestInput,
     ReadRequestResult,
+    SelectedSource,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from crux.errors import ThreadError
@@ -34,7 +39,7 @@ from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
 from planner import ModelCatalog
-from providers import ChatRequest, TokenCounter
+from providers import AuthoritativeCounter, ChatRequest, TokenCounter
 from storage import GenerationStore, ThreadStore
 
 _T = TypeVar("_T")
@@ -93,6 +98,14 @@ class GenerationActivities:
         """Re-check the pinned revision, call the provider once, stage the output."""
         try:
             return await self._invoke_model(request)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    @activity.defn(name=ACTIVITY_COUNT_REQUEST)
+    async def count_request(self, request: CountRequestInput) -> CountRequestResult:
+        """Ask the provider for an exact input count (`None` when it cannot count)."""
+        try:
+            return await self._count_request(request)
         except Exception as error:
             raise to_application_error(error) from error
 
@@ -178,9 +191,7 @@ class GenerationActivities:
     ) -> dict[str, int]:
         if not request.context_source_ids:
             return {}
-        texts = await self._context_messages(
-            request.input_ref or request.generation_id, request.context_source_ids
-        )
+        texts = await self._context_messages(request.generation_id, request.context_source_ids)
         counts = content_tokens(counter, texts)
         return dict(zip(request.context_source_ids, counts, strict=True))
 
@@ -200,7 +211,34 @@ class GenerationActivities:
             if staged_user is None:
                 raise ThreadError("not_found", "staged input is missing")
             staged_system = await self._generations.get_staged(request.input_ref, 0, "system")
-            return staged_user.message, staged_system.message if staged_system else None
+            if request.input_ref == generation_id:
+                return staged_user.message, staged_system.message if staged_system else None
+            # Input staged under another id: copy it under this generation, so every later
+            # stage (and a retried one) reads one place.
+            user = await self._generations.stage(
+                generation_id,
+                0,
+                "user",
+                staged_user.message.model_copy(update={"id": user_message_id(generation_id)}),
+                thread_id=request.thread_id,
+            )
+            system = None
+            if staged_system is not None:
+                copied = await self._generations.stage(
+                    generation_id, 0, "system", staged_system.message, thread_id=request.thread_id
+                )
+                system = copied.message
+            for source_id in request.context_source_ids:
+                staged = await self._generations.get_staged(
+                    request.input_ref, 0, f"context:{source_id}"
+                )
+                if staged is None:
+                    raise ThreadError("not_found", "a staged context source is missing")
+                await self._generations.stage(
+                    generation_id, 0, f"context:{source_id}", staged.message,
+                    thread_id=request.thread_id,
+                )  # fmt: skip
+            return user.message, system
         prompt = self._prompts.get(request.prompt_id)
         rendered = Message(
             id=user_message_id(generation_id), role="user", content=prompt.render(request.input)
@@ -220,6 +258,26 @@ class GenerationActivities:
             system = staged.message
         return user.message, system
 
+    async def _count_request(self, request: CountRequestInput) -> CountRequestResult:
+        provider, model_name = self._providers.resolve(request.model)
+        if not isinstance(provider, AuthoritativeCounter):
+            return CountRequestResult()
+        messages = await self._request_messages(
+            request.generation_id,
+            request.thread_id,
+            request.history_source,
+            request.message_ids,
+            request.context,
+        )
+        tokens = await provider.count_tokens(ChatRequest(model=model_name, messages=messages))
+        _log.info(
+            "provider.count.completed",
+            generation_id=request.generation_id,
+            model=request.model,
+            input_tokens=tokens,
+        )
+        return CountRequestResult(input_tokens=tokens)
+
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
         staged = await self._generations.get_staged(
             request.generation_id, request.attempt, "output"
@@ -231,16 +289,13 @@ class GenerationActivities:
             await self._threads.validate_revision(
                 request.thread_id, request.revision, owner=request.owner
             )
-        input_ref = request.generation_id
-        user = await self._generations.get_staged(input_ref, 0, "user")
-        if user is None:
-            raise ThreadError("not_found", "staged input is missing")
-        system = await self._generations.get_staged(input_ref, 0, "system")
-        history = await self._history_messages(request)
-        leading = await self._leading_messages(
-            input_ref, system.message if system else None, request
+        messages = await self._request_messages(
+            request.generation_id,
+            request.thread_id,
+            request.history_source,
+            request.message_ids,
+            request.context,
         )
-        messages = [*leading, *history, user.message]
         provider, model_name = self._providers.resolve(request.model)
         response = await _with_heartbeat(
             provider.complete(
@@ -287,14 +342,35 @@ class GenerationActivities:
         )
         return result
 
+    async def _request_messages(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        message_ids: list[str],
+        context: list[SelectedSource],
+    ) -> list[Message]:
+        """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
+        user = await self._generations.get_staged(generation_id, 0, "user")
+        if user is None:
+            raise ThreadError("not_found", "staged input is missing")
+        system = await self._generations.get_staged(generation_id, 0, "system")
+        history = await self._history_messages(
+            generation_id, thread_id, history_source, message_ids
+        )
+        leading = await self._leading_messages(
+            generation_id, system.message if system else None, context
+        )
+        return [*leading, *history, user.message]
+
     async def _leading_messages(
-        self, input_ref: str, system: Message | None, request: InvokeModelInput
+        self, generation_id: str, system: Message | None, context: list[SelectedSource]
     ) -> list[Message]:
         """System instructions with the planned context blocks, then context messages."""
-        texts = await self._context_messages(input_ref, [s.id for s in request.context])
+        texts = await self._context_messages(generation_id, [s.id for s in context])
         blocks = [system.text] if system is not None and system.text else []
         own_messages: list[Message] = []
-        for selected, staged in zip(request.context, texts, strict=True):
+        for selected, staged in zip(context, texts, strict=True):
             if selected.placement == "system":
                 blocks.append(staged.text)
             else:
@@ -302,19 +378,23 @@ class GenerationActivities:
         head = [Message(role="system", content="\n\n".join(blocks))] if blocks else []
         return [*head, *own_messages]
 
-    async def _history_messages(self, request: InvokeModelInput) -> list[Message]:
-        if not request.message_ids:
+    async def _history_messages(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        message_ids: list[str],
+    ) -> list[Message]:
+        if not message_ids:
             return []
-        if request.history_source == "thread" and request.thread_id:
-            return await self._threads.load_messages(request.thread_id, request.message_ids)
-        if request.history_source == "caller-messages":
-            caller = await self._generations.get_staged_messages(
-                request.generation_id, "caller-messages"
-            )
+        if history_source == "thread" and thread_id:
+            return await self._threads.load_messages(thread_id, message_ids)
+        if history_source == "caller-messages":
+            caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
             if caller is None:
                 raise ThreadError("not_found", "staged call-site messages are missing")
             by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}
-            return [by_id[i] for i in request.message_ids]
+            return [by_id[i] for i in message_ids]
         return []
 
     async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:

@@ -58,7 +58,12 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[ManagedGenerationWorkflow],
-        activities=[activities.read_request, activities.invoke_model, activities.commit_turn],
+        activities=[
+            activities.read_request,
+            activities.count_request,
+            activities.invoke_model,
+            activities.commit_turn,
+        ],
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_PASSTHROUGH_MODULES)
         ),

@@ -434,6 +434,7 @@ def _domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureE
                 return RequestCompositionError(
                     code,  # pyright: ignore[reportArgumentType]
                     message,
+                    request_id=str(details[2]) if len(details) > 2 else None,
                     diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
                 )
             if cause.type == ErrorType.THREAD_COMMIT:

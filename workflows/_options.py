@@ -32,6 +32,16 @@ INVOKE_MODEL = ActivityConfig(
     ),
 )
 
+COUNT_REQUEST = ActivityConfig(
+    # One small provider call; a failure only means the estimate's verdict stands.
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=3,
+    ),
+)
+
 COMMIT_TURN = ActivityConfig(
     # A single transaction; bounded attempts so the workflow can surface `commit_blocked`
     # and keep retrying in its own loop instead of hiding the outage inside one activity.

@@ -185,3 +185,25 @@ def _contributor_id(node: object) -> str:
     if isinstance(node, Summarizable | Offloadable | Droppable):
         return _contributor_id(node.target)
     return ""
+
+
+def all_sources(contributors: Sequence[Contributor]) -> list[SelectedSource]:
+    """Every contributor at its full rung (what an authoritative count measures)."""
+    return [
+        SelectedSource(id=source.id, placement=source.placement)
+        for contributor in contributors
+        for source in _full_sources(contributor)
+    ]
+
+
+def can_count_authoritatively(request: GenerationInput, read: ReadRequestResult) -> bool:
+    """Whether the whole request can be rebuilt for a provider count.
+
+    Only exact history qualifies, and only when the skeleton holds every message (nothing
+    was aggregated as older history).
+    """
+    return (
+        request.history.kind == "exact"
+        and read.older_history.count == 0
+        and read.history_source != "caller-messages"
+    )

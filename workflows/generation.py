@@ -18,10 +18,13 @@ with workflow.unsafe.imports_passed_through():
     # re-importing them per workflow run would only cost time.
     from activities.contracts import (
         ACTIVITY_COMMIT_TURN,
+        ACTIVITY_COUNT_REQUEST,
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_READ_REQUEST,
         CommitTurnInput,
         CommitTurnResult,
+        CountRequestInput,
+        CountRequestResult,
         InvokeModelInput,
         InvokeModelResult,
         ReadRequestInput,
@@ -34,10 +37,18 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         workflow_id_for,
     )
-    from planner import EpochFloors, RequestInspection, SealedPlan, plan
+    from planner import (
+        EpochFloors,
+        RequestInspection,
+        SealedPlan,
+        needs_authoritative_count,
+        plan,
+    )
     from workflows import _options
     from workflows._planning import (
+        all_sources,
         build_plan_request,
+        can_count_authoritatively,
         max_input_tokens,
         resolve_profile,
         selected_sources,
@@ -48,6 +59,9 @@ STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
 GENERATION_ID = SearchAttributeKey.for_keyword("CruxGenerationId")
 MODEL = SearchAttributeKey.for_keyword("CruxModel")
+
+# Versioning marker for the authoritative-count step added to the planning stage.
+AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
 
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
@@ -65,8 +79,8 @@ class ManagedGenerationWorkflow:
     def get_stage(self) -> str:
         """The current stage.
 
-        One of `reading`, `planning`, `invoking`, `committing`, `commit_blocked`,
-        `completed` or `failed`.
+        One of `reading`, `planning`, `counting`, `invoking`, `committing`,
+        `commit_blocked`, `completed` or `failed`.
         """
         return self._stage
 
@@ -109,7 +123,9 @@ class ManagedGenerationWorkflow:
         epoch: EpochFloors | None = None
         while True:
             self._set_stage("planning")
-            sealed = self._plan(request, read, profile, ceiling, previous_request_id, epoch)
+            sealed = await self._plan(
+                request, read, profile, ceiling, previous_request_id, epoch, attempt
+            )
             self._set_stage("invoking", f"attempt {attempt}: {sealed.input_tokens} input tokens")
             try:
                 invoked: InvokeModelResult = await workflow.execute_activity(
@@ -156,7 +172,7 @@ class ManagedGenerationWorkflow:
         self._set_stage("completed")
         return result
 
-    def _plan(
+    async def _plan(
         self,
         request: GenerationInput,
         read: ReadRequestResult,
@@ -164,6 +180,7 @@ class ManagedGenerationWorkflow:
         ceiling: int | None,
         previous_request_id: str | None,
         epoch: EpochFloors | None,
+        attempt: int,
     ) -> SealedPlan:
         plan_request = build_plan_request(
             request_id=f"request_{workflow.uuid4().hex}",
@@ -177,14 +194,47 @@ class ManagedGenerationWorkflow:
         try:
             return plan(plan_request)
         except RequestCompositionError as error:
-            self._set_stage("failed", error.code)
-            raise ApplicationError(
-                str(error),
-                error.code,
-                error.diagnostics,
-                type=ErrorType.REQUEST_COMPOSITION,
-                non_retryable=True,
-            ) from None
+            rejection = error
+        if (
+            rejection.code == "REQUEST_TOO_LARGE"
+            and ceiling is None
+            and can_count_authoritatively(request, read)
+            and needs_authoritative_count(plan_request)
+            and workflow.patched(AUTHORITATIVE_COUNT_PATCH)
+        ):
+            # Nothing is elastic and only the estimate's margin stands in the way: ask the
+            # provider for an exact count of the request as it would be sent.
+            self._set_stage("counting", f"attempt {attempt}")
+            counted: CountRequestResult = await workflow.execute_activity(
+                ACTIVITY_COUNT_REQUEST,
+                CountRequestInput(
+                    generation_id=request.generation_id,
+                    thread_id=request.thread_id,
+                    history_source=read.history_source,
+                    model=request.model,
+                    message_ids=read.history.ids,
+                    context=all_sources(request.contributors),
+                ),
+                result_type=CountRequestResult,
+                **_options.with_summary(_options.COUNT_REQUEST, f"{request.model} count"),
+            )
+            if counted.input_tokens is not None:
+                exact = plan_request.model_copy(
+                    update={"counted_input_tokens": counted.input_tokens}
+                )
+                try:
+                    return plan(exact)
+                except RequestCompositionError as error:
+                    rejection = error
+        self._set_stage("failed", rejection.code)
+        raise ApplicationError(
+            str(rejection),
+            rejection.code,
+            rejection.diagnostics,
+            plan_request.request_id,
+            type=ErrorType.REQUEST_COMPOSITION,
+            non_retryable=True,
+        ) from None
 
     async def _commit(
         self,

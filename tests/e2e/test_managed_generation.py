@@ -18,7 +18,7 @@ from crux.prompts import history as crux_history
 from crux.prompts import prompt
 from crux.runtime import Runtime
 from crux.stack import temporal_cli_path
-from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
+from providers.loopback import CountReply, ErrorReply, LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
 
@@ -228,7 +228,8 @@ async def test_request_too_large_fails_typed_before_any_provider_call(
             )
     assert raised.value.code == "REQUEST_TOO_LARGE"
     assert "word" not in str(raised.value)
-    assert openai_server.requests == []
+    # At most an authoritative count was asked; nothing was dispatched for generation.
+    assert not [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
 
 
 async def test_retryable_provider_status_is_retried_by_temporal(
@@ -377,3 +378,35 @@ async def test_call_site_messages_shadow_the_thread(
     assert result.result.history_source == "caller-messages"
     assert _texts(openai_server)[1] == ["Use this isolated transcript.", "replayed question"]
     assert (await ThreadStore(pool).read_history_view(thread_id)).revision == revision
+
+
+async def test_authoritative_count_rescues_a_request_the_estimate_rejects(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    question = "word " * 60
+    openai_server.enqueue(CountReply(input_tokens=40), TextReply(text="fits exactly"))
+    async with new_worker(client, pool, settings) as worker:
+        estimate = await worker.runtime.preview(question, model=MODEL, input_budget={"max": 64})
+        result = await worker.runtime.generate(question, model=MODEL, input_budget={"max": 64})
+    assert estimate.status == "over-limit"
+    assert result.text == "fits exactly"
+    receipt = result.steps[0].request
+    assert receipt.measurement == "exact"
+    assert receipt.input_tokens == 40
+    paths = [r.path for r in openai_server.requests]
+    assert paths[0].endswith("/responses/input_tokens")
+    assert paths[1].endswith("/chat/completions")
+
+
+async def test_authoritative_count_confirming_the_overflow_fails_typed(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    openai_server.enqueue(CountReply(input_tokens=90))
+    async with new_worker(client, pool, settings) as worker:
+        with pytest.raises(RequestCompositionError) as raised:
+            await worker.runtime.generate("word " * 60, model=MODEL, input_budget={"max": 64})
+    assert raised.value.code == "REQUEST_TOO_LARGE"
+    assert raised.value.request_id is not None
+    assert len(openai_server.requests) == 1

@@ -18,7 +18,7 @@ from temporalio.worker import Replayer
 
 from crux.errors import RequestCompositionError
 from crux.models import workflow_id_for
-from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
+from providers.loopback import CountReply, ErrorReply, LoopbackOpenAIServer, TextReply
 from tests.helpers import new_worker, settings_for
 from workflows import ManagedGenerationWorkflow
 
@@ -54,7 +54,6 @@ async def test_record_histories(
         ErrorReply(status=429, headers={"retry-after-ms": "10"}),
         TextReply(text="two"),
         ErrorReply(status=400, code="context_length_exceeded", message="too long"),
-        TextReply(text="three"),
     )
     names = {
         "first_turn": "r1",
@@ -73,9 +72,21 @@ async def test_record_histories(
                 "hello", thread=thread_id, model="openai:gpt-4o-mini", generation_id="r3"
             )
         adhoc = await worker.runtime.generate("adhoc", model="offline:echo", generation_id="r4")
+        openai_server.enqueue(CountReply(input_tokens=40), TextReply(text="counted"))
+        await worker.runtime.generate(
+            "word " * 60,
+            thread=thread_id,
+            model="openai:gpt-4o-mini",
+            generation_id="r5",
+            input_budget={"max": 64},
+        )
     names["adhoc_offline"] = "r4"
+    names["authoritative_count"] = "r5"
     HISTORIES.mkdir(parents=True, exist_ok=True)
     for name, generation_id in names.items():
+        if (HISTORIES / f"{name}.json").exists():
+            # Keep histories recorded by earlier versions: they prove compatibility.
+            continue
         tid = None if generation_id == "r4" else thread_id
         history = await client.get_workflow_handle(
             workflow_id_for(generation_id, tid)
