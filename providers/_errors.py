@@ -41,7 +41,7 @@ _OVERFLOW_CODES = frozenset(
     }
 )
 _OVERFLOW_PATTERNS = re.compile(
-    r"maximum context length|context length|context window|context_length_exceeded"
+    r"maximum context length|context length|context window|context limit|context_length_exceeded"
     r"|prompt is too long|input is too long|too many tokens|exceeds? the (?:available )?context"
     r"|reduce the length of the (?:messages|prompt)|exceed_context_size",
     re.IGNORECASE,
@@ -49,6 +49,8 @@ _OVERFLOW_PATTERNS = re.compile(
 # "prompt is too long: 208000 tokens > 200000 maximum" (Anthropic) and
 # "maximum context length is 8192 tokens. However, you requested 9000 tokens" (OpenAI, vLLM).
 _ANTHROPIC_NUMBERS = re.compile(r"(\d+)\s*tokens?\s*>\s*(\d+)")
+# "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000" (Anthropic).
+_ANTHROPIC_SUM = re.compile(r"(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)")
 _OPENAI_NUMBERS = re.compile(
     r"maximum context length is (\d+).*?(?:requested|resulted in) (\d+)", re.S
 )
@@ -192,6 +194,12 @@ def _overflow_numbers(fields: _ErrorFields) -> tuple[int | None, int | None]:
     """`(requested, limit)` token numbers when the body states them."""
     if fields.requested is not None or fields.limit is not None:
         return fields.requested, fields.limit
+    match = _ANTHROPIC_SUM.search(fields.message)
+    if match:
+        # Input plus the output reserve overflowed: report the input against the room the
+        # reserve left for it.
+        output, limit = int(match.group(2)), int(match.group(3))
+        return int(match.group(1)), max(0, limit - output)
     match = _ANTHROPIC_NUMBERS.search(fields.message)
     if match:
         return int(match.group(1)), int(match.group(2))

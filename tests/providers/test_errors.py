@@ -210,6 +210,15 @@ OVERFLOWS = [
         208310,
         200000,
     ),
+    (
+        "anthropic",
+        400,
+        b'{"type": "error", "error": {"type": "invalid_request_error", "message": '
+        b'"input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000, '
+        b'decrease input length or `max_tokens` and try again"}}',
+        198000,
+        191808,
+    ),
 ]
 
 
