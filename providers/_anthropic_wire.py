@@ -191,7 +191,8 @@ def encode_request(
         body["tools"] = [
             tool_definition(t.name, t.description, t.parameters) for t in request.tools
         ]
-    if request.tool_choice is not None:
+    # The APIs reject a tool choice without tools, and with no tools there is none to make.
+    if request.tool_choice is not None and request.tools:
         body["tool_choice"] = encode_tool_choice(request.tool_choice)
     if request.response_format is not None:
         schema_format = {"type": "json_schema", "schema": request.response_format}

@@ -78,7 +78,8 @@ def encode_count_request(request: ChatRequest) -> dict[str, Any]:
             }
             for t in request.tools
         ]
-    if request.tool_choice is not None:
+    # The APIs reject a tool choice without tools, and with no tools there is none to make.
+    if request.tool_choice is not None and request.tools:
         choice = request.tool_choice
         body["tool_choice"] = (
             {"type": "function", "name": choice.name}

@@ -114,7 +114,8 @@ def encode_request(
             {"type": "function", "function": tool_function(t.name, t.description, t.parameters)}
             for t in request.tools
         ]
-    if request.tool_choice is not None:
+    # The APIs reject a tool choice without tools, and with no tools there is none to make.
+    if request.tool_choice is not None and request.tools:
         choice = request.tool_choice
         body["tool_choice"] = (
             {"type": "function", "function": {"name": choice.name}}

@@ -22,6 +22,8 @@ def openai_problem(body: Any) -> str | None:
     messages = as_list(data.get("messages"))
     if not messages:
         return "'messages' must be a non-empty array"
+    if "tool_choice" in data and not data.get("tools"):
+        return "'tool_choice' is only allowed when 'tools' are specified"
     pending: set[str] = set()
     for index, raw in enumerate(messages):
         message = as_object(raw) or {}

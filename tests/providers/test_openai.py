@@ -273,7 +273,6 @@ async def test_structured_output_and_max_tokens_field(
         "model": "llama3",
         "messages": [{"role": "user", "content": "weather?"}],
         "max_tokens": 64,
-        "tool_choice": "none",
         "response_format": {
             "type": "json_schema",
             "json_schema": {"name": "Weather_report", "schema": schema, "strict": True},
