@@ -68,26 +68,18 @@ def build_inspection(
     contributions: list[ContributionRecord] = []
     candidates: list[CandidateRecord] = []
     artifacts: list[ArtifactRecord] = []
-    entries = [
-        BreakdownEntry.model_construct(name=name, tokens=tokens)
-        for name, tokens in comp.fixed
-        if tokens
-    ]
+    entries = [BreakdownEntry(name=name, tokens=tokens) for name, tokens in comp.fixed if tokens]
     for position, (ladder, index) in enumerate(zip(comp.ladders, chosen, strict=True)):
         selected = ladder.rungs[index]
         if selected.tokens:
-            entries.append(
-                BreakdownEntry.model_construct(name=_name(ladder.id), tokens=selected.tokens)
-            )
+            entries.append(BreakdownEntry(name=_name(ladder.id), tokens=selected.tokens))
         for rung_index, rung in enumerate(ladder.rungs):
             is_selected = rung_index == index
             size = None
             if rung.available:
                 size = total - selected.tokens + rung.tokens
-            # Built without re-validation: the planner computed every value itself, and
-            # there is one record per rung of every contributor.
             candidates.append(
-                CandidateRecord.model_construct(
+                CandidateRecord(
                     contributor=ladder.id,
                     representation=rung.kind,
                     rung=rung_index,
@@ -114,7 +106,7 @@ def build_inspection(
             "required" if not ladder.elastic else "sticky" if ladder.tools else "elastic"
         )
         contributions.append(
-            ContributionRecord.model_construct(
+            ContributionRecord(
                 id=ladder.id,
                 sources=ladder.sources,
                 priority=ladder.priority,

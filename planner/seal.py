@@ -121,7 +121,7 @@ def plan(request: PlanRequest) -> SealedPlan:
         gone = ladder.tools if rung.kind == "omitted" else ()
         removed.extend(gone)
         choices.append(
-            ContributorChoice.model_construct(
+            ContributorChoice(
                 contributor=ladder.id,
                 representation=rung.kind,
                 rung=index,
@@ -171,7 +171,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                         )
                     )
     choices.extend(
-        ContributorChoice.model_construct(
+        ContributorChoice(
             contributor=ladder.id,
             representation="full",
             rung=0,
