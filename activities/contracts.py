@@ -102,6 +102,8 @@ class ReadRequestInput(WireModel):
     history: HistorySpec = HistorySpec()
     context_source_ids: list[str] = []
     """Staged context sources to size with the model's tokenizer."""
+    tools: list[str] = []
+    """Tools offered to the model (their schemas count toward the request)."""
     max_input_tokens: int
     """Strict input ceiling for this model and budget; bounds the skeleton's size."""
 
@@ -136,6 +138,8 @@ class ReadRequestResult(WireModel):
     counted_messages: int = 0
     context_tokens: dict[str, int] = {}
     """Content tokens of each staged context source."""
+    tool_schema_tokens: int = 0
+    """Tokens of the offered tools' schemas."""
 
 
 class InvokeModelInput(WireModel):
@@ -151,6 +155,10 @@ class InvokeModelInput(WireModel):
     message_ids: list[str] = []
     context: list[SelectedSource] = []
     max_output_tokens: int | None = None
+    tools: list[str] = []
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    turn_messages: int = 0
+    """Tool-round messages of this turn staged so far (sent after the user message)."""
 
 
 class InvokeModelResult(WireModel):
@@ -161,6 +169,28 @@ class InvokeModelResult(WireModel):
     output_tokens: int
     tool_call_ids: list[str] = []
     reused_staged_output: bool = False
+    turn_tokens: int = 0
+    """Content tokens of the tool-call message staged for the next round (0 without calls)."""
+
+
+class RunToolInput(WireModel):
+    """Run one tool call of a staged assistant message."""
+
+    generation_id: str
+    thread_id: str | None = None
+    model: str
+    call_turn_index: int
+    """Index of the staged assistant tool-call message within the turn."""
+    call_index: int
+    result_turn_index: int
+    """Index the tool result takes within the turn."""
+
+
+class RunToolResult(WireModel):
+    """Size and outcome of a tool call (never its content)."""
+
+    tokens: int
+    failed: bool = False
 
 
 class CountRequestInput(WireModel):
@@ -190,6 +220,8 @@ class CommitTurnInput(WireModel):
     expected_head: str | None = None
     accepted_attempt: int
     history_source: HistorySource = "none"
+    turn_messages: int = 0
+    """Tool-round messages between the user message and the final answer."""
     steps: list[StepRecord] = []
     inspections: list[RequestInspection] = []
     """Content-free inspections of the steps' sealed plans, persisted beside receipts."""
@@ -205,3 +237,4 @@ ACTIVITY_READ_REQUEST = "crux.read_request"
 ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
 ACTIVITY_COMMIT_TURN = "crux.commit_turn"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
+ACTIVITY_RUN_TOOL = "crux.run_tool"

@@ -20,6 +20,7 @@ from activities.contracts import (
     ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
     ACTIVITY_READ_REQUEST,
+    ACTIVITY_RUN_TOOL,
     CommitTurnInput,
     CommitTurnResult,
     CompactHistory,
@@ -30,6 +31,8 @@ from activities.contracts import (
     InvokeModelResult,
     ReadRequestInput,
     ReadRequestResult,
+    RunToolInput,
+    RunToolResult,
     SelectedSource,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
@@ -38,6 +41,7 @@ from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
+from crux.tools import ToolRegistry
 from planner import ModelCatalog
 from providers import AuthoritativeCounter, ChatRequest, TokenCounter
 from storage import GenerationStore, ThreadStore
@@ -47,6 +51,11 @@ _log = get_logger(__name__)
 
 # Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
 HEARTBEAT_INTERVAL_SECONDS = 5.0
+
+
+def turn_kind(index: int) -> str:
+    """Staging kind of the `index`-th tool-round message of a turn."""
+    return f"turn:{index:03d}"
 
 
 def user_message_id(generation_id: str) -> str:
@@ -68,6 +77,7 @@ class GenerationActivities:
         providers: Model id to provider client.
         prompts: Prompts plain Temporal clients may name.
         catalog: Model capacity profiles.
+        tools: Tools the model may call, run here as their own activities.
     """
 
     def __init__(
@@ -78,12 +88,14 @@ class GenerationActivities:
         providers: ProviderRegistry,
         prompts: PromptRegistry,
         catalog: ModelCatalog,
+        tools: ToolRegistry | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
         self._providers = providers
         self._prompts = prompts
         self._catalog = catalog
+        self._tools = tools or ToolRegistry()
 
     @activity.defn(name=ACTIVITY_READ_REQUEST)
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
@@ -98,6 +110,14 @@ class GenerationActivities:
         """Re-check the pinned revision, call the provider once, stage the output."""
         try:
             return await self._invoke_model(request)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    @activity.defn(name=ACTIVITY_RUN_TOOL)
+    async def run_tool(self, request: RunToolInput) -> RunToolResult:
+        """Run one tool call and stage its result as the next message of the turn."""
+        try:
+            return await self._run_tool(request)
         except Exception as error:
             raise to_application_error(error) from error
 
@@ -127,6 +147,10 @@ class GenerationActivities:
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         system_tokens = rest[0] if rest else 0
         context_tokens = await self._context_tokens(request, counter)
+        tool_schema_tokens = sum(
+            counter.count_definition(tool.spec.model_dump_json())
+            for tool in self._tools.require(request.tools)
+        )
 
         if request.messages_ref is not None:
             caller = await self._generations.get_staged_messages(
@@ -152,6 +176,7 @@ class GenerationActivities:
                 counting_confidence=counter.confidence,
                 encoding=counter.encoding_name,
                 context_tokens=context_tokens,
+                tool_schema_tokens=tool_schema_tokens,
             )
 
         if request.thread_id is None:
@@ -162,6 +187,7 @@ class GenerationActivities:
                 counting_confidence=counter.confidence,
                 encoding=counter.encoding_name,
                 context_tokens=context_tokens,
+                tool_schema_tokens=tool_schema_tokens,
             )
 
         skeleton = await thread_skeleton(
@@ -184,6 +210,7 @@ class GenerationActivities:
             encoding=counter.encoding_name,
             counted_messages=skeleton.counted,
             context_tokens=context_tokens,
+            tool_schema_tokens=tool_schema_tokens,
         )
 
     async def _context_tokens(
@@ -258,6 +285,50 @@ class GenerationActivities:
             system = staged.message
         return user.message, system
 
+    async def _run_tool(self, request: RunToolInput) -> RunToolResult:
+        result_kind = turn_kind(request.result_turn_index)
+        staged = await self._generations.get_staged(request.generation_id, 0, result_kind)
+        if staged is None:
+            call_message = await self._generations.get_staged(
+                request.generation_id, 0, turn_kind(request.call_turn_index)
+            )
+            if call_message is None:
+                raise ThreadError("not_found", "the staged tool call is missing")
+            call = call_message.message.tool_calls[request.call_index]
+            entry = self._tools.get(call.tool_name)
+            failed = entry is None
+            if entry is None:
+                text = f"error: no tool named {call.tool_name!r} is available"
+            else:
+                try:
+                    text = await entry.run(dict(call.input))
+                except Exception as error:  # the model gets a content-free error result
+                    failed = True
+                    text = f"error: the tool failed ({type(error).__name__})"
+            staged = await self._generations.stage(
+                request.generation_id,
+                0,
+                result_kind,
+                Message(
+                    id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
+                    role="tool",
+                    content=text,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                ),
+                thread_id=request.thread_id,
+                info={"failed": failed},
+            )
+            _log.info(
+                "tool.call.completed",
+                generation_id=request.generation_id,
+                tool=call.tool_name,
+                failed=failed,
+            )
+        counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
+        [tokens] = content_tokens(counter, [staged.message])
+        return RunToolResult(tokens=tokens, failed=bool(staged.info and staged.info.get("failed")))
+
     async def _count_request(self, request: CountRequestInput) -> CountRequestResult:
         provider, model_name = self._providers.resolve(request.model)
         if not isinstance(provider, AuthoritativeCounter):
@@ -295,6 +366,7 @@ class GenerationActivities:
             request.history_source,
             request.message_ids,
             request.context,
+            request.turn_messages,
         )
         provider, model_name = self._providers.resolve(request.model)
         response = await _with_heartbeat(
@@ -303,6 +375,8 @@ class GenerationActivities:
                     model=model_name,
                     messages=messages,
                     max_output_tokens=request.max_output_tokens,
+                    tools=[t.spec for t in self._tools.require(request.tools)],
+                    tool_choice=request.tool_choice if request.tools else None,
                 )
             )
         )
@@ -311,8 +385,34 @@ class GenerationActivities:
             role="assistant",
             content=response.message.content,
         )
+        if output.tool_calls and (request.tool_choice == "none" or not request.tools):
+            # The model called tools it was told not to use: keep its text, drop the calls,
+            # so the turn still ends in an answer the Thread can accept.
+            _log.warning(
+                "provider.tool_calls.ignored",
+                generation_id=request.generation_id,
+                calls=len(output.tool_calls),
+            )
+            output = output.model_copy(
+                update={"content": [p for p in output.parts if p.kind != "tool-call"]}
+            )
         profile = self._catalog.resolve(request.model)
-        output_tokens = TokenCounter.for_encoding(profile.encoding).count_message(output)
+        counter = TokenCounter.for_encoding(profile.encoding)
+        output_tokens = counter.count_message(output)
+        turn_tokens = 0
+        if output.tool_calls:
+            # The tool-call message joins the turn; its results follow it there.
+            call_message = output.model_copy(
+                update={"id": f"gen:{request.generation_id}:turn:{request.turn_messages}"}
+            )
+            await self._generations.stage(
+                request.generation_id,
+                0,
+                turn_kind(request.turn_messages),
+                call_message,
+                thread_id=request.thread_id,
+            )
+            [turn_tokens] = content_tokens(counter, [call_message])
         result = InvokeModelResult(
             usage=Usage(
                 input_tokens=response.usage.input_tokens,
@@ -321,6 +421,7 @@ class GenerationActivities:
             finish_reason=response.finish_reason,
             output_tokens=output_tokens,
             tool_call_ids=[c.tool_call_id for c in output.tool_calls],
+            turn_tokens=turn_tokens,
         )
         await self._generations.stage(
             request.generation_id,
@@ -349,6 +450,7 @@ class GenerationActivities:
         history_source: HistorySource,
         message_ids: list[str],
         context: list[SelectedSource],
+        turn_messages: int = 0,
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
         user = await self._generations.get_staged(generation_id, 0, "user")
@@ -361,7 +463,17 @@ class GenerationActivities:
         leading = await self._leading_messages(
             generation_id, system.message if system else None, context
         )
-        return [*leading, *history, user.message]
+        turn = await self._turn_messages(generation_id, turn_messages)
+        return [*leading, *history, user.message, *turn]
+
+    async def _turn_messages(self, generation_id: str, count: int) -> list[Message]:
+        messages: list[Message] = []
+        for index in range(count):
+            staged = await self._generations.get_staged(generation_id, 0, turn_kind(index))
+            if staged is None:
+                raise ThreadError("not_found", "a staged tool-round message is missing")
+            messages.append(staged.message)
+        return messages
 
     async def _leading_messages(
         self, generation_id: str, system: Message | None, context: list[SelectedSource]
@@ -415,9 +527,10 @@ class GenerationActivities:
             user = await self._generations.get_staged(request.generation_id, 0, "user")
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
+            turn = await self._turn_messages(request.generation_id, request.turn_messages)
             commit = await self._threads.commit_managed_turn(
                 request.thread_id,
-                [user.message, output.message],
+                [user.message, *turn, output.message],
                 expected_head=request.expected_head,
                 owner=request.owner,
             )

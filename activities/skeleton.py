@@ -92,7 +92,7 @@ def content_tokens(counter: TokenCounter, messages: Sequence[Message]) -> list[i
     what a tokenizer sees in the message itself: text, tool-call names and arguments, media
     estimates.
     """
-    return [max(0, n - counter.tokens_per_message) for n in counter.count_messages(messages)]
+    return counter.count_messages(messages)
 
 
 def _group_spans(entries: Sequence[HistoryEntry]) -> list[tuple[int, int]]:

@@ -42,6 +42,7 @@ from crux.models import (
 from crux.prompts import Prompt, history, prompt
 from crux.runtime import Generation, Runtime
 from crux.thread import Thread, thread
+from crux.tools import Tool, tool
 from storage import (
     MessageEntry,
     RedactedEntry,
@@ -83,6 +84,7 @@ __all__ = [
     "ThreadError",
     "ThreadInUseError",
     "ThreadSnapshot",
+    "Tool",
     "ToolCallPart",
     "Usage",
     "VariantInfo",
@@ -95,5 +97,6 @@ __all__ = [
     "prompt",
     "summarizable",
     "thread",
+    "tool",
     "workflow_id_for",
 ]

@@ -17,6 +17,7 @@ from activities import GenerationActivities, ProviderRegistry
 from crux.config import Settings
 from crux.logs import get_logger
 from crux.prompts import Prompt, PromptRegistry
+from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate
 from workflows import ManagedGenerationWorkflow
@@ -61,6 +62,7 @@ def build_worker(
         activities=[
             activities.read_request,
             activities.count_request,
+            activities.run_tool,
             activities.invoke_model,
             activities.commit_turn,
         ],
@@ -77,6 +79,7 @@ async def worker_resources(
     pool: asyncpg.Pool | None = None,
     prompts: Iterable[Prompt] = (),
     catalog: ModelCatalog | None = None,
+    tools: Iterable[Tool] = (),
 ) -> AsyncGenerator[GenerationActivities]:
     """Open the pools and clients a worker needs and close them afterwards.
 
@@ -85,6 +88,7 @@ async def worker_resources(
         pool: An existing pool to use instead of opening one.
         prompts: Prompts that plain Temporal clients may name by id.
         catalog: Model capacity profiles (the default catalog when omitted).
+        tools: Tools the model may call; their handlers run on this worker.
     """
     own_pool = pool is None
     if pool is None:
@@ -101,6 +105,7 @@ async def worker_resources(
             providers=ProviderRegistry(settings, http),
             prompts=PromptRegistry(prompts),
             catalog=catalog or ModelCatalog.default(),
+            tools=ToolRegistry(tools),
         )
     finally:
         await http.aclose()
@@ -114,6 +119,7 @@ async def run_worker(
     client: Client | None = None,
     stop: asyncio.Event | None = None,
     prompts: Iterable[Prompt] = (),
+    tools: Iterable[Tool] = (),
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -122,10 +128,11 @@ async def run_worker(
         client: A connected client; one is connected from `settings` when omitted.
         stop: Set it to shut the worker down gracefully.
         prompts: Prompts that plain Temporal clients may name by id.
+        tools: Tools the model may call; their handlers run on this worker.
     """
     settings.require_database_url()
     client = client or await connect_client(settings)
-    async with worker_resources(settings, prompts=prompts) as activities:
+    async with worker_resources(settings, prompts=prompts, tools=tools) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
         _log.info(
             "worker.started",

@@ -9,9 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner import Contributor, RequestReceipt
+
+DEFAULT_MAX_TOOL_ROUNDS = 4
+"""Tool rounds a generation may take before the model must answer in text."""
 
 
 class WireModel(BaseModel):
@@ -85,6 +88,9 @@ class GenerationInput(WireModel):
         max_output_tokens: Output reserve override.
         contributors: Context contributors (ids, placements and ladders; token counts are
             filled in by the worker from the texts staged under `input_ref`).
+        tools: Names of tools registered on the worker that the model may call.
+        tool_choice: `auto`, `required` (first call only) or `none`.
+        max_tool_rounds: Tool rounds before a final answer is required.
     """
 
     generation_id: str
@@ -99,6 +105,9 @@ class GenerationInput(WireModel):
     input_budget: InputBudgetSpec | None = None
     max_output_tokens: int | None = None
     contributors: list[Contributor] = []
+    tools: list[str] = []
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=0, le=32)
 
 
 class Usage(WireModel):

@@ -15,6 +15,7 @@ from typing import Any
 from crux.context import ContextContributor
 from crux.errors import ConfigurationError
 from crux.models import HistorySpec, InputBudgetSpec
+from crux.tools import Tool
 
 DEFAULT_PROMPT_ID = "crux.default"
 
@@ -53,6 +54,7 @@ class Prompt:
         history: The request-history policy bound through `use`.
         input_budget: Definition-level input budget.
         contexts: Context contributors, in declaration order.
+        tools: Tools the model may call (registered on the worker by the same name).
     """
 
     id: str
@@ -62,6 +64,7 @@ class Prompt:
     history: HistorySpec = field(default_factory=HistorySpec)
     input_budget: InputBudgetSpec | None = None
     contexts: tuple[ContextContributor, ...] = ()
+    tools: tuple[Tool, ...] = ()
 
 
 def prompt(
@@ -100,6 +103,7 @@ def prompt(
     thread_id: str | None = None
     history = HistorySpec()
     contexts: list[ContextContributor] = []
+    tools: list[Tool] = []
     for entry in use:
         if isinstance(entry, HistorySpec):
             history = entry
@@ -107,6 +111,10 @@ def prompt(
             if any(c.id == entry.id for c in contexts):
                 raise ConfigurationError("two context contributors share one id")
             contexts.append(entry)
+        elif isinstance(entry, Tool):
+            if any(t.name == entry.name for t in tools):
+                raise ConfigurationError("two tools share one name")
+            tools.append(entry)
         elif isinstance(getattr(entry, "id", None), str) and hasattr(entry, "append"):
             thread_id = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
         else:
@@ -119,6 +127,7 @@ def prompt(
         history=history,
         input_budget=_budget(input_budget),
         contexts=tuple(contexts),
+        tools=tuple(tools),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 from temporalio.client import Client, WorkflowFailureError
@@ -35,6 +35,7 @@ from crux.errors import (
 )
 from crux.messages import Message
 from crux.models import (
+    DEFAULT_MAX_TOOL_ROUNDS,
     GenerationInput,
     GenerationResult,
     HistorySpec,
@@ -147,6 +148,8 @@ class Runtime:
         input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
         max_output_tokens: int | None = None,
         owner: str = "main",
+        tool_choice: Literal["auto", "required", "none"] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -163,6 +166,8 @@ class Runtime:
             input_budget: `{"optimize_at": ..., "max": ...}`; merged over the prompt's.
             max_output_tokens: Output reserve for this call.
             owner: The Thread owner whose head is read and advanced.
+            tool_choice: `auto`, `required` (first call) or `none` for the prompt's tools.
+            max_tool_rounds: Tool rounds before a text answer is required.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -212,6 +217,9 @@ class Runtime:
             input_budget=_merge_budget(prompt.input_budget, input_budget),
             max_output_tokens=max_output_tokens,
             contributors=[c.spec for c in prompt.contexts],
+            tools=[t.name for t in prompt.tools],
+            tool_choice=tool_choice,
+            max_tool_rounds=max_tool_rounds,
         )
         result = await self.run(request)
         return await self._hydrate(result)

@@ -16,6 +16,7 @@ from crux._worker import build_worker, worker_resources
 from crux.config import Settings
 from crux.prompts import Prompt
 from crux.runtime import Runtime
+from crux.tools import Tool
 
 T = TypeVar("T")
 
@@ -45,11 +46,12 @@ async def new_worker(
     *,
     prompts: Iterable[Prompt] = (),
     default_model: str = "offline:echo",
+    tools: Iterable[Tool] = (),
 ) -> AsyncGenerator[RunningWorker]:
     """Run a real worker on a unique task queue for the duration of the block."""
     task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
     settings = settings.model_copy(update={"task_queue": task_queue})
-    async with worker_resources(settings, pool=pool, prompts=prompts) as activities:
+    async with worker_resources(settings, pool=pool, prompts=prompts, tools=tools) as activities:
         worker = build_worker(client, task_queue=task_queue, activities=activities)
         async with worker:
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=default_model)

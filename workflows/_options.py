@@ -32,6 +32,17 @@ INVOKE_MODEL = ActivityConfig(
     ),
 )
 
+RUN_TOOL = ActivityConfig(
+    # Tool handlers are application code; their result is staged once, so a retry after a
+    # lost completion does not run the tool again.
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+    ),
+)
+
 COUNT_REQUEST = ActivityConfig(
     # One small provider call; a failure only means the estimate's verdict stands.
     start_to_close_timeout=timedelta(seconds=30),

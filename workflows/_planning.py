@@ -71,6 +71,8 @@ def build_plan_request(
     ceiling: int | None,
     previous_request_id: str | None,
     epoch: EpochFloors | None = None,
+    turn_tokens: int = 0,
+    turn_messages: int = 0,
 ) -> PlanRequest:
     """Assemble the planner input for one provider step.
 
@@ -82,6 +84,8 @@ def build_plan_request(
         ceiling: A stricter `max` after a provider's overflow rejection.
         previous_request_id: The request this one recovers from, if any.
         epoch: Epoch floors from the previous step of this generation.
+        turn_tokens: Content tokens of the tool-round messages already in this turn.
+        turn_messages: How many tool-round messages the turn holds.
     """
     budget = input_budget(request.input_budget)
     if ceiling is not None:
@@ -100,7 +104,9 @@ def build_plan_request(
         older_history=read.older_history,
         history_policy=history_policy(request.history),
         contributors=tuple(with_tokens(c, read.context_tokens) for c in request.contributors),
-        current_turn_tokens=read.current_turn_tokens,
+        current_turn_tokens=read.current_turn_tokens + turn_tokens,
+        current_turn_messages=1 + turn_messages,
+        tool_schema_tokens=read.tool_schema_tokens if request.tools else 0,
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
         epoch=epoch,

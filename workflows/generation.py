@@ -7,7 +7,7 @@ I/O, and every payload is ids, sizes and decisions. No message text enters histo
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_COUNT_REQUEST,
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_READ_REQUEST,
+        ACTIVITY_RUN_TOOL,
         CommitTurnInput,
         CommitTurnResult,
         CountRequestInput,
@@ -29,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         InvokeModelResult,
         ReadRequestInput,
         ReadRequestResult,
+        RunToolInput,
+        RunToolResult,
     )
     from crux.errors import ErrorType, RequestCompositionError
     from crux.models import (
@@ -101,6 +104,7 @@ class ManagedGenerationWorkflow:
                 input_ref=request.input_ref,
                 messages_ref=request.messages_ref,
                 history=request.history,
+                tools=request.tools,
                 context_source_ids=[
                     source
                     for contributor in request.contributors
@@ -117,22 +121,19 @@ class ManagedGenerationWorkflow:
 
         steps: list[StepRecord] = []
         inspections: list[RequestInspection] = []
-        attempt = 1
-        ceiling: int | None = None
-        previous_request_id: str | None = None
-        epoch: EpochFloors | None = None
+        progress = _TurnProgress()
         while True:
             self._set_stage("planning")
-            sealed = await self._plan(
-                request, read, profile, ceiling, previous_request_id, epoch, attempt
+            sealed = await self._plan(request, read, profile, progress)
+            self._set_stage(
+                "invoking", f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
             )
-            self._set_stage("invoking", f"attempt {attempt}: {sealed.input_tokens} input tokens")
             try:
                 invoked: InvokeModelResult = await workflow.execute_activity(
                     ACTIVITY_INVOKE_MODEL,
                     InvokeModelInput(
                         generation_id=request.generation_id,
-                        attempt=attempt,
+                        attempt=progress.attempt,
                         thread_id=request.thread_id,
                         owner=request.owner,
                         revision=read.revision,
@@ -141,55 +142,83 @@ class ManagedGenerationWorkflow:
                         message_ids=list(sealed.message_ids),
                         context=selected_sources(request.contributors, sealed),
                         max_output_tokens=sealed.max_output_tokens,
+                        tools=request.tools,
+                        tool_choice=progress.tool_choice(request),
+                        turn_messages=progress.turn_messages,
                     ),
                     result_type=InvokeModelResult,
                     **_options.with_summary(
-                        _options.INVOKE_MODEL, f"{request.model} attempt {attempt}"
+                        _options.INVOKE_MODEL, f"{request.model} attempt {progress.attempt}"
                     ),
                 )
             except ActivityError as error:
-                if _error_type(error) == ErrorType.CONTEXT_TOO_LONG and ceiling is None:
-                    ceiling = int(sealed.input_tokens * OVERFLOW_RECOVERY_FACTOR)
-                    previous_request_id = sealed.request_id
-                    # Reduced contributors never re-expand within the model epoch.
-                    epoch = sealed.epoch
-                    attempt += 1
+                if _error_type(error) == ErrorType.CONTEXT_TOO_LONG and progress.ceiling is None:
+                    progress.ceiling = int(sealed.input_tokens * OVERFLOW_RECOVERY_FACTOR)
+                    progress.next_step(sealed)
                     continue
                 raise
             inspections.append(sealed.inspection)
             steps.append(
                 StepRecord(
-                    attempt=attempt,
+                    attempt=progress.attempt,
                     request=sealed.receipt,
                     usage=invoked.usage,
                     finish_reason=invoked.finish_reason,
                     output_tokens=invoked.output_tokens,
                 )
             )
-            break
+            if not invoked.tool_call_ids or progress.rounds >= request.max_tool_rounds:
+                break
+            await self._run_tools(request, invoked, progress)
+            progress.next_step(sealed)
 
-        result = await self._commit(request, read, attempt, steps, inspections)
+        result = await self._commit(request, read, progress, steps, inspections)
         self._set_stage("completed")
         return result
+
+    async def _run_tools(
+        self, request: GenerationInput, invoked: InvokeModelResult, progress: _TurnProgress
+    ) -> None:
+        """Run each tool call of the staged assistant message as its own activity."""
+        call_turn_index = progress.turn_messages
+        progress.add_turn_message(invoked.turn_tokens)
+        for call_index, _ in enumerate(invoked.tool_call_ids):
+            self._set_stage("tools", f"round {progress.rounds + 1}: call {call_index + 1}")
+            ran: RunToolResult = await workflow.execute_activity(
+                ACTIVITY_RUN_TOOL,
+                RunToolInput(
+                    generation_id=request.generation_id,
+                    thread_id=request.thread_id,
+                    model=request.model,
+                    call_turn_index=call_turn_index,
+                    call_index=call_index,
+                    result_turn_index=progress.turn_messages,
+                ),
+                result_type=RunToolResult,
+                **_options.with_summary(_options.RUN_TOOL, f"tool call {call_index + 1}"),
+            )
+            progress.add_turn_message(ran.tokens)
+        progress.rounds += 1
 
     async def _plan(
         self,
         request: GenerationInput,
         read: ReadRequestResult,
         profile: Any,
-        ceiling: int | None,
-        previous_request_id: str | None,
-        epoch: EpochFloors | None,
-        attempt: int,
+        progress: _TurnProgress,
     ) -> SealedPlan:
+        ceiling = progress.ceiling
+        attempt = progress.attempt
         plan_request = build_plan_request(
             request_id=f"request_{workflow.uuid4().hex}",
             request=request,
             read=read,
             profile=profile,
             ceiling=ceiling,
-            previous_request_id=previous_request_id,
-            epoch=epoch,
+            previous_request_id=progress.previous_request_id,
+            epoch=progress.epoch,
+            turn_tokens=progress.turn_tokens,
+            turn_messages=progress.turn_messages,
         )
         try:
             return plan(plan_request)
@@ -198,6 +227,8 @@ class ManagedGenerationWorkflow:
         if (
             rejection.code == "REQUEST_TOO_LARGE"
             and ceiling is None
+            and progress.turn_messages == 0
+            and not request.tools
             and can_count_authoritatively(request, read)
             and needs_authoritative_count(plan_request)
             and workflow.patched(AUTHORITATIVE_COUNT_PATCH)
@@ -240,7 +271,7 @@ class ManagedGenerationWorkflow:
         self,
         request: GenerationInput,
         read: ReadRequestResult,
-        attempt: int,
+        progress: _TurnProgress,
         steps: list[StepRecord],
         inspections: list[RequestInspection],
     ) -> GenerationResult:
@@ -250,8 +281,9 @@ class ManagedGenerationWorkflow:
             thread_id=request.thread_id,
             owner=request.owner,
             expected_head=read.head,
-            accepted_attempt=attempt,
+            accepted_attempt=progress.attempt,
             history_source=read.history_source,
+            turn_messages=progress.turn_messages,
             steps=steps,
             inspections=inspections,
         )
@@ -291,6 +323,40 @@ class ManagedGenerationWorkflow:
         # unregistered attribute would fail the workflow task on a production cluster.
         if workflow.info().typed_search_attributes.get(STAGE) is not None:
             workflow.upsert_search_attributes([STAGE.value_set(stage)])  # pyright: ignore[reportUnknownMemberType]
+
+
+class _TurnProgress:
+    """Where the generation's provider loop stands (attempts, tool rounds, epoch)."""
+
+    def __init__(self) -> None:
+        self.attempt = 1
+        self.rounds = 0
+        self.turn_messages = 0
+        self.turn_tokens = 0
+        self.ceiling: int | None = None
+        self.previous_request_id: str | None = None
+        self.epoch: EpochFloors | None = None
+
+    def add_turn_message(self, tokens: int) -> None:
+        self.turn_messages += 1
+        self.turn_tokens += tokens
+
+    def next_step(self, sealed: SealedPlan) -> None:
+        # The next call is planned again and linked to this one; reduced contributors never
+        # re-expand within the model epoch.
+        self.previous_request_id = sealed.request_id
+        self.epoch = sealed.epoch
+        self.attempt += 1
+
+    def tool_choice(self, request: GenerationInput) -> Literal["auto", "required", "none"] | None:
+        if not request.tools:
+            return None
+        if self.rounds >= request.max_tool_rounds:
+            return "none"
+        if request.tool_choice == "required" and self.rounds > 0:
+            # Forcing a call on every round would never let the model answer.
+            return "auto"
+        return request.tool_choice
 
 
 def _error_type(error: ActivityError) -> str | None:
