@@ -93,7 +93,6 @@ def flatten(contributor: Contributor, order: int, fmt: MessageFormat) -> Ladder:
     primary_sources = _unit(base)
     owned = tuple(tool for source in primary_sources for tool in source.tools)
     tool_tokens = sum(tool.tokens for tool in owned)
-    framing_sources = primary_sources
     full_tokens = _size(primary_sources, tool_tokens, fmt)
     contributor_id = base.primary.id if isinstance(base, Prefer) else base.id
     rungs: list[Rung] = [
@@ -106,7 +105,9 @@ def flatten(contributor: Contributor, order: int, fmt: MessageFormat) -> Ladder:
             size = _size((alternative,), tool_tokens, fmt)
             rungs.append(Rung("authored", alternative.id, size, True, sent=(alternative.id,)))
             sources.append(alternative.id)
-    framing = sum(fmt.per_message for s in framing_sources if s.placement == "message")
+    # A summary or reference replaces the whole unit with one block: one message's framing
+    # when the unit is placed as messages, none inside the system message.
+    framing = fmt.per_message if any(s.placement == "message" for s in primary_sources) else 0
     start = 0
     priority = primary_sources[0].priority
     for layer in reversed(layers):
