@@ -16,9 +16,17 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+import crux
 from crux.errors import RequestCompositionError
 from crux.models import workflow_id_for
-from providers.loopback import CountReply, ErrorReply, LoopbackOpenAIServer, TextReply
+from providers.loopback import (
+    CountReply,
+    ErrorReply,
+    LoopbackOpenAIServer,
+    ScriptedToolCall,
+    TextReply,
+    tool_call_reply,
+)
 from tests.helpers import new_worker, settings_for
 from workflows import ManagedGenerationWorkflow
 
@@ -60,7 +68,8 @@ async def test_record_histories(
         "retried_provider_call": "r2",
         "context_overflow_then_too_large": "r3",
     }
-    async with new_worker(client, pool, settings) as worker:
+    echo_tool = crux.tool("echo", lambda arguments: arguments)
+    async with new_worker(client, pool, settings, tools=[echo_tool]) as worker:
         for generation_id in ("r1", "r2"):
             await worker.runtime.generate(
                 "hello", thread=thread_id, model="openai:gpt-4o-mini", generation_id=generation_id
@@ -80,7 +89,19 @@ async def test_record_histories(
             generation_id="r5",
             input_budget={"max": 64},
         )
+        openai_server.enqueue(
+            tool_call_reply(ScriptedToolCall(name="echo", arguments={"x": 1})),
+            TextReply(text="done"),
+        )
+        await worker.runtime.generate(
+            crux.prompt(id="tools", use=[echo_tool]),
+            input="use the tool",
+            thread=thread_id,
+            model="openai:gpt-4o-mini",
+            generation_id="r6",
+        )
     names["adhoc_offline"] = "r4"
+    names["tool_round"] = "r6"
     names["authoritative_count"] = "r5"
     HISTORIES.mkdir(parents=True, exist_ok=True)
     for name, generation_id in names.items():
