@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import asyncpg
+
 from crux.errors import ThreadError
 from crux.models import ThreadCommit
 from storage.threads._control import Control, decode_control, lock_control
@@ -35,11 +37,61 @@ FROM crux_threads c WHERE c.thread_id = $1
 FOR UPDATE OF c
 """
 
+_FAST_APPEND = """
+SELECT outcome, status, selected_head, parent, committed_at
+FROM crux_thread_fast_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+"""
+
 REMEMBER_TIP = """
 INSERT INTO crux_thread_leaves (thread_id, owner_id, branch_start, leaf)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (thread_id, owner_id, branch_start) DO UPDATE SET leaf = EXCLUDED.leaf
 """
+
+
+async def fast_append(
+    connection: Connection,
+    thread_id: str,
+    batch: Sequence[PreparedMessage],
+    *,
+    owner: str,
+    explicit_parent: bool,
+    parent_id: str | None,
+) -> ThreadCommit | None:
+    """Publish an ordinary new group in one round trip (its own transaction).
+
+    Returns:
+        The receipt, or `None` when the append needs the full path (first append, replay,
+        error, or a database without the function); nothing was written then.
+    """
+    ids = [item.id for item in batch]
+    try:
+        row = await connection.fetchrow(
+            _FAST_APPEND,
+            thread_id,
+            owner,
+            explicit_parent,
+            parent_id,
+            ids,
+            [item.role for item in batch],
+            [item.body_json for item in batch],
+            [item.identity for item in batch],
+            [item.tool_call_id for item in batch],
+            ["\x1f".join(item.tool_call_ids) for item in batch],
+            [item.has_media for item in batch],
+        )
+    except (asyncpg.UndefinedFunctionError, asyncpg.UndefinedTableError):
+        return None
+    if row is None or row["outcome"] != "published":
+        return None
+    return ThreadCommit(
+        status=row["status"],
+        message_ids=ids,
+        parent_id=row["parent"],
+        selected_head=row["selected_head"],
+        committed_at=row["committed_at"],
+        replayed=False,
+    )
 
 
 def check_writer(control: Control, owner: str) -> None:

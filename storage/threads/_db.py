@@ -87,6 +87,25 @@ async def write_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connect
 
 
 @asynccontextmanager
+async def single_statement(pool: Any, thread_id: str) -> AsyncGenerator[Connection]:
+    """A connection for one self-contained (autocommit) publishing statement.
+
+    Raises:
+        ThreadCommitError: As `write_transaction`.
+    """
+    try:
+        async with pool.acquire() as raw:
+            yield cast(Connection, raw)
+    except ThreadError:
+        raise
+    except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
+        raise ThreadCommitError(
+            "publication failed; history may or may not contain it (repeat the call)",
+            thread_id=thread_id,
+        ) from exc
+
+
+@asynccontextmanager
 async def read_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connection]:
     """A read-only REPEATABLE READ transaction: every statement sees one snapshot.
 

@@ -79,9 +79,9 @@ from crux.errors import ThreadError
 from crux.messages import JsonValue, Message, Part
 from crux.models import ThreadCommit
 from storage.threads import _erasure, _navigate, _owners
-from storage.threads._append import append_group, lock_for_append
+from storage.threads._append import append_group, fast_append, lock_for_append
 from storage.threads._control import EMPTY_REVISION, load_control
-from storage.threads._db import read_transaction, write_transaction
+from storage.threads._db import read_transaction, single_statement, write_transaction
 from storage.threads._history import build_history_view, load_stored_messages
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
@@ -174,6 +174,17 @@ class ThreadStore:
         if parent_id is not None:
             check_id(parent_id, "message", thread_id=thread_id)
         prepared = prepare_batch(batch, thread_id=thread_id)
+        async with single_statement(self._pool, thread_id) as connection:
+            receipt = await fast_append(
+                connection,
+                thread_id,
+                prepared,
+                owner=owner,
+                explicit_parent=explicit_parent,
+                parent_id=parent_id,
+            )
+        if receipt is not None:
+            return receipt
         async with write_transaction(self._pool, thread_id) as connection:
             control, found = await lock_for_append(
                 connection,

@@ -57,6 +57,7 @@ class Faults:
     def __init__(self) -> None:
         self.lose_connection_after_commit = False
         self.fail_statement_containing: str | None = None
+        self.lose_connection_after_statement_containing: str | None = None
 
 
 class _Transaction:
@@ -96,7 +97,12 @@ class _Connection:
 
     async def fetchrow(self, query: str, *args: Any) -> Any:
         self._check(query)
-        return await self._raw.fetchrow(query, *args)
+        result = await self._raw.fetchrow(query, *args)
+        marker = self._faults.lose_connection_after_statement_containing
+        if marker is not None and marker in query:
+            self._faults.lose_connection_after_statement_containing = None
+            raise asyncpg.ConnectionDoesNotExistError("connection lost after the statement")
+        return result
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         self._check(query)

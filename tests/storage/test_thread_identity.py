@@ -87,7 +87,9 @@ async def test_b33_lost_commit_acknowledgement_is_repaired_by_retry(pool: asyncp
     """Our equivalent of failed receipt finalisation: the connection drops after COMMIT."""
     faulty = FaultyPool(pool)
     store = ThreadStore(faulty)  # type: ignore[arg-type]
-    faulty.faults.lose_connection_after_commit = True
+    await store.append("t", user("u0"))
+    # The one-round-trip path commits inside its statement.
+    faulty.faults.lose_connection_after_statement_containing = "crux_thread_fast_append"
     with pytest.raises(ThreadCommitError) as caught:
         await store.append("t", user("u1"))
     assert caught.value.code == "commit_failed"
@@ -97,13 +99,27 @@ async def test_b33_lost_commit_acknowledgement_is_repaired_by_retry(pool: asyncp
     assert (await store.read("t")).head == "u1"
 
 
+async def test_b33_lost_commit_acknowledgement_on_the_transactional_path(
+    pool: asyncpg.Pool,
+) -> None:
+    faulty = FaultyPool(pool)
+    store = ThreadStore(faulty)  # type: ignore[arg-type]
+    faulty.faults.lose_connection_after_commit = True
+    with pytest.raises(ThreadCommitError):
+        await store.append("t", user("u1"))  # a first append takes the transactional path
+    retry = await store.append("t", user("u1"))
+    assert retry.status == "selected"
+    assert retry.replayed is True
+
+
 async def test_b33_failure_before_commit_publishes_on_retry(pool: asyncpg.Pool) -> None:
     faulty = FaultyPool(pool)
     store = ThreadStore(faulty)  # type: ignore[arg-type]
-    faulty.faults.fail_statement_containing = "UPDATE crux_threads"
+    await store.append("t", user("u0"))
+    faulty.faults.fail_statement_containing = "crux_thread_fast_append"
     with pytest.raises(ThreadCommitError):
         await store.append("t", user("u1"))
-    assert (await store.read("t")).entries == ()
+    assert ids(await store.read("t")) == ["u0"]
     retry = await store.append("t", user("u1"))
     assert retry.replayed is False
     assert retry.status == "selected"
