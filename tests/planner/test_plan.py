@@ -231,3 +231,25 @@ def test_colliding_ids_or_tools_are_invalid(contributors: tuple[Contributor, ...
     with pytest.raises(RequestCompositionError) as raised:
         plan(request(contributors=contributors))
     assert raised.value.code == "INVALID_COMPOSITION"
+
+
+def test_message_placed_sources_add_message_framing() -> None:
+    from planner import MessageFormat
+
+    fmt = MessageFormat(
+        per_message=5, per_tool_call=0, per_tool_result=0, tools_preamble=0, reply_priming=0
+    )
+    unit = summarizable(
+        context("a", tokens=100, placement="message"),
+        context("b", tokens=100, placement="message"),
+        id="ab",
+        summary_tokens=20,
+    )
+    full = plan(request(contributors=(unit,), message_format=fmt))
+    assert full.input_tokens == 200 + 2 * 5
+    summarised = plan(
+        request(contributors=(unit,), message_format=fmt, input_budget=InputBudget(max=100))
+    )
+    assert summarised.input_tokens == 20 + 5
+    in_system = plan(request(contributors=(context("s", tokens=100),), message_format=fmt))
+    assert in_system.input_tokens == 100 + 5  # the system message's own framing
