@@ -13,6 +13,7 @@ from crux.config import Settings
 from crux.context import context, droppable, prefer
 from crux.prompts import prompt
 from crux.runtime import Runtime
+from crux.tools import tool
 from storage import ThreadStore, create_pool, migrate_url
 
 DEMO_INPUT_BUDGET = 240
@@ -67,7 +68,17 @@ async def demo(
 ) -> int:
     """Run a multi-turn managed conversation on the embedded stack and print receipts."""
     turns = max(1, min(turns, len(DEMO_QUESTIONS)))
-    async with embedded_stack(settings, stack_dir=stack_dir) as stack:
+    weather = tool(
+        "get_weather",
+        _demo_weather,
+        description="Tomorrow's forecast for a city",
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    )
+    async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
         _banner(stack.ui_url, stack.settings)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
         thread_id = f"demo:{uuid.uuid4().hex[:8]}"
@@ -108,6 +119,23 @@ async def demo(
                         f" {adaptation.contributor_selected_tokens} tokens)"
                     )
             print()
+
+        forecast = await runtime.generate(
+            prompt(id="demo-weather", use=[weather], prompt=lambda value: str(value)),
+            input="Will it rain in Lisbon tomorrow?",
+            thread=thread_id,
+            generation_id=f"{thread_id}:weather",
+            tool_choice="required",
+        )
+        print("--- a tool round " + "-" * 60)
+        print(f"assistant : {forecast.text}")
+        print("commit receipt :", _json(forecast.thread_commit))
+        for step in forecast.steps:
+            print(
+                f"request receipt (attempt {step.attempt}, finish {step.finish_reason}):",
+                _json(step.request),
+            )
+        print()
 
         again = await runtime.generate(
             support,
@@ -173,6 +201,11 @@ async def db_migrate(settings: Settings) -> int:
     applied = await migrate_url(settings.require_database_url())
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none'}")
     return 0
+
+
+def _demo_weather(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A stand-in forecast so the demo runs offline."""
+    return {"city": arguments.get("city") or "Lisbon", "rain_probability": 0.1, "high_c": 23}
 
 
 def _json(value: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from crux._worker import run_worker
 from crux.config import Settings
 from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
+from crux.tools import Tool
 from storage import create_pool, migrate
 
 STACK_DATABASE = "crux"
@@ -58,7 +59,12 @@ async def _ensure_database(postgres: EmbeddedPostgres) -> str:
 
 @asynccontextmanager
 async def embedded_stack(
-    base: Settings, *, stack_dir: Path, ui: bool = True, with_worker: bool = True
+    base: Settings,
+    *,
+    stack_dir: Path,
+    ui: bool = True,
+    with_worker: bool = True,
+    tools: Iterable[Tool] = (),
 ) -> AsyncGenerator[EmbeddedStack]:
     """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
 
@@ -67,6 +73,7 @@ async def embedded_stack(
         stack_dir: Where PostgreSQL keeps its data between runs.
         ui: Serve the Temporal UI (on 8233 when that port is free).
         with_worker: Also run a Crux worker in this process.
+        tools: Tools registered on that worker.
     """
     postgres = await start_postgres(stack_dir / "pgdata")
     env: WorkflowEnvironment | None = None
@@ -91,7 +98,9 @@ async def embedded_stack(
             ui_url = "(Temporal UI on a free port; see the dev server's output)"
         pool = await create_pool(database_url)
         if with_worker:
-            worker_task = asyncio.create_task(run_worker(settings, client=env.client, stop=stop))
+            worker_task = asyncio.create_task(
+                run_worker(settings, client=env.client, stop=stop, tools=tools)
+            )
         yield EmbeddedStack(settings=settings, client=env.client, pool=pool, ui_url=ui_url)
     finally:
         stop.set()
