@@ -428,3 +428,53 @@ def test_a_budget_alone_never_authorises_loss(
         with pytest.raises(RequestCompositionError) as raised:
             plan(req)
         assert raised.value.code == "REQUEST_TOO_LARGE"
+
+
+@FAST
+@given(
+    transcripts(),
+    st.integers(1, 12),
+    st.sampled_from(["inline", "recent-only", "fail"]),
+    st.one_of(st.none(), st.integers(0, 12)),
+    st.integers(50, 9_000),
+)
+def test_managed_history_projects_whole_groups_and_names_its_needs(
+    items: tuple[HistoryItem, ...],
+    recent_messages: int,
+    on_miss: str,
+    summary_groups: int | None,
+    strict: int,
+) -> None:
+    from planner import HistorySummary, ManagedHistory, inline_preparations
+
+    starts = [i for i, item in enumerate(items) if i == 0 or item.group_id != items[i - 1].group_id]
+    summary = None
+    if summary_groups is not None and starts:
+        covers = starts[min(summary_groups, len(starts) - 1)]
+        summary = HistorySummary(artifact_id="hs", tokens=50, covers=covers)
+    policy = ManagedHistory(recent_messages=recent_messages, on_miss=on_miss, summary=summary)  # type: ignore[arg-type]
+    req = request(history=items, history_policy=policy, input_budget=InputBudget(max=strict))
+    failure: RequestCompositionError | None = None
+    sealed: SealedPlan | None = None
+    try:
+        sealed = plan(req)
+    except RequestCompositionError as error:
+        failure = error
+    if sealed is None:
+        assert failure is not None
+        assert failure.code in ("REQUEST_TOO_LARGE", "REPRESENTATION_UNAVAILABLE")
+        if inline_preparations(failure):
+            assert summary is None and on_miss == "inline"
+            assert failure.code == "REPRESENTATION_UNAVAILABLE"
+        return
+    assert sealed.input_tokens <= sealed.budget.max
+    ids = sealed.message_ids
+    assert ids == tuple(item.id for item in items)[len(items) - len(ids) :]
+    if ids:
+        assert ids[0] in {items[s].id for s in starts}
+    choice = {c.contributor: c for c in sealed.choices}.get("history")
+    if sealed.history_summary is not None:
+        assert choice is not None and choice.representation == "summary"
+        assert sealed.history_summary.artifact_id == "hs"
+    if choice is not None and choice.representation == "omitted":
+        assert on_miss == "recent-only"
