@@ -171,12 +171,26 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         flatten(contributor, order, fmt) for order, contributor in enumerate(request.contributors)
     ]
     policy = request.history_policy
+    older = request.older_history
+    scan = scan_history(request.history, has_older=older.count > 0, request_id=request.request_id)
+    projector = Projector(request.history, older, scan, fmt)
+    history_span: Span | None = None
+    managed: Managed | None = None
+    warnings: tuple[HistoryWarning, ...] = ()
+    ladders: list[Ladder] = []
+    if isinstance(policy, RecentHistory):
+        history_span, warnings = projector.recent(policy.messages, policy.tokens)
+    elif not isinstance(policy, ManagedHistory):
+        history_span = projector.full()
+
     measurement = request.measurement
     counted: int | None = None
-    # An authoritative count is only meaningful for a request with nothing to choose.
+    # An authoritative count is only meaningful for a request with nothing to choose, and
+    # only when every message it must send is listed (a count cannot cover an aggregate).
     if (
         request.counted_input_tokens is not None
-        and not isinstance(policy, ManagedHistory)
+        and history_span is not None
+        and not history_span.include_older
         and not any(ladder.elastic for ladder in flat)
     ):
         measurement = "exact"
@@ -187,24 +201,13 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         output_reserve=request.output_reserve,
         measurement=measurement,
     )
-    older = request.older_history
-    scan = scan_history(request.history, has_older=older.count > 0, request_id=request.request_id)
-    projector = Projector(request.history, older, scan, fmt)
-    history_span: Span | None = None
-    managed: Managed | None = None
-    warnings: tuple[HistoryWarning, ...] = ()
-    ladders: list[Ladder] = []
-    if isinstance(policy, RecentHistory):
-        history_span, warnings = projector.recent(policy.messages, policy.tokens)
-    elif isinstance(policy, ManagedHistory):
+    if isinstance(policy, ManagedHistory):
         built = _managed_ladder(policy, projector, budget)
         if built is None:
             history_span = projector.full()
         else:
             ladder, managed, warnings = built
             ladders.append(ladder)
-    else:
-        history_span = projector.full()
 
     required: list[Ladder] = []
     seen: set[str] = {HISTORY_ID} if managed else set()

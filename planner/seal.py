@@ -25,12 +25,14 @@ def needs_authoritative_count(request: PlanRequest) -> bool:
     """Whether an authoritative count could rescue a request the estimate rejects.
 
     True only for a request with nothing to choose (no elastic contributor, no managed
-    history) whose estimate exceeds the strict max. The runtime then counts the request with
-    the provider's counter and plans again with `counted_input_tokens` (exact measurement,
-    no safety margin).
+    history) whose estimate exceeds the strict max and whose messages are all listed (an
+    aggregate of older history cannot be counted by id, so it can never be rescued). The
+    runtime then counts the request with the provider's counter and plans again with
+    `counted_input_tokens` (exact measurement, no safety margin).
     """
     comp = compose(request.model_copy(update={"counted_input_tokens": None}))
-    return not comp.ladders and comp.fixed_tokens > comp.budget.max
+    complete = comp.history_span is not None and not comp.history_span.include_older
+    return complete and not comp.ladders and comp.fixed_tokens > comp.budget.max
 
 
 def _unavailable(comp: Composition) -> tuple[str, ...]:

@@ -138,6 +138,16 @@ def test_136_authoritative_count_is_needed_only_above_max_and_can_rescue() -> No
     assert raised.value.diagnostics["required_tokens"] == 9_000
 
 
+def test_136_a_count_cannot_rescue_history_it_does_not_list() -> None:
+    """An aggregate of older exact history is required but cannot be counted by id."""
+    older = HistoryAggregate(count=400, tokens=8_000, first_id="o0", last_id="o399")
+    big = request(history=turns(10, tokens=50), older_history=older)
+    assert not needs_authoritative_count(big)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(big.model_copy(update={"counted_input_tokens": 1_000}))
+    assert raised.value.code == "REQUEST_TOO_LARGE"
+
+
 def test_136_requests_with_policies_do_not_ask_for_a_whole_count() -> None:
     ladder = droppable(context("faq", tokens=9_000))
     assert not needs_authoritative_count(request(contributors=(ladder,)))
