@@ -72,10 +72,10 @@ class PlanRequest(FrozenModel):
         previous_request_id: The previous semantic call of the same loop.
         measurement: Counting confidence override (`exact` when counts are authoritative);
             `None` uses the profile's.
-        counted_input_tokens: An authoritative count of the request as it would be sent
-            with every contributor at its highest legal rung. Used only for requests with
-            no elastic contributors (see `needs_authoritative_count`); it switches the
-            measurement to `exact`.
+        counted_input_tokens: An authoritative count of the whole request as it would be
+            sent. Used only for requests with nothing to choose and no aggregated older
+            history to send (see `needs_authoritative_count`); it then replaces the
+            estimate and switches the measurement to `exact`.
         runtime_sources: Ids of tool sources only known at run time; `preview()` then
             cannot conclude `fits`.
         support_requests: Support calls (e.g. summaries) to link from the inspection.
