@@ -30,6 +30,7 @@ class Managed:
     spans: tuple[Span | None, ...]
     prefix_messages: int
     refresh_due: bool
+    through_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +148,14 @@ def _managed_ladder(
         kinds=tuple(rung.kind for rung in rungs),
         rungs=tuple(rungs),
     )
-    return ladder, Managed(policy, tuple(spans), prefix_messages, refresh_due), warnings
+    # The last message the summary should cover: just before the exact suffix.
+    suffix_start = projector.bounds[suffix.first_group]
+    if suffix_start > projector.prefix_items:
+        through_id: str | None = projector.items[suffix_start - 1].id
+    else:
+        through_id = older.last_id
+    facts = Managed(policy, tuple(spans), prefix_messages, refresh_due, through_id)
+    return ladder, facts, warnings
 
 
 def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Composition:

@@ -52,7 +52,12 @@ def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
     if managed.policy.on_miss != "inline":
         return ()
     return (
-        Preparation(contributor=HISTORY_ID, when="inline", prefix_messages=managed.prefix_messages),
+        Preparation(
+            contributor=HISTORY_ID,
+            when="inline",
+            prefix_messages=managed.prefix_messages,
+            through_id=managed.through_id,
+        ),
     )
 
 
@@ -196,6 +201,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                 contributor=HISTORY_ID,
                 when="after-response",
                 prefix_messages=managed.prefix_messages,
+                through_id=managed.through_id,
             ),
         )
         warnings.append(

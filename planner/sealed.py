@@ -45,13 +45,17 @@ class Preparation(FrozenModel):
         kind: Artifact kind.
         when: `inline` (before dispatch, then plan again) or `after-response` (maintenance
             after the commit; the current call does not wait).
-        prefix_messages: Conversational messages the summary should cover.
+        prefix_messages: Conversational messages the summary should cover, counted from
+            the start of the transcript after its leading system prefix.
+        through_id: Id of the last message it should cover (the one just before the exact
+            suffix), when known.
     """
 
     contributor: str
     kind: Literal["summary"] = "summary"
     when: Literal["inline", "after-response"]
     prefix_messages: int
+    through_id: str | None = None
 
 
 class HistorySummaryPlacement(FrozenModel):

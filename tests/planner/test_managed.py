@@ -80,6 +80,7 @@ def test_between_watermark_and_max_full_is_sent_and_maintenance_scheduled() -> N
     assert sealed.tier == "max"
     assert [p.when for p in sealed.preparations] == ["after-response"]
     assert sealed.preparations[0].prefix_messages == 16
+    assert sealed.preparations[0].through_id == "a7"
     assert "HISTORY_MAINTENANCE_SCHEDULED" in [w.code for w in sealed.receipt.warnings]
     prospective = preview(
         request(
@@ -104,7 +105,13 @@ def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
         )
     assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
     assert raised.value.diagnostics["preparations"] == [
-        {"contributor": "history", "kind": "summary", "when": "inline", "prefix_messages": 16}
+        {
+            "contributor": "history",
+            "kind": "summary",
+            "when": "inline",
+            "prefix_messages": 16,
+            "through_id": "a7",
+        }
     ]
     (need,) = inline_preparations(raised.value)
     assert (need.contributor, need.when, need.prefix_messages) == ("history", "inline", 16)
