@@ -49,6 +49,19 @@ SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY
 FROM path ORDER BY depth
 """
 
+# Head-first walk; with LIMIT only the newest positions are visited.
+_WALK = """
+WITH RECURSIVE walk AS (
+    SELECT message_id, parent_id, seq, depth, state, child_groups
+    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
+    UNION ALL
+    SELECT m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups
+    FROM walk w JOIN crux_thread_messages m
+      ON m.thread_id = $1 AND m.message_id = w.parent_id
+)
+SELECT * FROM walk LIMIT $3
+"""
+
 _SIBLINGS = """
 SELECT parent_id, message_id FROM crux_thread_messages
 WHERE thread_id = $1 AND seq = 0
@@ -166,6 +179,24 @@ def _entry(step: _Step, row: Row | None, variant: VariantInfo | None) -> ThreadE
     return MessageEntry(**fields)
 
 
+async def _newest_steps(
+    connection: Connection, thread_id: str, head: str, limit: int
+) -> list[_Step]:
+    """The newest part of the path, long enough to page `limit` messages of whole groups.
+
+    The walk stops early (PostgreSQL evaluates a recursive query only as far as its rows are
+    fetched), so the newest page of a long Thread costs about the size of the page. The
+    result is the whole path when it is short; otherwise the page starts after index 0.
+    """
+    budget = 2 * limit + 16
+    while True:
+        rows = await connection.fetch(_WALK, thread_id, head, budget)
+        steps = [_step(row) for row in sorted(rows, key=lambda row: row["depth"])]
+        if len(rows) < budget or steps[0].parent_id is None or page_start(steps, limit) > 0:
+            return steps
+        budget *= 4
+
+
 def _step(row: Row) -> _Step:
     return _Step(
         id=row["message_id"],
@@ -198,6 +229,8 @@ async def build_snapshot(
         rows = await connection.fetch(_FULL_PATH, thread_id, head)
         path = [_step(row) for row in rows]
         contents = {row["message_id"]: row for row in rows}
+    elif before is None:
+        path = await _newest_steps(connection, thread_id, head, limit)
     else:
         path = [
             _Step(

@@ -264,3 +264,30 @@ async def test_b23_replays_and_derived_writes_keep_the_revision(store: ThreadSto
     await store.append("t", [user("u1"), assistant("a1")])
     await store.store_token_counts("t", "enc", {"u1": 1, "a1": 2})
     assert await store.revision("t") == revision
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 17])
+async def test_b15_b16_paging_a_long_path_returns_every_group_once(
+    store: ThreadStore, limit: int
+) -> None:
+    sizes = [1, 3, 2, 30, 1, 2, *([1, 2, 3] * 12), 40]
+    for index, size in enumerate(sizes):
+        await store.append(
+            "t", [assistant(f"g{index}-{member}") for member in range(size)], after=None
+        )
+    everything = ids(await store.read("t"))
+    pages: list[list[str]] = []
+    before: str | None = None
+    while True:
+        page = await store.read("t", before=before, limit=limit)
+        assert page.head == everything[-1]
+        pages.append(ids(page))
+        groups = {entry_id.split("-")[0] for entry_id in ids(page)}
+        for group in groups:
+            # Pages never split a group.
+            assert sum(1 for i in ids(page) if i.startswith(f"{group}-")) == sizes[int(group[1:])]
+        if page.cursor is None:
+            break
+        assert page.cursor == ids(page)[0]
+        before = page.cursor
+    assert [entry for page in reversed(pages) for entry in page] == everything
