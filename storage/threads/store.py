@@ -5,7 +5,10 @@ heads, version). Every writer runs in one READ COMMITTED transaction that first 
 control row with `SELECT ... FOR UPDATE`, so publications on one Thread are linearised by
 PostgreSQL; readers use one read-only REPEATABLE READ transaction, so a read sees exactly one
 state. Nodes, receipts, remembered tips and the control change of one operation commit
-together or not at all.
+together or not at all. An ordinary new group is published in one round trip by the SQL
+function `crux_thread_fast_append` (migration 0004), which takes the same lock and answers
+"slow" without writing for anything unusual (first append, replay, error cases); the full
+transactional path then applies every rule.
 
 Deliberate differences from the reference semantics (section numbers of the semantics
 digest):
