@@ -7,7 +7,8 @@ assistant tool call, tool result, final assistant) plus 8 elastic context contri
 times `plan()` with the recent-suffix policy (the same job as trimming) and with exact
 history, and, on the same transcript, `langchain_core.messages.trim_messages` keeping the
 newest messages under the same token cap, once counting with tiktoken per call and once
-with precomputed per-message counts. It prints medians and the ratios anchor / planner.
+with precomputed per-message counts. It prints medians (and best runs) and the ratios
+anchor / planner, then times selection alone with 8, 100 and 1,000 elastic contributors.
 
 Token counts given to the planner are computed once with tiktoken before timing, as the
 runtime does when a message is stored.
