@@ -70,6 +70,13 @@ from planner.receipt import (
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
 from planner.seal import inline_preparations, inspect_plan, needs_authoritative_count, plan
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
+from planner.summaries import (
+    SUMMARY_CHUNK_TOKENS,
+    SUMMARY_CHUNK_UNITS,
+    SummaryChunk,
+    summary_calls,
+    summary_chunks,
+)
 
 __all__ = [
     "Adaptation",
@@ -118,10 +125,13 @@ __all__ = [
     "RequestInspection",
     "RequestReceipt",
     "SAFETY_MARGIN_PERCENT",
+    "SUMMARY_CHUNK_TOKENS",
+    "SUMMARY_CHUNK_UNITS",
     "SealedPlan",
     "Source",
     "SourceGroup",
     "Summarizable",
+    "SummaryChunk",
     "SupportRequestRecord",
     "Tool",
     "conservative_profile",
@@ -144,6 +154,8 @@ __all__ = [
     "preview",
     "source_ids",
     "summarizable",
+    "summary_calls",
+    "summary_chunks",
     "with_runtime_facts",
     "with_source_tokens",
 ]
