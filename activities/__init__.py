@@ -1,8 +1,9 @@
 """Thin Temporal activities over `providers/` and `storage/`."""
 
 from activities._errors import to_application_error
+from activities._inputs import user_message_id
 from activities._providers import ProviderRegistry
-from activities.generation import GenerationActivities, assistant_message_id, user_message_id
+from activities.generation import GenerationActivities, assistant_message_id
 
 __all__ = [
     "GenerationActivities",

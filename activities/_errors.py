@@ -7,7 +7,10 @@ rebuild a typed error without parsing messages. Nothing here carries content.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import ParamSpec, TypeVar
 
 import asyncpg
 from temporalio.exceptions import ApplicationError
@@ -26,6 +29,23 @@ from crux.errors import (
 
 # Contention and unknown outcomes are worth retrying: a repeat of the same call repairs.
 _RETRYABLE_THREAD_CODES = frozenset({"commit_failed"})
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def maps_errors(method: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+    """Decorate an activity so every exception leaves through `to_application_error`."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as error:
+            raise to_application_error(error) from error
+
+    return wrapper
 
 
 def to_application_error(error: BaseException) -> BaseException:

@@ -13,7 +13,9 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities._errors import to_application_error
+from activities._assembly import RequestAssembler, turn_kind
+from activities._errors import maps_errors
+from activities._inputs import InputStager
 from activities._providers import ProviderRegistry
 from activities.contracts import (
     ACTIVITY_COMMIT_TURN,
@@ -26,14 +28,12 @@ from activities.contracts import (
     CompactHistory,
     CountRequestInput,
     CountRequestResult,
-    HistorySource,
     InvokeModelInput,
     InvokeModelResult,
     ReadRequestInput,
     ReadRequestResult,
     RunToolInput,
     RunToolResult,
-    SelectedSource,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from crux.errors import ThreadError
@@ -51,16 +51,6 @@ _log = get_logger(__name__)
 
 # Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
 HEARTBEAT_INTERVAL_SECONDS = 5.0
-
-
-def turn_kind(index: int) -> str:
-    """Staging kind of the `index`-th tool-round message of a turn."""
-    return f"turn:{index:03d}"
-
-
-def user_message_id(generation_id: str) -> str:
-    """Deterministic id of a generation's rendered user message."""
-    return f"gen:{generation_id}:user"
 
 
 def assistant_message_id(generation_id: str) -> str:
@@ -96,46 +86,38 @@ class GenerationActivities:
         self._prompts = prompts
         self._catalog = catalog
         self._tools = tools or ToolRegistry()
+        self._assembler = RequestAssembler(threads, generations)
+        self._inputs = InputStager(generations, prompts)
 
     @activity.defn(name=ACTIVITY_READ_REQUEST)
+    @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
-        try:
-            return await self._read_request(request)
-        except Exception as error:
-            raise to_application_error(error) from error
+        return await self._read_request(request)
 
     @activity.defn(name=ACTIVITY_INVOKE_MODEL)
+    @maps_errors
     async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output."""
-        try:
-            return await self._invoke_model(request)
-        except Exception as error:
-            raise to_application_error(error) from error
+        return await self._invoke_model(request)
 
     @activity.defn(name=ACTIVITY_RUN_TOOL)
+    @maps_errors
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
-        try:
-            return await self._run_tool(request)
-        except Exception as error:
-            raise to_application_error(error) from error
+        return await self._run_tool(request)
 
     @activity.defn(name=ACTIVITY_COUNT_REQUEST)
+    @maps_errors
     async def count_request(self, request: CountRequestInput) -> CountRequestResult:
         """Ask the provider for an exact input count (`None` when it cannot count)."""
-        try:
-            return await self._count_request(request)
-        except Exception as error:
-            raise to_application_error(error) from error
+        return await self._count_request(request)
 
     @activity.defn(name=ACTIVITY_COMMIT_TURN)
+    @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""
-        try:
-            return await self._commit_turn(request)
-        except Exception as error:
-            raise to_application_error(error) from error
+        return await self._commit_turn(request)
 
     async def _read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         existing = await self._generations.find_result(request.generation_id)
@@ -143,7 +125,7 @@ class GenerationActivities:
             return ReadRequestResult(existing=existing.model_copy(update={"replayed": True}))
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
-        user, system = await self._stage_inputs(request)
+        user, system = await self._inputs.stage(request)
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         system_tokens = rest[0] if rest else 0
         context_tokens = await self._context_tokens(request, counter)
@@ -218,72 +200,11 @@ class GenerationActivities:
     ) -> dict[str, int]:
         if not request.context_source_ids:
             return {}
-        texts = await self._context_messages(request.generation_id, request.context_source_ids)
+        texts = await self._assembler.context_messages(
+            request.generation_id, request.context_source_ids
+        )
         counts = content_tokens(counter, texts)
         return dict(zip(request.context_source_ids, counts, strict=True))
-
-    async def _context_messages(self, input_ref: str, source_ids: list[str]) -> list[Message]:
-        messages: list[Message] = []
-        for source_id in source_ids:
-            staged = await self._generations.get_staged(input_ref, 0, f"context:{source_id}")
-            if staged is None:
-                raise ThreadError("not_found", "a staged context source is missing")
-            messages.append(staged.message)
-        return messages
-
-    async def _stage_inputs(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
-        generation_id = request.generation_id
-        if request.input_ref is not None:
-            staged_user = await self._generations.get_staged(request.input_ref, 0, "user")
-            if staged_user is None:
-                raise ThreadError("not_found", "staged input is missing")
-            staged_system = await self._generations.get_staged(request.input_ref, 0, "system")
-            if request.input_ref == generation_id:
-                return staged_user.message, staged_system.message if staged_system else None
-            # Input staged under another id: copy it under this generation, so every later
-            # stage (and a retried one) reads one place.
-            user = await self._generations.stage(
-                generation_id,
-                0,
-                "user",
-                staged_user.message.model_copy(update={"id": user_message_id(generation_id)}),
-                thread_id=request.thread_id,
-            )
-            system = None
-            if staged_system is not None:
-                copied = await self._generations.stage(
-                    generation_id, 0, "system", staged_system.message, thread_id=request.thread_id
-                )
-                system = copied.message
-            for source_id in request.context_source_ids:
-                staged = await self._generations.get_staged(
-                    request.input_ref, 0, f"context:{source_id}"
-                )
-                if staged is None:
-                    raise ThreadError("not_found", "a staged context source is missing")
-                await self._generations.stage(
-                    generation_id, 0, f"context:{source_id}", staged.message,
-                    thread_id=request.thread_id,
-                )  # fmt: skip
-            return user.message, system
-        prompt = self._prompts.get(request.prompt_id)
-        rendered = Message(
-            id=user_message_id(generation_id), role="user", content=prompt.render(request.input)
-        )
-        user = await self._generations.stage(
-            generation_id, 0, "user", rendered, thread_id=request.thread_id
-        )
-        system: Message | None = None
-        if prompt.system:
-            staged = await self._generations.stage(
-                generation_id,
-                0,
-                "system",
-                Message(role="system", content=prompt.system),
-                thread_id=request.thread_id,
-            )
-            system = staged.message
-        return user.message, system
 
     async def _run_tool(self, request: RunToolInput) -> RunToolResult:
         result_kind = turn_kind(request.result_turn_index)
@@ -333,7 +254,7 @@ class GenerationActivities:
         provider, model_name = self._providers.resolve(request.model)
         if not isinstance(provider, AuthoritativeCounter):
             return CountRequestResult()
-        messages = await self._request_messages(
+        messages = await self._assembler.request_messages(
             request.generation_id,
             request.thread_id,
             request.history_source,
@@ -360,7 +281,7 @@ class GenerationActivities:
             await self._threads.validate_revision(
                 request.thread_id, request.revision, owner=request.owner
             )
-        messages = await self._request_messages(
+        messages = await self._assembler.request_messages(
             request.generation_id,
             request.thread_id,
             request.history_source,
@@ -443,72 +364,6 @@ class GenerationActivities:
         )
         return result
 
-    async def _request_messages(
-        self,
-        generation_id: str,
-        thread_id: str | None,
-        history_source: HistorySource,
-        message_ids: list[str],
-        context: list[SelectedSource],
-        turn_messages: int = 0,
-    ) -> list[Message]:
-        """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
-        user = await self._generations.get_staged(generation_id, 0, "user")
-        if user is None:
-            raise ThreadError("not_found", "staged input is missing")
-        system = await self._generations.get_staged(generation_id, 0, "system")
-        history = await self._history_messages(
-            generation_id, thread_id, history_source, message_ids
-        )
-        leading = await self._leading_messages(
-            generation_id, system.message if system else None, context
-        )
-        turn = await self._turn_messages(generation_id, turn_messages)
-        return [*leading, *history, user.message, *turn]
-
-    async def _turn_messages(self, generation_id: str, count: int) -> list[Message]:
-        messages: list[Message] = []
-        for index in range(count):
-            staged = await self._generations.get_staged(generation_id, 0, turn_kind(index))
-            if staged is None:
-                raise ThreadError("not_found", "a staged tool-round message is missing")
-            messages.append(staged.message)
-        return messages
-
-    async def _leading_messages(
-        self, generation_id: str, system: Message | None, context: list[SelectedSource]
-    ) -> list[Message]:
-        """System instructions with the planned context blocks, then context messages."""
-        texts = await self._context_messages(generation_id, [s.id for s in context])
-        blocks = [system.text] if system is not None and system.text else []
-        own_messages: list[Message] = []
-        for selected, staged in zip(context, texts, strict=True):
-            if selected.placement == "system":
-                blocks.append(staged.text)
-            else:
-                own_messages.append(Message(role="system", content=staged.text))
-        head = [Message(role="system", content="\n\n".join(blocks))] if blocks else []
-        return [*head, *own_messages]
-
-    async def _history_messages(
-        self,
-        generation_id: str,
-        thread_id: str | None,
-        history_source: HistorySource,
-        message_ids: list[str],
-    ) -> list[Message]:
-        if not message_ids:
-            return []
-        if history_source == "thread" and thread_id:
-            return await self._threads.load_messages(thread_id, message_ids)
-        if history_source == "caller-messages":
-            caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
-            if caller is None:
-                raise ThreadError("not_found", "staged call-site messages are missing")
-            by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}
-            return [by_id[i] for i in message_ids]
-        return []
-
     async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         existing = await self._generations.find_result(request.generation_id)
         if existing is not None:
@@ -527,7 +382,7 @@ class GenerationActivities:
             user = await self._generations.get_staged(request.generation_id, 0, "user")
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
-            turn = await self._turn_messages(request.generation_id, request.turn_messages)
+            turn = await self._assembler.turn_messages(request.generation_id, request.turn_messages)
             commit = await self._threads.commit_managed_turn(
                 request.thread_id,
                 [user.message, *turn, output.message],

@@ -7,7 +7,7 @@ I/O, and every payload is ids, sizes and decisions. No message text enters histo
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         workflow_id_for,
     )
     from planner import (
-        EpochFloors,
         RequestInspection,
         SealedPlan,
         needs_authoritative_count,
@@ -57,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         selected_sources,
         source_ids,
     )
+    from workflows._progress import TurnProgress
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -121,7 +121,7 @@ class ManagedGenerationWorkflow:
 
         steps: list[StepRecord] = []
         inspections: list[RequestInspection] = []
-        progress = _TurnProgress()
+        progress = TurnProgress()
         while True:
             self._set_stage("planning")
             sealed = await self._plan(request, read, profile, progress)
@@ -177,7 +177,7 @@ class ManagedGenerationWorkflow:
         return result
 
     async def _run_tools(
-        self, request: GenerationInput, invoked: InvokeModelResult, progress: _TurnProgress
+        self, request: GenerationInput, invoked: InvokeModelResult, progress: TurnProgress
     ) -> None:
         """Run each tool call of the staged assistant message as its own activity."""
         call_turn_index = progress.turn_messages
@@ -205,7 +205,7 @@ class ManagedGenerationWorkflow:
         request: GenerationInput,
         read: ReadRequestResult,
         profile: Any,
-        progress: _TurnProgress,
+        progress: TurnProgress,
     ) -> SealedPlan:
         ceiling = progress.ceiling
         attempt = progress.attempt
@@ -271,7 +271,7 @@ class ManagedGenerationWorkflow:
         self,
         request: GenerationInput,
         read: ReadRequestResult,
-        progress: _TurnProgress,
+        progress: TurnProgress,
         steps: list[StepRecord],
         inspections: list[RequestInspection],
     ) -> GenerationResult:
@@ -323,40 +323,6 @@ class ManagedGenerationWorkflow:
         # unregistered attribute would fail the workflow task on a production cluster.
         if workflow.info().typed_search_attributes.get(STAGE) is not None:
             workflow.upsert_search_attributes([STAGE.value_set(stage)])  # pyright: ignore[reportUnknownMemberType]
-
-
-class _TurnProgress:
-    """Where the generation's provider loop stands (attempts, tool rounds, epoch)."""
-
-    def __init__(self) -> None:
-        self.attempt = 1
-        self.rounds = 0
-        self.turn_messages = 0
-        self.turn_tokens = 0
-        self.ceiling: int | None = None
-        self.previous_request_id: str | None = None
-        self.epoch: EpochFloors | None = None
-
-    def add_turn_message(self, tokens: int) -> None:
-        self.turn_messages += 1
-        self.turn_tokens += tokens
-
-    def next_step(self, sealed: SealedPlan) -> None:
-        # The next call is planned again and linked to this one; reduced contributors never
-        # re-expand within the model epoch.
-        self.previous_request_id = sealed.request_id
-        self.epoch = sealed.epoch
-        self.attempt += 1
-
-    def tool_choice(self, request: GenerationInput) -> Literal["auto", "required", "none"] | None:
-        if not request.tools:
-            return None
-        if self.rounds >= request.max_tool_rounds:
-            return "none"
-        if request.tool_choice == "required" and self.rounds > 0:
-            # Forcing a call on every round would never let the model answer.
-            return "auto"
-        return request.tool_choice
 
 
 def _error_type(error: ActivityError) -> str | None:

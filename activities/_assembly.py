@@ -1,0 +1,107 @@
+"""Rebuild the provider-facing messages of a sealed plan from PostgreSQL.
+
+Every attempt, count and commit reads the same staged rows by the same keys, so a retried
+activity sends exactly what the plan measured.
+"""
+
+from __future__ import annotations
+
+from activities.contracts import HistorySource, SelectedSource
+from crux.errors import ThreadError
+from crux.messages import Message
+from storage import GenerationStore, ThreadStore
+
+
+def turn_kind(index: int) -> str:
+    """Staging kind of the `index`-th tool-round message of a turn."""
+    return f"turn:{index:03d}"
+
+
+class RequestAssembler:
+    """Loads staged inputs, context sources, Thread messages and tool rounds.
+
+    Args:
+        threads: The canonical Thread store.
+        generations: Generation staging.
+    """
+
+    def __init__(self, threads: ThreadStore, generations: GenerationStore) -> None:
+        self._threads = threads
+        self._generations = generations
+
+    async def context_messages(self, input_ref: str, source_ids: list[str]) -> list[Message]:
+        """The staged context sources, as messages, in the order asked."""
+        messages: list[Message] = []
+        for source_id in source_ids:
+            staged = await self._generations.get_staged(input_ref, 0, f"context:{source_id}")
+            if staged is None:
+                raise ThreadError("not_found", "a staged context source is missing")
+            messages.append(staged.message)
+        return messages
+
+    async def request_messages(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        message_ids: list[str],
+        context: list[SelectedSource],
+        turn_messages: int = 0,
+    ) -> list[Message]:
+        """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
+        user = await self._generations.get_staged(generation_id, 0, "user")
+        if user is None:
+            raise ThreadError("not_found", "staged input is missing")
+        system = await self._generations.get_staged(generation_id, 0, "system")
+        history = await self._history_messages(
+            generation_id, thread_id, history_source, message_ids
+        )
+        leading = await self._leading_messages(
+            generation_id, system.message if system else None, context
+        )
+        turn = await self.turn_messages(generation_id, turn_messages)
+        return [*leading, *history, user.message, *turn]
+
+    async def turn_messages(self, generation_id: str, count: int) -> list[Message]:
+        """The first `count` tool-round messages staged for the turn."""
+        messages: list[Message] = []
+        for index in range(count):
+            staged = await self._generations.get_staged(generation_id, 0, turn_kind(index))
+            if staged is None:
+                raise ThreadError("not_found", "a staged tool-round message is missing")
+            messages.append(staged.message)
+        return messages
+
+    async def _leading_messages(
+        self, generation_id: str, system: Message | None, context: list[SelectedSource]
+    ) -> list[Message]:
+        """System instructions with the planned context blocks, then context messages."""
+        texts = await self.context_messages(generation_id, [s.id for s in context])
+        blocks = [system.text] if system is not None and system.text else []
+        own_messages: list[Message] = []
+        for selected, staged in zip(context, texts, strict=True):
+            if selected.placement == "system":
+                blocks.append(staged.text)
+            else:
+                own_messages.append(Message(role="system", content=staged.text))
+        head = [Message(role="system", content="\n\n".join(blocks))] if blocks else []
+        return [*head, *own_messages]
+
+    async def _history_messages(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        message_ids: list[str],
+    ) -> list[Message]:
+        if not message_ids:
+            return []
+        if history_source == "thread" and thread_id:
+            return await self._threads.load_messages(thread_id, message_ids)
+        if history_source == "caller-messages":
+            caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
+            if caller is None:
+                raise ThreadError("not_found", "staged call-site messages are missing")
+            by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}
+            return [by_id[i] for i in message_ids]
+        return []

@@ -1,0 +1,87 @@
+"""Stage a generation's inputs once: the rendered user turn, system text, context sources.
+
+Rendering happens here (for prompts registered on the worker) or on the caller's side (the
+facade stages under `input_ref`); either way every later stage reads the rows keyed by the
+generation id, so retries see the same text.
+"""
+
+from __future__ import annotations
+
+from activities.contracts import ReadRequestInput
+from crux.errors import ThreadError
+from crux.messages import Message
+from crux.prompts import PromptRegistry
+from storage import GenerationStore
+
+
+def user_message_id(generation_id: str) -> str:
+    """Deterministic id of a generation's rendered user message."""
+    return f"gen:{generation_id}:user"
+
+
+class InputStager:
+    """Stages the inputs of a generation.
+
+    Args:
+        generations: Generation staging.
+        prompts: Prompts that plain Temporal clients may name.
+    """
+
+    def __init__(self, generations: GenerationStore, prompts: PromptRegistry) -> None:
+        self._generations = generations
+        self._prompts = prompts
+
+    async def stage(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
+        """Stage (or find) the rendered user turn and system text under the generation."""
+        generation_id = request.generation_id
+        if request.input_ref is not None:
+            staged_user = await self._generations.get_staged(request.input_ref, 0, "user")
+            if staged_user is None:
+                raise ThreadError("not_found", "staged input is missing")
+            staged_system = await self._generations.get_staged(request.input_ref, 0, "system")
+            if request.input_ref == generation_id:
+                return staged_user.message, staged_system.message if staged_system else None
+            # Input staged under another id: copy it under this generation, so every later
+            # stage (and a retried one) reads one place.
+            user = await self._generations.stage(
+                generation_id,
+                0,
+                "user",
+                staged_user.message.model_copy(update={"id": user_message_id(generation_id)}),
+                thread_id=request.thread_id,
+            )
+            system = None
+            if staged_system is not None:
+                copied = await self._generations.stage(
+                    generation_id, 0, "system", staged_system.message, thread_id=request.thread_id
+                )
+                system = copied.message
+            for source_id in request.context_source_ids:
+                staged = await self._generations.get_staged(
+                    request.input_ref, 0, f"context:{source_id}"
+                )
+                if staged is None:
+                    raise ThreadError("not_found", "a staged context source is missing")
+                await self._generations.stage(
+                    generation_id, 0, f"context:{source_id}", staged.message,
+                    thread_id=request.thread_id,
+                )  # fmt: skip
+            return user.message, system
+        prompt = self._prompts.get(request.prompt_id)
+        rendered = Message(
+            id=user_message_id(generation_id), role="user", content=prompt.render(request.input)
+        )
+        user = await self._generations.stage(
+            generation_id, 0, "user", rendered, thread_id=request.thread_id
+        )
+        system: Message | None = None
+        if prompt.system:
+            staged = await self._generations.stage(
+                generation_id,
+                0,
+                "system",
+                Message(role="system", content=prompt.system),
+                thread_id=request.thread_id,
+            )
+            system = staged.message
+        return user.message, system

@@ -1,0 +1,45 @@
+"""Where a generation's provider loop stands: attempts, tool rounds, epoch, ceiling."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from crux.models import GenerationInput
+from planner import EpochFloors, SealedPlan
+
+
+class TurnProgress:
+    """Where the generation's provider loop stands (attempts, tool rounds, epoch)."""
+
+    def __init__(self) -> None:
+        self.attempt = 1
+        self.rounds = 0
+        self.turn_messages = 0
+        self.turn_tokens = 0
+        self.ceiling: int | None = None
+        self.previous_request_id: str | None = None
+        self.epoch: EpochFloors | None = None
+
+    def add_turn_message(self, tokens: int) -> None:
+        """Count one more tool-round message of `tokens` content tokens in the turn."""
+        self.turn_messages += 1
+        self.turn_tokens += tokens
+
+    def next_step(self, sealed: SealedPlan) -> None:
+        """Move to the next provider call, linked to the one `sealed` describes."""
+        # The next call is planned again and linked to this one; reduced contributors never
+        # re-expand within the model epoch.
+        self.previous_request_id = sealed.request_id
+        self.epoch = sealed.epoch
+        self.attempt += 1
+
+    def tool_choice(self, request: GenerationInput) -> Literal["auto", "required", "none"] | None:
+        """The tool choice for the next call."""
+        if not request.tools:
+            return None
+        if self.rounds >= request.max_tool_rounds:
+            return "none"
+        if request.tool_choice == "required" and self.rounds > 0:
+            # Forcing a call on every round would never let the model answer.
+            return "auto"
+        return request.tool_choice
