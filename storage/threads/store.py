@@ -52,6 +52,9 @@ digest):
 - Non-`main` owners must be registered open to publish or navigate (`invalid_message`
   otherwise); any owner may read. `release_owner` removes a registration, which deletion
   requires (2.11's "delete the Sessions first").
+- Cancelling `append` / `commit_managed_turn` while the publication is in flight does not
+  abandon it: the call waits for the commit's outcome, then raises `CancelledError`
+  (2.13 item 7: a commit in flight is not cancelled by a time budget).
 - Operations on a Thread that was never written: `edit`, `select`, `redact` and removal fail
   `not_found`; `read` returns the empty snapshot; `delete` creates a deleted marker.
 - Each node carries a branch counter (`child_groups`, the number of groups published right
@@ -73,6 +76,7 @@ digest):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -89,7 +93,13 @@ from storage.threads._history import build_history_view, load_stored_messages
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
-from storage.threads._validate import MAIN_OWNER, check_id, normalise_id_set, prepare_batch
+from storage.threads._validate import (
+    MAIN_OWNER,
+    PreparedMessage,
+    check_id,
+    normalise_id_set,
+    prepare_batch,
+)
 
 OwnerState = Literal["open", "closed"]
 
@@ -158,6 +168,8 @@ class ThreadStore:
         Raises:
             ThreadError: As `append`.
             ThreadCommitError: The outcome is unknown; repeat the same call.
+            asyncio.CancelledError: Cancelled; raised only after a publication that had begun
+                finished (successfully or not).
         """
         return await self._publish(
             thread_id, list(messages), owner=owner, explicit_parent=True, parent_id=expected_head
@@ -177,6 +189,34 @@ class ThreadStore:
         if parent_id is not None:
             check_id(parent_id, "message", thread_id=thread_id)
         prepared = prepare_batch(batch, thread_id=thread_id)
+        publication = asyncio.ensure_future(
+            self._publish_prepared(
+                thread_id,
+                prepared,
+                owner=owner,
+                explicit_parent=explicit_parent,
+                parent_id=parent_id,
+            )
+        )
+        try:
+            return await asyncio.shield(publication)
+        except asyncio.CancelledError:
+            # A commit that has begun is not abandoned: wait for its outcome before
+            # honouring the cancellation, so no write continues unobserved.
+            await asyncio.wait({publication})
+            if not publication.cancelled():
+                publication.exception()  # retrieved here; the caller sees the cancellation
+            raise
+
+    async def _publish_prepared(
+        self,
+        thread_id: str,
+        prepared: list[PreparedMessage],
+        *,
+        owner: str,
+        explicit_parent: bool,
+        parent_id: str | None,
+    ) -> ThreadCommit:
         async with single_statement(self._pool, thread_id) as connection:
             receipt = await fast_append(
                 connection,

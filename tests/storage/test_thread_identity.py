@@ -159,3 +159,25 @@ async def test_b34_appends_queued_behind_a_lock_see_the_publication_they_waited_
     first, second = await asyncio.gather(*queued)
     assert sorted([first.replayed, second.replayed]) == [False, True]
     assert (await store.read("t")).head == "a1"
+
+
+async def test_cancelling_a_commit_in_flight_waits_for_its_outcome(
+    store: ThreadStore, pool: asyncpg.Pool
+) -> None:
+    """A publication that began is finished before the cancellation is honoured."""
+    await store.append("t", user("u0"))
+    async with pool.acquire() as blocker:
+        transaction = blocker.transaction()
+        await transaction.start()
+        await blocker.execute("SELECT 1 FROM crux_threads WHERE thread_id = 't' FOR UPDATE")
+        pending = asyncio.ensure_future(
+            store.commit_managed_turn("t", [user("u1"), assistant("a1")], expected_head="u0")
+        )
+        await asyncio.sleep(0.1)
+        pending.cancel()
+        await asyncio.sleep(0.1)
+        assert not pending.done()
+        await transaction.commit()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    assert ids(await store.read("t")) == ["u0", "u1", "a1"]
