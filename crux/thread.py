@@ -24,7 +24,20 @@ from pydantic import ValidationError
 from crux.errors import ThreadError
 from crux.messages import JsonValue, Message, Part
 from crux.models import ThreadCommit
-from storage.threads import MAIN_OWNER, HistoryView, ThreadSnapshot, ThreadStore, validate_id
+from storage.threads import (
+    EMPTY_REVISION,
+    MAIN_OWNER,
+    HistoryEntry,
+    HistoryView,
+    MessageEntry,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    ThreadStore,
+    VariantInfo,
+    validate_id,
+)
 
 MessageInput = Message | Mapping[str, Any]
 """A canonical message, or a mapping with the same fields."""
@@ -140,4 +153,19 @@ def thread(*, id: str, storage: ThreadStore | asyncpg.Pool | None = None) -> Thr
     return Thread(id=id, store=ThreadStore(storage))
 
 
-__all__ = ["MessageInput", "Thread", "thread"]
+__all__ = [
+    "EMPTY_REVISION",
+    "HistoryEntry",
+    "HistoryView",
+    "MessageEntry",
+    "MessageInput",
+    "RedactedEntry",
+    "RemovedEntry",
+    "Thread",
+    "ThreadCommit",
+    "ThreadEntry",
+    "ThreadSnapshot",
+    "ThreadStore",
+    "VariantInfo",
+    "thread",
+]
