@@ -51,7 +51,8 @@ digest):
   exactly as 2.2's concurrency law says.
 - Non-`main` owners must be registered open to publish or navigate (`invalid_message`
   otherwise); any owner may read. `release_owner` removes a registration, which deletion
-  requires (2.11's "delete the Sessions first").
+  requires (2.11's "delete the Sessions first"). Messages only that owner could reach stay
+  stored and keep counting as siblings (1.1's reachability is not re-evaluated).
 - Cancelling `append` / `commit_managed_turn` while the publication is in flight does not
   abandon it: the call waits for the commit's outcome, then raises `CancelledError`
   (2.13 item 7: a commit in flight is not cancelled by a time budget).
