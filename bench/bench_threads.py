@@ -111,7 +111,8 @@ async def _bench_appends(store: ThreadStore, pool: asyncpg.Pool) -> tuple[float,
 
 
 async def _latencies(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
-    for _ in range(10):
+    # Warm every pooled connection: statements are prepared once per connection.
+    for _ in range(3 * (WRITERS + 4)):
         await call()
     samples: list[float] = []
     for _ in range(READS):
