@@ -31,8 +31,8 @@ digest):
   (behaviour 68) cannot happen, and redaction never reports unfinished cleanup. It also
   deletes the message's token counts, every derived artifact whose sources overlap the
   redacted ids, and the generation staging rows that overlap them or stage a copy of a
-  redacted message (2.9, 9.6). When every
-  member of a group is redacted its receipt loses its commit time too.
+  redacted message (2.9, 9.6). When every member of a group is redacted its receipt
+  loses its commit time too.
 - Media are carried by URL (remote locators or inline `data:` URLs stored in the message
   body); there is no separate asset store. Redaction and deletion erase the stored body, so
   they always reach the bytes; `unsupported_capability` for a missing asset store
