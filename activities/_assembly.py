@@ -7,9 +7,10 @@ activity sends exactly what the plan measured.
 from __future__ import annotations
 
 from activities.contracts import HistorySource, SelectedSource
+from activities.summaries import render_summary
 from crux.errors import ThreadError
 from crux.messages import Message
-from storage import GenerationStore, ThreadStore
+from storage import GenerationStore, SummaryStore, ThreadStore
 
 
 def turn_kind(index: int) -> str:
@@ -18,16 +19,20 @@ def turn_kind(index: int) -> str:
 
 
 class RequestAssembler:
-    """Loads staged inputs, context sources, Thread messages and tool rounds.
+    """Loads staged inputs, context sources, Thread messages, summaries and tool rounds.
 
     Args:
         threads: The canonical Thread store.
         generations: Generation staging.
+        summaries: Summary artifacts.
     """
 
-    def __init__(self, threads: ThreadStore, generations: GenerationStore) -> None:
+    def __init__(
+        self, threads: ThreadStore, generations: GenerationStore, summaries: SummaryStore
+    ) -> None:
         self._threads = threads
         self._generations = generations
+        self._summaries = summaries
 
     async def context_messages(self, input_ref: str, source_ids: list[str]) -> list[Message]:
         """The staged context sources, as messages, in the order asked."""
@@ -47,6 +52,8 @@ class RequestAssembler:
         message_ids: list[str],
         context: list[SelectedSource],
         turn_messages: int = 0,
+        *,
+        summary: tuple[str | None, int] = (None, 0),
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
         user = await self._generations.get_staged(generation_id, 0, "user")
@@ -56,6 +63,13 @@ class RequestAssembler:
         history = await self._history_messages(
             generation_id, thread_id, history_source, message_ids
         )
+        artifact_id, position = summary
+        if artifact_id is not None and thread_id is not None:
+            artifact = await self._summaries.get(thread_id, artifact_id)
+            if artifact is None:
+                # Erased (a covered message was redacted) after the plan was sealed.
+                raise ThreadError("identity_conflict", "the planned summary no longer exists")
+            history.insert(position, render_summary(artifact.text))
         leading = await self._leading_messages(
             generation_id, system.message if system else None, context
         )

@@ -6,8 +6,15 @@ from collections.abc import Sequence
 from typing import Literal
 
 from crux.messages import Role
-from crux.models import GenerationResult, HistorySpec, StepRecord, Usage, WireModel
-from planner import HistoryAggregate, HistoryItem, RequestInspection
+from crux.models import (
+    GenerationResult,
+    HistorySpec,
+    StepRecord,
+    SummaryStrategy,
+    Usage,
+    WireModel,
+)
+from planner import HistoryAggregate, HistoryItem, HistorySummary, RequestInspection
 
 HistorySource = Literal["thread", "caller-messages", "none"]
 
@@ -133,6 +140,8 @@ class ReadRequestResult(WireModel):
     older_history: HistoryAggregate = HistoryAggregate()
     system_tokens: int = 0
     current_turn_tokens: int = 0
+    summary: HistorySummary | None = None
+    """The best stored summary of a prefix of the path (managed history only)."""
     counting_confidence: Literal["exact", "estimated", "conservative"] = "estimated"
     encoding: str = ""
     counted_messages: int = 0
@@ -154,6 +163,10 @@ class InvokeModelInput(WireModel):
     model: str
     message_ids: list[str] = []
     context: list[SelectedSource] = []
+    summary_artifact_id: str | None = None
+    """Managed history: the summary sent in place of the older turns."""
+    summary_position: int = 0
+    """Where the summary goes among the history messages (after the system prefix)."""
     max_output_tokens: int | None = None
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None
@@ -191,6 +204,36 @@ class RunToolResult(WireModel):
 
     tokens: int
     failed: bool = False
+
+
+class PrepareSummaryInput(WireModel):
+    """Prepare (or find) the summary of a Thread prefix.
+
+    Attributes:
+        thread_id: The Thread.
+        owner: Whose selected path the prefix lies on.
+        through_id: Last message the summary covers.
+        strategy: `adaptive`, `regenerate`, `rolling` or `hierarchical`.
+        model: Support model (`provider:model`).
+        counting_model: The response model, whose tokenizer sizes the summary.
+        generation_id: The generation that asked (receipts link to it).
+    """
+
+    thread_id: str
+    owner: str = "main"
+    through_id: str
+    strategy: SummaryStrategy = "adaptive"
+    model: str
+    counting_model: str
+    generation_id: str | None = None
+
+
+class PrepareSummaryResult(WireModel):
+    """The prepared artifact, content-free."""
+
+    summary: HistorySummary
+    support_calls: int = 0
+    reused: bool = False
 
 
 class CountRequestInput(WireModel):
@@ -238,3 +281,4 @@ ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
 ACTIVITY_COMMIT_TURN = "crux.commit_turn"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
+ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"

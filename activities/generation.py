@@ -21,6 +21,7 @@ from activities.contracts import (
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
+    ACTIVITY_PREPARE_SUMMARY,
     ACTIVITY_READ_REQUEST,
     ACTIVITY_RUN_TOOL,
     CommitTurnInput,
@@ -30,21 +31,24 @@ from activities.contracts import (
     CountRequestResult,
     InvokeModelInput,
     InvokeModelResult,
+    PrepareSummaryInput,
+    PrepareSummaryResult,
     ReadRequestInput,
     ReadRequestResult,
     RunToolInput,
     RunToolResult,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from activities.summaries import SummaryPreparer
 from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
 from crux.tools import ToolRegistry
-from planner import ModelCatalog
+from planner import HistorySummary, ModelCatalog
 from providers import AuthoritativeCounter, ChatRequest, TokenCounter
-from storage import GenerationStore, ThreadStore
+from storage import GenerationStore, SummaryStore, ThreadStore
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -68,6 +72,7 @@ class GenerationActivities:
         prompts: Prompts plain Temporal clients may name.
         catalog: Model capacity profiles.
         tools: Tools the model may call, run here as their own activities.
+        summaries: Summary artifacts for managed history.
     """
 
     def __init__(
@@ -79,6 +84,7 @@ class GenerationActivities:
         prompts: PromptRegistry,
         catalog: ModelCatalog,
         tools: ToolRegistry | None = None,
+        summaries: SummaryStore | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -86,7 +92,9 @@ class GenerationActivities:
         self._prompts = prompts
         self._catalog = catalog
         self._tools = tools or ToolRegistry()
-        self._assembler = RequestAssembler(threads, generations)
+        self._summaries = summaries or SummaryStore(threads.pool)
+        self._assembler = RequestAssembler(threads, generations, self._summaries)
+        self._preparer = SummaryPreparer(threads, self._summaries, generations, providers, catalog)
         self._inputs = InputStager(generations, prompts)
 
     @activity.defn(name=ACTIVITY_READ_REQUEST)
@@ -106,6 +114,12 @@ class GenerationActivities:
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
         return await self._run_tool(request)
+
+    @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
+    @maps_errors
+    async def prepare_summary(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
+        """Prepare (or find) the summary artifact of a Thread prefix."""
+        return await self._preparer.prepare(request)
 
     @activity.defn(name=ACTIVITY_COUNT_REQUEST)
     @maps_errors
@@ -180,8 +194,24 @@ class GenerationActivities:
             ceiling=request.max_input_tokens,
             store_counts=True,
         )
+        summary = None
+        if request.history.kind == "managed":
+            found = await self._summaries.best(
+                request.thread_id,
+                [entry.id for entry in skeleton.view.messages],
+                strategy=request.history.strategy,
+                model=request.history.summary_model or request.model,
+            )
+            if found is not None:
+                summary = HistorySummary(
+                    artifact_id=found.artifact_id,
+                    tokens=found.tokens,
+                    covers=found.covers,
+                    support_request_ids=tuple(found.support_request_ids),
+                )
         return ReadRequestResult(
             history_source="thread",
+            summary=summary,
             revision=skeleton.view.revision,
             head=skeleton.view.head,
             history=CompactHistory.from_items(skeleton.history),
@@ -288,6 +318,7 @@ class GenerationActivities:
             request.message_ids,
             request.context,
             request.turn_messages,
+            summary=(request.summary_artifact_id, request.summary_position),
         )
         provider, model_name = self._providers.resolve(request.model)
         response = await _with_heartbeat(

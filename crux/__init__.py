@@ -39,7 +39,7 @@ from crux.models import (
     Usage,
     workflow_id_for,
 )
-from crux.prompts import Prompt, history, prompt
+from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import Generation, Runtime
 from crux.thread import Thread, thread
 from crux.tools import Tool, tool
@@ -96,6 +96,7 @@ __all__ = [
     "prefer",
     "prompt",
     "summarizable",
+    "summarize",
     "thread",
     "tool",
     "workflow_id_for",

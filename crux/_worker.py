@@ -20,7 +20,7 @@ from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate
-from workflows import ManagedGenerationWorkflow
+from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 _log = get_logger(__name__)
 
@@ -58,11 +58,12 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[ManagedGenerationWorkflow],
+        workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
         activities=[
             activities.read_request,
             activities.count_request,
             activities.run_tool,
+            activities.prepare_summary,
             activities.invoke_model,
             activities.commit_turn,
         ],

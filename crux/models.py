@@ -52,19 +52,31 @@ class InputBudgetSpec(WireModel):
     max: int | None = None
 
 
+SummaryStrategy = Literal["adaptive", "regenerate", "rolling", "hierarchical"]
+OnMiss = Literal["inline", "recent-only", "fail"]
+
+
 class HistorySpec(WireModel):
     """The request-history policy on the wire.
 
     Attributes:
-        kind: `exact` (the whole selected path, required) or `recent` (a causal-group-safe
-            exact suffix bounded by `messages` and/or `tokens`).
-        messages: Most messages to keep for `recent`.
-        tokens: Most history tokens to keep for `recent`.
+        kind: `exact` (the whole selected path, required), `recent` (a causal-group-safe
+            exact suffix bounded by `messages` and/or `tokens`) or `managed` (a derived
+            summary of older turns plus an exact recent suffix).
+        messages: Message cap of the exact suffix.
+        tokens: Token cap of the exact suffix.
+        on_miss: Managed only: `inline`, `recent-only` or `fail` when no summary is ready.
+        strategy: Managed only: how summaries are prepared.
+        summary_model: Managed only: the support model (`provider:model`); the response
+            model when `None`.
     """
 
-    kind: Literal["exact", "recent"] = "exact"
+    kind: Literal["exact", "recent", "managed"] = "exact"
     messages: int | None = None
     tokens: int | None = None
+    on_miss: OnMiss = "inline"
+    strategy: SummaryStrategy = "adaptive"
+    summary_model: str | None = None
 
 
 class GenerationInput(WireModel):

@@ -14,7 +14,7 @@ from typing import Any
 
 from crux.context import ContextContributor
 from crux.errors import ConfigurationError
-from crux.models import HistorySpec, InputBudgetSpec
+from crux.models import HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.tools import Tool
 
 DEFAULT_PROMPT_ID = "crux.default"
@@ -171,18 +171,73 @@ class PromptRegistry:
 
 
 class _HistoryPolicies:
-    """Request-history policies: `history.recent(...)` and `history.exact()`."""
+    """Request-history policies: `history(...)`, `history.recent(...)`, `history.exact()`."""
 
-    def recent(self, *, messages: int | None = None, tokens: int | None = None) -> HistorySpec:
+    def __call__(
+        self,
+        *,
+        recent: int | Mapping[str, int] | None = None,
+        summary: Mapping[str, Any] | None = None,
+        on_miss: str = "inline",
+    ) -> HistorySpec:
+        """Managed history: a derived summary of older turns plus an exact recent suffix.
+
+        Args:
+            recent: A message cap, or `{"messages": ..., "tokens": ...}`; `None` derives the
+                suffix from the request's strict maximum.
+            summary: `{"model": "provider:model", "strategy": summarize.adaptive()}`; both
+                optional (the response model and `adaptive` by default).
+            on_miss: `inline`, `recent-only` or `fail`.
+
+        Raises:
+            ConfigurationError: A cap, strategy or miss policy is invalid.
+        """
+        messages: int | None
+        tokens: int | None
+        if recent is None:
+            messages, tokens = None, None
+        elif isinstance(recent, Mapping):
+            unknown = set(recent) - {"messages", "tokens"}
+            if unknown:
+                raise ConfigurationError("recent accepts only messages and tokens")
+            messages, tokens = recent.get("messages"), recent.get("tokens")
+        else:
+            messages, tokens = recent, None
+        _check_caps(messages, tokens, required=recent is not None)
+        if on_miss not in ("inline", "recent-only", "fail"):
+            raise ConfigurationError("on_miss must be 'inline', 'recent-only' or 'fail'")
+        options = dict(summary or {})
+        unknown = set(options) - {"model", "strategy"}
+        if unknown:
+            raise ConfigurationError("summary accepts only model and strategy")
+        strategy = options.get("strategy", "adaptive")
+        if strategy not in ("adaptive", "regenerate", "rolling", "hierarchical"):
+            raise ConfigurationError("unknown summary strategy")
+        model = options.get("model")
+        if model is not None and (not isinstance(model, str) or ":" not in model):
+            raise ConfigurationError("the summary model is a 'provider:model' id")
+        return HistorySpec(
+            kind="managed",
+            messages=messages,
+            tokens=tokens,
+            on_miss=on_miss,
+            strategy=strategy,
+            summary_model=model,
+        )
+
+    def recent(
+        self, limit: int | None = None, *, messages: int | None = None, tokens: int | None = None
+    ) -> HistorySpec:
         """A causal-group-safe exact suffix bounded by message count and/or tokens.
 
         Raises:
-            ConfigurationError: A bound is not a positive integer.
+            ConfigurationError: A bound is not a positive integer, or none is given.
         """
-        for name, bound in (("messages", messages), ("tokens", tokens)):
-            valid = isinstance(bound, int) and not isinstance(bound, bool) and bound > 0
-            if bound is not None and not valid:
-                raise ConfigurationError(f"history.recent {name} must be a positive integer")
+        if limit is not None:
+            if messages is not None:
+                raise ConfigurationError("give the message cap once")
+            messages = limit
+        _check_caps(messages, tokens, required=True)
         return HistorySpec(kind="recent", messages=messages, tokens=tokens)
 
     def exact(self) -> HistorySpec:
@@ -190,5 +245,38 @@ class _HistoryPolicies:
         return HistorySpec()
 
 
+def _check_caps(messages: object, tokens: object, *, required: bool) -> None:
+    for name, bound in (("messages", messages), ("tokens", tokens)):
+        valid = isinstance(bound, int) and not isinstance(bound, bool) and bound > 0
+        if bound is not None and not valid:
+            raise ConfigurationError(f"history {name} cap must be a positive integer")
+    if required and messages is None and tokens is None:
+        raise ConfigurationError("history.recent needs a messages or tokens cap")
+
+
 history = _HistoryPolicies()
-"""Request-history policies (`history.recent(messages=12, tokens=8_000)`)."""
+"""Request-history policies (`history.recent(messages=12, tokens=8_000)`, `history()`)."""
+
+
+class _SummaryStrategies:
+    """Summary strategies for managed history (`summarize.adaptive()`, ...)."""
+
+    def adaptive(self) -> SummaryStrategy:
+        """One call for a short prefix, hierarchical for a long one (the default)."""
+        return "adaptive"
+
+    def regenerate(self) -> SummaryStrategy:
+        """Summarise the whole prefix in one call each time (least drift)."""
+        return "regenerate"
+
+    def rolling(self) -> SummaryStrategy:
+        """Extend the previous summary with the newer range, chunk by chunk."""
+        return "rolling"
+
+    def hierarchical(self) -> SummaryStrategy:
+        """Summarise chunks, then summarise the summaries (prefixes too large for one call)."""
+        return "hierarchical"
+
+
+summarize = _SummaryStrategies()
+"""Summary strategies for `history(summary={"strategy": ...})`."""

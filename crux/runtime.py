@@ -47,10 +47,10 @@ from crux.models import (
 )
 from crux.prompts import Prompt
 from crux.prompts import prompt as define_prompt
-from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
+from planner import HistorySummary, ModelCatalog, Preview, RequestInspection, RequestReceipt
 from planner import preview as plan_preview
 from providers import TokenCounter
-from storage import GenerationStore, ThreadStore
+from storage import GenerationStore, SummaryStore, ThreadStore
 from workflows._planning import build_plan_request, max_input_tokens
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
@@ -361,8 +361,21 @@ class Runtime:
             skeleton = await thread_skeleton(
                 self._threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=False
             )
+            summary = None
+            if request.history.kind == "managed":
+                found = await SummaryStore(self._pool).best(
+                    thread_id,
+                    [entry.id for entry in skeleton.view.messages],
+                    strategy=request.history.strategy,
+                    model=request.history.summary_model or model_id,
+                )
+                if found is not None:
+                    summary = HistorySummary(
+                        artifact_id=found.artifact_id, tokens=found.tokens, covers=found.covers
+                    )
             read = read.model_copy(
                 update={
+                    "summary": summary,
                     "history_source": "thread",
                     "revision": skeleton.view.revision,
                     "head": skeleton.view.head,

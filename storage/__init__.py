@@ -3,6 +3,7 @@
 from storage._pool import create_pool
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
+from storage.summaries import SummaryArtifact, SummaryStore, summary_artifact_id
 from storage.threads import (
     EMPTY_REVISION,
     HistoryEntry,
@@ -27,6 +28,8 @@ __all__ = [
     "RedactedEntry",
     "RemovedEntry",
     "StagedMessage",
+    "SummaryArtifact",
+    "SummaryStore",
     "ThreadEntry",
     "ThreadSnapshot",
     "ThreadStore",
@@ -35,4 +38,5 @@ __all__ = [
     "create_pool",
     "migrate",
     "migrate_url",
+    "summary_artifact_id",
 ]

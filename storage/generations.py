@@ -195,6 +195,19 @@ class GenerationStore:
             stored: Any = await connection.fetchval(_FIND_RESULT, result.generation_id)
         return GenerationResult.model_validate(stored)
 
+    async def record_support_request(
+        self,
+        request_id: str,
+        *,
+        generation_id: str | None,
+        thread_id: str | None,
+        receipt: dict[str, Any],
+    ) -> None:
+        """Record a support call's content-free receipt (linked from inspections)."""
+        await self._pool.execute(
+            _RECORD_RECEIPT, request_id, generation_id, thread_id, receipt, None
+        )
+
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Return `(receipt, inspection)` JSON for a request id.
 

@@ -41,6 +41,7 @@ WORKFLOW_ALLOWED_PREFIXES = (
     "activities.contracts",
     "workflows",
     "__future__",
+    "contextlib",
     "datetime",
     "typing",
     "collections",

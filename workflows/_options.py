@@ -43,6 +43,17 @@ RUN_TOOL = ActivityConfig(
     ),
 )
 
+PREPARE_SUMMARY = ActivityConfig(
+    # Several support calls for a long prefix (hierarchical); the artifact is written once,
+    # so a retry after a lost completion finds it instead of paying again.
+    start_to_close_timeout=timedelta(minutes=15),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=5,
+    ),
+)
+
 COUNT_REQUEST = ActivityConfig(
     # One small provider call; a failure only means the estimate's verdict stands.
     start_to_close_timeout=timedelta(seconds=30),

@@ -15,7 +15,9 @@ from planner import (
     Droppable,
     EpochFloors,
     ExactHistory,
+    HistorySummary,
     InputBudget,
+    ManagedHistory,
     ModelCatalog,
     ModelProfile,
     Offloadable,
@@ -47,10 +49,19 @@ def input_budget(spec: InputBudgetSpec | None) -> InputBudget | None:
     return InputBudget(optimize_at=spec.optimize_at, max=spec.max)
 
 
-def history_policy(spec: HistorySpec) -> ExactHistory | RecentHistory:
-    """The planner's history policy for a wire policy."""
+def history_policy(
+    spec: HistorySpec, summary: HistorySummary | None = None
+) -> ExactHistory | RecentHistory | ManagedHistory:
+    """The planner's history policy for a wire policy (with the stored summary, if any)."""
     if spec.kind == "recent":
         return RecentHistory(messages=spec.messages, tokens=spec.tokens)
+    if spec.kind == "managed":
+        return ManagedHistory(
+            recent_messages=spec.messages,
+            recent_tokens=spec.tokens,
+            on_miss=spec.on_miss,
+            summary=summary,
+        )
     return ExactHistory()
 
 
@@ -102,7 +113,7 @@ def build_plan_request(
         system_tokens=read.system_tokens,
         history=read.history.items(),
         older_history=read.older_history,
-        history_policy=history_policy(request.history),
+        history_policy=history_policy(request.history, read.summary),
         contributors=tuple(with_tokens(c, read.context_tokens) for c in request.contributors),
         current_turn_tokens=read.current_turn_tokens + turn_tokens,
         current_turn_messages=1 + turn_messages,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from crux.models import GenerationInput
-from planner import EpochFloors, SealedPlan
+from planner import EpochFloors, HistorySummary, Preparation, SealedPlan
 
 
 class TurnProgress:
@@ -19,6 +19,8 @@ class TurnProgress:
         self.ceiling: int | None = None
         self.previous_request_id: str | None = None
         self.epoch: EpochFloors | None = None
+        self.summary: HistorySummary | None = None
+        self.maintenance: tuple[Preparation, ...] = ()
 
     def add_turn_message(self, tokens: int) -> None:
         """Count one more tool-round message of `tokens` content tokens in the turn."""

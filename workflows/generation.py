@@ -6,12 +6,14 @@ I/O, and every payload is ids, sizes and decisions. No message text enters histo
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
@@ -20,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
         ACTIVITY_INVOKE_MODEL,
+        ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
         ACTIVITY_RUN_TOOL,
         CommitTurnInput,
@@ -28,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         CountRequestResult,
         InvokeModelInput,
         InvokeModelResult,
+        PrepareSummaryInput,
+        PrepareSummaryResult,
         ReadRequestInput,
         ReadRequestResult,
         RunToolInput,
@@ -41,8 +46,11 @@ with workflow.unsafe.imports_passed_through():
         workflow_id_for,
     )
     from planner import (
+        HistorySummary,
+        Preparation,
         RequestInspection,
         SealedPlan,
+        inline_preparations,
         needs_authoritative_count,
         plan,
     )
@@ -57,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         source_ids,
     )
     from workflows._progress import TurnProgress
+    from workflows.summary import SummaryWorkflow, summary_workflow_id
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -141,6 +150,12 @@ class ManagedGenerationWorkflow:
                         model=request.model,
                         message_ids=list(sealed.message_ids),
                         context=selected_sources(request.contributors, sealed),
+                        summary_artifact_id=(
+                            sealed.history_summary.artifact_id if sealed.history_summary else None
+                        ),
+                        summary_position=(
+                            sealed.history_summary.position if sealed.history_summary else 0
+                        ),
                         max_output_tokens=sealed.max_output_tokens,
                         tools=request.tools,
                         tool_choice=progress.tool_choice(request),
@@ -173,6 +188,8 @@ class ManagedGenerationWorkflow:
             progress.next_step(sealed)
 
         result = await self._commit(request, read, progress, steps, inspections)
+        for need in progress.maintenance:
+            await self._prepare_summary(request, need, wait=False)
         self._set_stage("completed")
         return result
 
@@ -209,6 +226,8 @@ class ManagedGenerationWorkflow:
     ) -> SealedPlan:
         ceiling = progress.ceiling
         attempt = progress.attempt
+        if progress.summary is not None:
+            read = read.model_copy(update={"summary": progress.summary})
         plan_request = build_plan_request(
             request_id=f"request_{workflow.uuid4().hex}",
             request=request,
@@ -221,9 +240,15 @@ class ManagedGenerationWorkflow:
             turn_messages=progress.turn_messages,
         )
         try:
-            return plan(plan_request)
+            return self._sealed(plan(plan_request), progress)
         except RequestCompositionError as error:
             rejection = error
+        needs = inline_preparations(rejection)
+        if needs and request.thread_id is not None and progress.summary is None:
+            # Managed history needs a summary before this call can fit: prepare it (or join
+            # the preparation already running) and plan again.
+            progress.summary = await self._prepare_summary(request, needs[0], wait=True)
+            return await self._plan(request, read, profile, progress)
         if (
             rejection.code == "REQUEST_TOO_LARGE"
             and ceiling is None
@@ -254,7 +279,7 @@ class ManagedGenerationWorkflow:
                     update={"counted_input_tokens": counted.input_tokens}
                 )
                 try:
-                    return plan(exact)
+                    return self._sealed(plan(exact), progress)
                 except RequestCompositionError as error:
                     rejection = error
         self._set_stage("failed", rejection.code)
@@ -266,6 +291,54 @@ class ManagedGenerationWorkflow:
             type=ErrorType.REQUEST_COMPOSITION,
             non_retryable=True,
         ) from None
+
+    def _sealed(self, sealed: SealedPlan, progress: TurnProgress) -> SealedPlan:
+        progress.maintenance = tuple(p for p in sealed.preparations if p.when == "after-response")
+        return sealed
+
+    async def _prepare_summary(
+        self, request: GenerationInput, need: Preparation, *, wait: bool
+    ) -> HistorySummary | None:
+        """Run (`wait`) or start (maintenance) the summary workflow for one preparation."""
+        if request.thread_id is None or need.through_id is None:
+            return None
+        summary_input = PrepareSummaryInput(
+            thread_id=request.thread_id,
+            owner=request.owner,
+            through_id=need.through_id,
+            strategy=request.history.strategy,
+            model=request.history.summary_model or request.model,
+            counting_model=request.model,
+            generation_id=request.generation_id,
+        )
+        child_id = summary_workflow_id(summary_input)
+        if not wait:
+            self._set_stage("maintenance", "summary scheduled")
+            # Another generation may already have scheduled this artifact: that is enough.
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await workflow.start_child_workflow(
+                    SummaryWorkflow.run,
+                    summary_input,
+                    id=child_id,
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                )
+            return None
+        self._set_stage("summarising", "inline history summary")
+        try:
+            prepared = await workflow.execute_child_workflow(
+                SummaryWorkflow.run, summary_input, id=child_id
+            )
+            origin = "joined" if prepared.reused else "inline"
+        except WorkflowAlreadyStartedError:
+            # A preparation for the same prefix is running: join it through the artifact.
+            prepared = await workflow.execute_activity(
+                ACTIVITY_PREPARE_SUMMARY,
+                summary_input,
+                result_type=PrepareSummaryResult,
+                **_options.with_summary(_options.PREPARE_SUMMARY, "join summary"),
+            )
+            origin = "joined"
+        return prepared.summary.model_copy(update={"origin": origin})
 
     async def _commit(
         self,

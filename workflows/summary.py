@@ -1,0 +1,42 @@
+"""`SummaryWorkflow`: prepare one summary artifact of a Thread prefix.
+
+Started as a child of a generation, either waited on (inline preparation, the request needs
+it now) or abandoned (after-response maintenance). Its workflow id names the prefix, so
+concurrent requests for the same artifact coalesce on one run.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    # Passed through: pydantic models only, deterministic at import.
+    from activities.contracts import (
+        ACTIVITY_PREPARE_SUMMARY,
+        PrepareSummaryInput,
+        PrepareSummaryResult,
+    )
+    from workflows import _options
+
+
+def summary_workflow_id(request: PrepareSummaryInput) -> str:
+    """The workflow id of the preparation of one prefix summary."""
+    return (
+        f"crux/summary/{request.thread_id}/{request.through_id}/{request.strategy}/{request.model}"
+    )
+
+
+@workflow.defn(name="SummaryWorkflow")
+class SummaryWorkflow:
+    """Prepare (or find) the summary of a Thread prefix; text stays in PostgreSQL."""
+
+    @workflow.run
+    async def run(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
+        """Run the preparation activity and return the content-free artifact."""
+        workflow.set_current_details(f"summarising through {request.through_id}")
+        return await workflow.execute_activity(
+            ACTIVITY_PREPARE_SUMMARY,
+            request,
+            result_type=PrepareSummaryResult,
+            **_options.with_summary(_options.PREPARE_SUMMARY, f"summary {request.strategy}"),
+        )
