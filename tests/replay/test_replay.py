@@ -28,7 +28,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from tests.helpers import new_worker, settings_for
-from workflows import ManagedGenerationWorkflow
+from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
@@ -42,7 +42,8 @@ def _recorded() -> list[Path]:
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
     replayer = Replayer(
-        workflows=[ManagedGenerationWorkflow], data_converter=pydantic_data_converter
+        workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
+        data_converter=pydantic_data_converter,
     )
     await replayer.replay_workflow(history)
 
@@ -100,15 +101,32 @@ async def test_record_histories(
             model="openai:gpt-4o-mini",
             generation_id="r6",
         )
+        managed_thread = f"replay-managed:{uuid.uuid4().hex[:6]}"
+        for turn in range(6):
+            await worker.runtime.generate(
+                f"Logistics review item {turn}: carrier contracts, capacity and numbers {turn}.",
+                thread=managed_thread,
+                model="openai:gpt-4o-mini",
+                generation_id=f"m{turn}",
+            )
+        await worker.runtime.generate(
+            crux.prompt(id="managed", use=[crux.history(recent={"messages": 4})]),
+            input="What did we decide?",
+            thread=managed_thread,
+            model="openai:gpt-4o-mini",
+            generation_id="r7",
+            input_budget={"max": 250},
+        )
     names["adhoc_offline"] = "r4"
     names["tool_round"] = "r6"
     names["authoritative_count"] = "r5"
     HISTORIES.mkdir(parents=True, exist_ok=True)
+    names["managed_inline_summary"] = "r7"
     for name, generation_id in names.items():
         if (HISTORIES / f"{name}.json").exists():
             # Keep histories recorded by earlier versions: they prove compatibility.
             continue
-        tid = None if generation_id == "r4" else thread_id
+        tid = {"r4": None, "r7": managed_thread}.get(generation_id, thread_id)
         history = await client.get_workflow_handle(
             workflow_id_for(generation_id, tid)
         ).fetch_history()
