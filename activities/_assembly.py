@@ -54,6 +54,8 @@ class RequestAssembler:
         turn_messages: int = 0,
         *,
         summary: tuple[str | None, int] = (None, 0),
+        older_through_id: str | None = None,
+        owner: str = "main",
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
         user = await self._generations.get_staged(generation_id, 0, "user")
@@ -63,6 +65,11 @@ class RequestAssembler:
         history = await self._history_messages(
             generation_id, thread_id, history_source, message_ids
         )
+        if older_through_id is not None and thread_id is not None:
+            history = [
+                *await self._older(thread_id, owner, older_through_id),
+                *history,
+            ]
         artifact_id, position = summary
         if artifact_id is not None and thread_id is not None:
             artifact = await self._summaries.get(thread_id, artifact_id)
@@ -75,6 +82,14 @@ class RequestAssembler:
         )
         turn = await self.turn_messages(generation_id, turn_messages)
         return [*leading, *history, user.message, *turn]
+
+    async def _older(self, thread_id: str, owner: str, through_id: str) -> list[Message]:
+        # The revision was validated just before, so the path is the one the plan read.
+        view = await self._threads.read_history_view(thread_id, owner=owner)
+        ids = [entry.id for entry in view.messages]
+        if through_id not in ids:
+            raise ThreadError("identity_conflict", "the planned history is no longer on the path")
+        return await self._threads.load_messages(thread_id, ids[: ids.index(through_id) + 1])
 
     async def turn_messages(self, generation_id: str, count: int) -> list[Message]:
         """The first `count` tool-round messages staged for the turn."""

@@ -167,6 +167,8 @@ class InvokeModelInput(WireModel):
     """Managed history: the summary sent in place of the older turns."""
     summary_position: int = 0
     """Where the summary goes among the history messages (after the system prefix)."""
+    older_through_id: str | None = None
+    """Exact history whose older aggregate fits: send the path through this id as well."""
     max_output_tokens: int | None = None
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None

@@ -319,6 +319,8 @@ class GenerationActivities:
             request.context,
             request.turn_messages,
             summary=(request.summary_artifact_id, request.summary_position),
+            older_through_id=request.older_through_id,
+            owner=request.owner,
         )
         provider, model_name = self._providers.resolve(request.model)
         response = await _with_heartbeat(

@@ -54,8 +54,10 @@ async def thread_skeleton(
         store_counts: Persist newly computed counts (the read activity) or not (preview).
     """
     view = await threads.read_history_view(thread_id, owner=owner, encoding=counter.encoding_name)
-    recent, older_entries = newest_groups(view.messages, ceiling)
-    missing = [e.id for e in recent if e.tokens is None]
+    # Every message is counted once per encoding and the count stored with it, so only
+    # messages never seen under this encoding are tokenized here. Counting before the split
+    # keeps the skeleton bounded by the ceiling and the older aggregate exact.
+    missing = [e.id for e in view.messages if e.tokens is None]
     counted: dict[str, int] = {}
     if missing:
         messages = await threads.load_messages(thread_id, missing)
@@ -65,12 +67,17 @@ async def thread_skeleton(
         }
         if store_counts:
             await threads.store_token_counts(thread_id, counter.encoding_name, counted)
+    entries = [
+        e if e.tokens is not None else e.model_copy(update={"tokens": counted[e.id]})
+        for e in view.messages
+    ]
+    recent, older_entries = newest_groups(entries, ceiling)
     history = [
         HistoryItem(
             id=e.id,
             role=e.role,
             group_id=e.group_id,
-            tokens=e.tokens if e.tokens is not None else counted[e.id],
+            tokens=e.tokens or 0,
             tool_call_ids=tuple(e.tool_call_ids),
             tool_call_id=e.tool_call_id,
         )
@@ -113,7 +120,7 @@ def newest_groups(
     """Split a path into the newest whole groups that could fit `ceiling` and the rest.
 
     Uncounted messages are assumed to cost one token each, so the split never drops a group
-    that could have fitted; the planner decides with real counts.
+    that could have fitted; the planner decides with the real counts.
     """
     total = 0
     cut = len(entries)

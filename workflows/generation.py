@@ -156,6 +156,9 @@ class ManagedGenerationWorkflow:
                         summary_position=(
                             sealed.history_summary.position if sealed.history_summary else 0
                         ),
+                        older_through_id=(
+                            sealed.included_older.last_id if sealed.included_older else None
+                        ),
                         max_output_tokens=sealed.max_output_tokens,
                         tools=request.tools,
                         tool_choice=progress.tool_choice(request),

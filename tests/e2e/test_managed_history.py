@@ -119,8 +119,14 @@ async def test_recent_only_degrades_without_a_summary(
             model=MODEL,
             input_budget={"max": 250},
         )
-    assert len(openai_server.requests) == before + 1
-    assert result.steps[0].request.input_tokens <= 250
+    receipt = result.steps[0].request
+    assert receipt.input_tokens <= 250
+    assert "HISTORY_SUMMARY_INLINE" not in {w.code for w in receipt.warnings}
+    [main] = [
+        r.body for r in openai_server.requests[before:]
+        if r.body["messages"][-1]["content"] == "Anything?"
+    ]  # fmt: skip
+    assert not [m for m in main["messages"] if str(m["content"]).startswith("Summary of")]
 
 
 async def test_background_maintenance_prepares_a_summary_for_later_turns(
