@@ -20,7 +20,7 @@ from planner.ladder import (
     Summarizable,
 )
 
-C = TypeVar("C", Source, Prefer, Summarizable, Offloadable, Droppable)
+C = TypeVar("C", bound=Source | Prefer | Summarizable | Offloadable | Droppable)
 
 
 def _base(contributor: Contributor) -> Source | Prefer | SourceGroup:

@@ -5,8 +5,7 @@ Pure functions over pure data: safe inside the workflow sandbox and deterministi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from activities.contracts import ReadRequestResult, SelectedSource
 from crux.models import GenerationInput, HistorySpec, InputBudgetSpec
@@ -29,7 +28,9 @@ from planner import (
     SourceGroup,
     Summarizable,
     derive_budget,
+    with_source_tokens,
 )
+from planner.ladder import Placement
 
 _CATALOG = ModelCatalog.default()
 
@@ -114,7 +115,9 @@ def build_plan_request(
         history=read.history.items(),
         older_history=read.older_history,
         history_policy=history_policy(request.history, read.summary),
-        contributors=tuple(with_tokens(c, read.context_tokens) for c in request.contributors),
+        contributors=tuple(
+            with_source_tokens(c, read.context_tokens) for c in request.contributors
+        ),
         current_turn_tokens=read.current_turn_tokens + turn_tokens,
         current_turn_messages=1 + turn_messages,
         tool_schema_tokens=read.tool_schema_tokens if request.tools else 0,
@@ -124,12 +127,8 @@ def build_plan_request(
     )
 
 
-def source_ids(contributor: Contributor) -> list[str]:
-    """Every source id in a contributor's ladder, in declaration order."""
-    return [source.id for source in _sources(contributor)]
-
-
 def _sources(node: object) -> list[Source]:
+    """Every exact source of a ladder, in declaration order (with their placements)."""
     if isinstance(node, Source):
         return [node]
     if isinstance(node, SourceGroup):
@@ -141,45 +140,17 @@ def _sources(node: object) -> list[Source]:
     return []
 
 
-def with_tokens(contributor: Contributor, tokens: Mapping[str, int]) -> Contributor:
-    """The contributor with each source's token count filled in from `tokens`."""
-    return _fill(contributor, tokens)
-
-
-def _fill(node: Any, tokens: Mapping[str, int]) -> Any:
-    if isinstance(node, Source):
-        return node.model_copy(update={"tokens": tokens.get(node.id, node.tokens)})
-    if isinstance(node, SourceGroup):
-        return node.model_copy(update={"members": tuple(_fill(m, tokens) for m in node.members)})
-    if isinstance(node, Prefer):
-        return node.model_copy(
-            update={
-                "primary": _fill(node.primary, tokens),
-                "alternatives": tuple(_fill(a, tokens) for a in node.alternatives),
-            }
-        )
-    return node.model_copy(update={"target": _fill(node.target, tokens)})
-
-
 def selected_sources(
     contributors: Sequence[Contributor], sealed: SealedPlan
 ) -> list[SelectedSource]:
     """The sources a sealed plan sends, in declaration order, with their placement."""
-    chosen = {choice.contributor: choice for choice in sealed.choices}
-    selected: list[SelectedSource] = []
-    for contributor in contributors:
-        sources = _sources(contributor)
-        if not sources:
-            continue
-        choice = chosen.get(_contributor_id(contributor))
-        if choice is None or choice.representation == "full":
-            picked = _full_sources(contributor)
-        elif choice.representation == "omitted":
-            picked = []
-        else:
-            picked = [s for s in sources if s.id == choice.source]
-        selected.extend(SelectedSource(id=s.id, placement=s.placement) for s in picked)
-    return selected
+    placement: dict[str, Placement] = {s.id: s.placement for c in contributors for s in _sources(c)}
+    return [
+        SelectedSource(id=source_id, placement=placement[source_id])
+        for choice in sealed.choices
+        for source_id in choice.sources
+        if source_id in placement
+    ]
 
 
 def _full_sources(node: object) -> list[Source]:
@@ -192,16 +163,6 @@ def _full_sources(node: object) -> list[Source]:
     if isinstance(node, Summarizable | Offloadable | Droppable):
         return _full_sources(node.target)
     return []
-
-
-def _contributor_id(node: object) -> str:
-    if isinstance(node, Source | SourceGroup):
-        return node.id
-    if isinstance(node, Prefer):
-        return node.primary.id
-    if isinstance(node, Summarizable | Offloadable | Droppable):
-        return _contributor_id(node.target)
-    return ""
 
 
 def all_sources(contributors: Sequence[Contributor]) -> list[SelectedSource]:

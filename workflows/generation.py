@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         inline_preparations,
         needs_authoritative_count,
         plan,
+        source_ids,
     )
     from workflows import _options
     from workflows._planning import (
@@ -62,7 +63,6 @@ with workflow.unsafe.imports_passed_through():
         max_input_tokens,
         resolve_profile,
         selected_sources,
-        source_ids,
     )
     from workflows._progress import TurnProgress
     from workflows.summary import SummaryWorkflow, summary_workflow_id
