@@ -28,10 +28,12 @@ SELECT c.state, c.version, c.owners::text AS owners, c.heads::text AS heads,
             'published_version', m.published_version, 'role', m.role,
             'identity', m.identity, 'edit_of', m.edit_of, 'child_groups', m.child_groups
         )), '[]')::text
-        FROM crux_thread_messages m
-        WHERE m.thread_id = $1
-          AND (m.message_id = ANY($2::text[])
-               OR m.message_id = CASE WHEN $3 THEN $4 ELSE c.heads->>$5 END)
+        FROM unnest($2::text[] || CASE WHEN $3 THEN $4 ELSE c.heads->>$5 END) AS wanted(id)
+        CROSS JOIN LATERAL (
+            SELECT * FROM crux_thread_messages x
+            WHERE x.thread_id = $1 AND x.message_id = wanted.id
+            LIMIT 1
+        ) m
        ) AS nodes
 FROM crux_threads c WHERE c.thread_id = $1
 FOR UPDATE OF c

@@ -20,7 +20,7 @@ from crux.errors import StorageUnavailableError, ThreadCommitError, ThreadError
 class Row(Protocol):
     """A result row (asyncpg.Record)."""
 
-    def __getitem__(self, key: str, /) -> Any: ...
+    def __getitem__(self, key: str | int, /) -> Any: ...
 
 
 class Connection(Protocol):

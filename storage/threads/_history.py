@@ -19,19 +19,27 @@ WITH RECURSIVE path AS (
     UNION ALL
     SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state, m.role,
            m.tool_call_id, m.tool_call_ids, m.has_media
-    FROM path p JOIN crux_thread_messages m
-      ON m.thread_id = $1 AND m.message_id = p.parent_id
+    FROM path p CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages x
+        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
+        LIMIT 1
+    ) m
 )
-SELECT p.*, t.tokens
+SELECT p.*,
+       -- A primary-key probe per message, never a join over every stored count.
+       (SELECT t.tokens FROM crux_thread_token_counts t
+        WHERE t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3) AS tokens
 FROM path p
-LEFT JOIN crux_thread_token_counts t
-  ON t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3
 ORDER BY p.depth
 """
 
 _MESSAGES = """
-SELECT message_id, state, body::text AS body FROM crux_thread_messages
-WHERE thread_id = $1 AND message_id = ANY($2::text[])
+SELECT message_id, state, body::text AS body
+FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+    SELECT * FROM crux_thread_messages x
+    WHERE x.thread_id = $1 AND x.message_id = wanted.id
+    LIMIT 1
+) m
 """
 
 

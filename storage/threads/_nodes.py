@@ -17,20 +17,31 @@ _NODE_COLUMNS = (
     "identity, edit_of, child_groups"
 )
 
+# Lookups by id probe the primary key once per id (LATERAL ... LIMIT 1), so a planner
+# without statistics cannot fall back to reading every row of the Thread.
 _NODES_BY_ID = f"""
-SELECT {_NODE_COLUMNS} FROM crux_thread_messages
-WHERE thread_id = $1 AND message_id = ANY($2::text[])
+SELECT {_NODE_COLUMNS}
+FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+    SELECT * FROM crux_thread_messages x
+    WHERE x.thread_id = $1 AND x.message_id = wanted.id
+    LIMIT 1
+) m
 """
 
-# Walks parent links from a head to the root (one primary-key probe per message).
+# Walks parent links from a head to the root. The LATERAL ... LIMIT 1 step pins one
+# primary-key probe per message whatever the statistics say: a hash join here would rescan
+# the Thread's rows on every step when the planner underestimates a long Thread.
 _PATH = f"""
 WITH RECURSIVE path AS (
     SELECT {_NODE_COLUMNS} FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
     UNION ALL
     SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state,
            m.published_version, m.role, m.identity, m.edit_of, m.child_groups
-    FROM path p JOIN crux_thread_messages m
-      ON m.thread_id = $1 AND m.message_id = p.parent_id
+    FROM path p CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages x
+        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
+        LIMIT 1
+    ) m
 )
 SELECT * FROM path ORDER BY depth
 """

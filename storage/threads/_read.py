@@ -24,10 +24,14 @@ NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
 body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
 """
 
+# Content rows share the column layout of `_FULL_PATH` (read by position in `_entry`).
 _CONTENT = f"""
-SELECT message_id, role, created_at, {_BODY_FIELDS}
-FROM crux_thread_messages
-WHERE thread_id = $1 AND message_id = ANY($2::text[]) AND state <> 'redacted'
+SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY_FIELDS}
+FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+    SELECT * FROM crux_thread_messages x
+    WHERE x.thread_id = $1 AND x.message_id = wanted.id AND x.state <> 'redacted'
+    LIMIT 1
+) m
 """
 
 # The whole path with content in one walk (unpaged reads).
@@ -38,8 +42,11 @@ WITH RECURSIVE path AS (
     UNION ALL
     SELECT m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, m.role, m.body,
            m.created_at
-    FROM path p JOIN crux_thread_messages m
-      ON m.thread_id = $1 AND m.message_id = p.parent_id
+    FROM path p CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages x
+        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
+        LIMIT 1
+    ) m
 )
 SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY_FIELDS}
 FROM path ORDER BY depth
@@ -52,10 +59,13 @@ WITH RECURSIVE walk AS (
     FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
     UNION ALL
     SELECT m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups
-    FROM walk w JOIN crux_thread_messages m
-      ON m.thread_id = $1 AND m.message_id = w.parent_id
+    FROM walk w CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages x
+        WHERE x.thread_id = $1 AND x.message_id = w.parent_id
+        LIMIT 1
+    ) m
 )
-SELECT * FROM walk LIMIT $3
+SELECT message_id, parent_id, seq, state, child_groups, depth FROM walk LIMIT $3
 """
 
 _SIBLINGS = """
@@ -155,29 +165,28 @@ async def _variants(
 
 
 def _entry(step: _Step, row: Row | None, variant: VariantInfo | None) -> dict[str, Any]:
-    """The fields of one entry; the snapshot validates them all in one call."""
+    """The fields of one entry; the snapshot validates them all in one call.
+
+    Rows are read by position (the layout of `_FULL_PATH` and `_CONTENT`): role, created_at,
+    parts, text, metadata, tool_call_id, tool_name from column 5 on.
+    """
     if step.state == "redacted" or row is None:
         return {"kind": "redacted", "id": step.id, "parent_id": step.parent_id}
     if step.state == "removed":
-        return {
-            "kind": "removed",
-            "id": step.id,
-            "parent_id": step.parent_id,
-            "created_at": row["created_at"],
-        }
-    parts: str | None = row["parts"]
-    metadata: str | None = row["metadata"]
+        return {"kind": "removed", "id": step.id, "parent_id": step.parent_id, "created_at": row[6]}
+    parts: str | None = row[7]
+    metadata: str | None = row[9]
     return {
         "kind": "message",
         "id": step.id,
         "parent_id": step.parent_id,
-        "created_at": row["created_at"],
+        "created_at": row[6],
         "variant": variant,
-        "role": row["role"],
-        "content": row["text"] if parts is None else json.loads(parts),
+        "role": row[5],
+        "content": row[8] if parts is None else json.loads(parts),
         "metadata": {} if metadata is None else json.loads(metadata),
-        "tool_call_id": row["tool_call_id"],
-        "tool_name": row["tool_name"],
+        "tool_call_id": row[10],
+        "tool_name": row[11],
     }
 
 
@@ -200,13 +209,8 @@ async def _newest_steps(
 
 
 def _step(row: Row) -> _Step:
-    return _Step(
-        id=row["message_id"],
-        parent_id=row["parent_id"],
-        seq=row["seq"],
-        state=row["state"],
-        child_groups=row["child_groups"],
-    )
+    # Every path query starts with message_id, parent_id, seq, state, child_groups.
+    return _Step(id=row[0], parent_id=row[1], seq=row[2], state=row[3], child_groups=row[4])
 
 
 async def build_snapshot(

@@ -7,7 +7,16 @@ from typing import Any
 
 import asyncpg
 
-from storage.threads import ThreadStore, _control, _erasure, _history, _nodes, _read, _tokens
+from storage.threads import (
+    ThreadStore,
+    _append,
+    _control,
+    _erasure,
+    _history,
+    _nodes,
+    _read,
+    _tokens,
+)
 
 
 def _plan_nodes(plan: object) -> list[str]:
@@ -82,3 +91,86 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             nodes = await _explain(connection, sql, *args)
             scans = [node for node in nodes if node.startswith("Seq Scan")]
             assert scans == [], (sql, nodes)
+
+
+def _plan_details(plan: object) -> list[tuple[str, str, str]]:
+    found: list[tuple[str, str, str]] = []
+    stack = [plan]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "Node Type" in item:
+                found.append(
+                    (item["Node Type"], item.get("Relation Name", ""), item.get("Index Name", ""))
+                )
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+_LONG_THREAD = (
+    "INSERT INTO crux_thread_messages"
+    " (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,"
+    "  role, body, identity, created_at)"
+    " SELECT 'long', 'm' || d, CASE WHEN d > 0 THEN 'm' || (d - 1) END, 'm' || (d - d % 2),"
+    "        d % 2, d % 2 = 1, d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text), now()"
+    " FROM generate_series(0, 1199) d"
+)
+_SHORT_THREADS = (
+    "INSERT INTO crux_thread_messages"
+    " (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,"
+    "  role, body, identity, created_at)"
+    " SELECT 's' || t, 'm' || d, CASE WHEN d > 0 THEN 'm' || (d - 1) END, 'm' || d, 0, true,"
+    "        d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text), now()"
+    " FROM generate_series(0, 2999) t, generate_series(0, 3) d"
+)
+
+
+async def _details(connection: Any, sql: str, *args: object) -> list[tuple[str, str, str]]:
+    raw = await connection.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
+    return _plan_details(json.loads(raw) if isinstance(raw, str) else raw)
+
+
+async def _check_walks(connection: Any) -> None:
+    """Path walks probe the primary key once per step; id lookups use the primary key."""
+    walks = [
+        (_nodes._PATH, ("long", "m1199")),
+        (_read._FULL_PATH, ("long", "m1199")),
+        (_read._WALK, ("long", "m1199", 20)),
+        (_history._HISTORY_PATH, ("long", "m1199", "enc")),
+    ]
+    for sql, args in walks:
+        details = await _details(connection, sql, *args)
+        message_scans = [d for d in details if d[1] == "crux_thread_messages"]
+        assert message_scans, sql
+        assert all(d[2] == "crux_thread_messages_pkey" for d in message_scans), (sql, details)
+        assert not any(d[0] == "Hash Join" for d in details), (sql, details)
+    lookups = [
+        (_nodes._NODES_BY_ID, ("long", ["m5", "m6"])),
+        (_history._MESSAGES, ("long", ["m5", "m6"])),
+        (_read._CONTENT, ("long", ["m5", "m6"])),
+        (_append._LOCK_AND_LOOK_UP, ("long", ["m5", "m6"], True, "m7", "main")),
+    ]
+    for sql, args in lookups:
+        details = await _details(connection, sql, *args)
+        scans = [d for d in details if d[1] == "crux_thread_messages"]
+        assert all(d[2] == "crux_thread_messages_pkey" for d in scans), (sql, details)
+
+
+async def test_walks_stay_on_the_primary_key_without_statistics(pool: asyncpg.Pool) -> None:
+    """A freshly filled table has no statistics; the walk must not turn quadratic."""
+    async with pool.acquire() as connection:
+        await connection.execute(_LONG_THREAD)
+        await _check_walks(connection)
+
+
+async def test_walks_stay_on_the_primary_key_for_one_long_thread_among_short_ones(
+    pool: asyncpg.Pool,
+) -> None:
+    """Statistics of many short Threads underestimate a long one."""
+    async with pool.acquire() as connection:
+        await connection.execute(_SHORT_THREADS)
+        await connection.execute(_LONG_THREAD)
+        await connection.execute("ANALYZE")
+        await _check_walks(connection)
