@@ -127,6 +127,19 @@ _SHORT_THREADS = (
 )
 
 
+# The replay check inside crux_thread_fast_append (migration 0005), as a statement.
+_FAST_APPEND_REPLAY_CHECK = """
+SELECT EXISTS (
+    SELECT 1 FROM unnest($2::text[]) AS wanted(id)
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM crux_thread_messages m
+        WHERE m.thread_id = $1 AND m.message_id = wanted.id
+        LIMIT 1
+    ) AS hit
+)
+"""
+
+
 async def _details(connection: Any, sql: str, *args: object) -> list[tuple[str, str, str]]:
     raw = await connection.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
     return _plan_details(json.loads(raw) if isinstance(raw, str) else raw)
@@ -151,6 +164,7 @@ async def _check_walks(connection: Any) -> None:
         (_history._MESSAGES, ("long", ["m5", "m6"])),
         (_read._CONTENT, ("long", ["m5", "m6"])),
         (_append._LOCK_AND_LOOK_UP, ("long", ["m5", "m6"], True, "m7", "main")),
+        (_FAST_APPEND_REPLAY_CHECK, ("long", ["m5", "m6"])),
     ]
     for sql, args in lookups:
         details = await _details(connection, sql, *args)
