@@ -135,3 +135,14 @@ async def test_b45_message_after_a_variant_group_start_has_no_variant(store: Thr
     assert variants["a1"] is not None
     assert variants["a1b"] is None
     assert variants["u2"] is None
+
+
+async def test_b56_root_alternative_continuation_is_restored(store: ThreadStore) -> None:
+    """A branch published at the root beside the head remembers its tip and its continuation."""
+    await store.commit_managed_turn("t", [user("m0")], expected_head=None)
+    root_alternative = await store.commit_managed_turn("t", [user("m1")], expected_head=None)
+    assert root_alternative.status == "alternative"
+    await store.commit_managed_turn("t", [user("m4")], expected_head="m1")
+    snapshot = await store.select("t", "m1")
+    assert snapshot.head == "m4"
+    assert ids(snapshot) == ["m1", "m4"]
