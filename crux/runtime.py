@@ -255,6 +255,9 @@ class Runtime:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 search_attributes=attributes,
                 static_summary=f"generation {request.generation_id}",
+                # When a worker for this task queue runs in this process, its first task
+                # starts without a round trip through the server.
+                request_eager_start=True,
             )
             return await handle.result()
         except WorkflowFailureError as failure:
