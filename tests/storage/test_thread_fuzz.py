@@ -212,7 +212,7 @@ def _run(database_url: str, *, examples: int, steps: int) -> None:
 
 @pytest.mark.timeout(600)
 def test_thread_store_matches_the_reference_model(database_url: str) -> None:
-    _run(database_url, examples=_examples(500), steps=20)
+    _run(database_url, examples=_examples(500), steps=30)
 
 
 @pytest.mark.slow
