@@ -410,3 +410,28 @@ async def test_authoritative_count_confirming_the_overflow_fails_typed(
     assert raised.value.code == "REQUEST_TOO_LARGE"
     assert raised.value.request_id is not None
     assert len(openai_server.requests) == 1
+
+
+async def test_ui_facing_fields_show_stage_and_ids_but_no_content(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"ui:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="visible only in PostgreSQL"))
+    async with new_worker(client, pool, settings) as worker:
+        await worker.runtime.generate(
+            "a private question", thread=thread_id, model=MODEL, generation_id="ui-1"
+        )
+        handle = client.get_workflow_handle(workflow_id_for("ui-1", thread_id))
+        assert await handle.query("get_stage", result_type=str) == "completed"
+    description = await handle.describe()
+    attributes = {key.name: value for key, value in description.typed_search_attributes}
+    assert attributes["CruxStage"] == "completed"
+    assert attributes["CruxThreadId"] == thread_id
+    assert attributes["CruxGenerationId"] == "ui-1"
+    assert attributes["CruxModel"] == MODEL
+    visible = json.dumps([str(v) for v in attributes.values()]) + str(
+        await description.static_summary()
+    )
+    assert "private" not in visible
+    assert "visible only" not in visible
