@@ -7,6 +7,9 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from crux.config import Settings
 from crux.context import (
     ContextContributor,
@@ -40,17 +43,49 @@ from crux.models import (
     workflow_id_for,
 )
 from crux.prompts import Prompt, history, prompt, summarize
-from crux.runtime import Generation, Runtime
-from crux.thread import Thread, thread
 from crux.tools import Tool, tool
-from storage import (
-    MessageEntry,
-    RedactedEntry,
-    RemovedEntry,
-    ThreadEntry,
-    ThreadSnapshot,
-    VariantInfo,
-)
+
+if TYPE_CHECKING:
+    from crux.runtime import Generation, Runtime
+    from crux.thread import MessageInput, Thread, thread
+    from storage import (
+        HistoryEntry,
+        HistoryView,
+        MessageEntry,
+        RedactedEntry,
+        RemovedEntry,
+        ThreadEntry,
+        ThreadSnapshot,
+        VariantInfo,
+    )
+
+# Names whose modules reach storage and Temporal are loaded on first use, so that
+# `import storage` (or `import crux.messages`) never drags the runtime in half-initialised.
+_LAZY = {
+    "Generation": "crux.runtime",
+    "Runtime": "crux.runtime",
+    "MessageInput": "crux.thread",
+    "Thread": "crux.thread",
+    "thread": "crux.thread",
+    "HistoryEntry": "storage",
+    "HistoryView": "storage",
+    "MessageEntry": "storage",
+    "RedactedEntry": "storage",
+    "RemovedEntry": "storage",
+    "ThreadEntry": "storage",
+    "ThreadSnapshot": "storage",
+    "VariantInfo": "storage",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crux' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ConfigurationError",
@@ -61,11 +96,14 @@ __all__ = [
     "Generation",
     "GenerationInput",
     "GenerationResult",
+    "HistoryEntry",
     "HistorySpec",
+    "HistoryView",
     "ImagePart",
     "InputBudgetSpec",
     "Message",
     "MessageEntry",
+    "MessageInput",
     "Prompt",
     "ProviderError",
     "ProviderHTTPError",

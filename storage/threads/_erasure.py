@@ -53,6 +53,11 @@ _DELETE_THREAD_ROWS = (
     "DELETE FROM crux_thread_messages WHERE thread_id = $1",
     "DELETE FROM crux_derived_artifacts WHERE thread_id = $1",
     "DELETE FROM crux_generation_staging WHERE thread_id = $1",
+    # Content-free, but they link to messages that no longer exist: a deleted Thread leaves
+    # no generation ledger (a replayed generation id must not resurrect its turn) and no
+    # receipts pointing into it.
+    "DELETE FROM crux_generations WHERE thread_id = $1",
+    "DELETE FROM crux_request_receipts WHERE thread_id = $1",
 )
 
 _FINISH_CLEANUP = "UPDATE crux_threads SET cleanup_pending = false WHERE thread_id = $1"

@@ -424,8 +424,14 @@ async def test_ui_facing_fields_show_stage_and_ids_but_no_content(
         )
         handle = client.get_workflow_handle(workflow_id_for("ui-1", thread_id))
         assert await handle.query("get_stage", result_type=str) == "completed"
+
+    async def attributes_now() -> dict[str, object]:
+        described = await handle.describe()
+        return {key.name: value for key, value in described.typed_search_attributes}
+
+    # Search attributes reach visibility asynchronously; poll instead of assuming.
+    attributes = await eventually(attributes_now, lambda a: a.get("CruxStage") == "completed")
     description = await handle.describe()
-    attributes = {key.name: value for key, value in description.typed_search_attributes}
     assert attributes["CruxStage"] == "completed"
     assert attributes["CruxThreadId"] == thread_id
     assert attributes["CruxGenerationId"] == "ui-1"
@@ -435,3 +441,16 @@ async def test_ui_facing_fields_show_stage_and_ids_but_no_content(
     )
     assert "private" not in visible
     assert "visible only" not in visible
+
+
+async def test_deleting_a_thread_removes_its_generation_ledger_and_receipts(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"gone:{uuid.uuid4().hex[:6]}"
+    async with new_worker(client, pool, settings) as worker:
+        await worker.runtime.generate("hello", thread=thread_id, model=MODEL, generation_id="d1")
+    assert await pool.fetchval("SELECT count(*) FROM crux_generations") == 1
+    await ThreadStore(pool).delete(thread_id)
+    for table in ("crux_generations", "crux_request_receipts", "crux_generation_staging"):
+        assert await pool.fetchval(f"SELECT count(*) FROM {table}") == 0, table
