@@ -386,6 +386,7 @@ class GenerationActivities:
             source_message_ids=request.message_ids,
             info=result.model_dump(mode="json"),
         )
+        await self._refuse_if_sources_redacted(request)
         _log.info(
             "provider.attempt.completed",
             generation_id=request.generation_id,
@@ -396,6 +397,30 @@ class GenerationActivities:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _refuse_if_sources_redacted(self, request: InvokeModelInput) -> None:
+        """Drop this attempt's output if a message it was built from was redacted meanwhile.
+
+        The redaction cascade deletes staged rows derived from redacted messages, but a
+        redaction that lands during the provider call runs before this output is staged.
+        """
+        if request.history_source != "thread" or not request.thread_id or not request.revision:
+            return
+        try:
+            await self._threads.validate_revision(
+                request.thread_id, request.revision, owner=request.owner
+            )
+            return  # Nothing changed at all: the common case costs one indexed read.
+        except ThreadError as moved:
+            if moved.code != "identity_conflict":
+                await self._generations.drop_staged(request.generation_id, request.attempt)
+                raise
+        try:
+            # The Thread moved (new turns are legitimate); check the sources themselves.
+            await self._threads.load_messages(request.thread_id, request.message_ids)
+        except ThreadError:
+            await self._generations.drop_staged(request.generation_id, request.attempt)
+            raise
 
     async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         existing = await self._generations.find_result(request.generation_id)

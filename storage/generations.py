@@ -195,6 +195,14 @@ class GenerationStore:
             stored: Any = await connection.fetchval(_FIND_RESULT, result.generation_id)
         return GenerationResult.model_validate(stored)
 
+    async def drop_staged(self, generation_id: str, attempt: int) -> None:
+        """Delete an attempt's staged output (it must never be committed)."""
+        await self._pool.execute(
+            "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND attempt = $2",
+            generation_id,
+            attempt,
+        )
+
     async def record_support_request(
         self,
         request_id: str,

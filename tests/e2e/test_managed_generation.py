@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from crux.errors import RequestCompositionError
+from crux.errors import RequestCompositionError, ThreadError
 from crux.models import GenerationInput, GenerationResult, workflow_id_for
 from crux.prompts import history as crux_history
 from crux.prompts import prompt
@@ -454,3 +454,28 @@ async def test_deleting_a_thread_removes_its_generation_ledger_and_receipts(
     await ThreadStore(pool).delete(thread_id)
     for table in ("crux_generations", "crux_request_receipts", "crux_generation_staging"):
         assert await pool.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+
+
+async def test_redaction_during_the_provider_call_blocks_the_commit(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"redact-race:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="first"), TextReply(text="slow", delay_seconds=2.0))
+    async with new_worker(client, pool, settings) as worker:
+        await worker.runtime.generate("secret one", thread=thread_id, model=MODEL)
+        pending = asyncio.ensure_future(
+            worker.runtime.generate("second", thread=thread_id, model=MODEL, generation_id="r2")
+        )
+
+        async def calls() -> int:
+            return len(openai_server.requests)
+
+        await eventually(calls, lambda n: n == 2)
+        first_user = (await ThreadStore(pool).read_history_view(thread_id)).messages[0].id
+        await ThreadStore(pool).redact(thread_id, [first_user])
+        with pytest.raises(ThreadError) as raised:
+            await pending
+    assert raised.value.code == "redacted"
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert all(not m.id.startswith("gen:r2:") for m in view.messages)
