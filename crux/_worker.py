@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 
@@ -135,6 +136,9 @@ async def run_worker(
     client = client or await connect_client(settings)
     async with worker_resources(settings, prompts=prompts, tools=tools) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
+        # Everything imported and built so far lives as long as the process; keeping it
+        # out of full collections takes the collector's pauses out of read latency.
+        gc.freeze()
         _log.info(
             "worker.started",
             task_queue=settings.task_queue,
