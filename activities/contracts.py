@@ -174,6 +174,8 @@ class InvokeModelInput(WireModel):
     tool_choice: Literal["auto", "required", "none"] | None = None
     turn_messages: int = 0
     """Tool-round messages of this turn staged so far (sent after the user message)."""
+    stream: bool = False
+    """Write provider deltas to PostgreSQL as they arrive."""
 
 
 class InvokeModelResult(WireModel):

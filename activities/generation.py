@@ -8,6 +8,7 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -40,18 +41,29 @@ from activities.contracts import (
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summaries import SummaryPreparer
-from crux.errors import ThreadError
+from crux.errors import ProviderResponseError, ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
 from crux.tools import ToolRegistry
 from planner import HistorySummary, ModelCatalog
-from providers import AuthoritativeCounter, ChatRequest, TokenCounter
+from providers import (
+    AuthoritativeCounter,
+    ChatRequest,
+    ChatResponse,
+    StreamDone,
+    StreamingChatProvider,
+    TextDelta,
+    TokenCounter,
+)
 from storage import GenerationStore, SummaryStore, ThreadStore
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
+
+STREAM_FLUSH_SECONDS = 0.05
+"""Streamed text is written to PostgreSQL in batches at most this far apart."""
 
 # Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
 HEARTBEAT_INTERVAL_SECONDS = 5.0
@@ -323,17 +335,17 @@ class GenerationActivities:
             owner=request.owner,
         )
         provider, model_name = self._providers.resolve(request.model)
-        response = await _with_heartbeat(
-            provider.complete(
-                ChatRequest(
-                    model=model_name,
-                    messages=messages,
-                    max_output_tokens=request.max_output_tokens,
-                    tools=[t.spec for t in self._tools.require(request.tools)],
-                    tool_choice=request.tool_choice if request.tools else None,
-                )
-            )
+        chat_request = ChatRequest(
+            model=model_name,
+            messages=messages,
+            max_output_tokens=request.max_output_tokens,
+            tools=[t.spec for t in self._tools.require(request.tools)],
+            tool_choice=request.tool_choice if request.tools else None,
         )
+        if request.stream and isinstance(provider, StreamingChatProvider):
+            response = await self._stream(provider, chat_request, request)
+        else:
+            response = await _with_heartbeat(provider.complete(chat_request))
         output = Message(
             id=assistant_message_id(request.generation_id),
             role="assistant",
@@ -397,6 +409,41 @@ class GenerationActivities:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _stream(
+        self, provider: StreamingChatProvider, chat_request: ChatRequest, request: InvokeModelInput
+    ) -> ChatResponse:
+        """Stream the call, staging deltas for followers; return the assembled reply.
+
+        Keys are `<attempt>:<activity attempt>:<seq>`, so a follower sees a retried call as
+        a new stream (and resets) instead of concatenating partial and retried output.
+        """
+        run = activity.info().attempt
+        sequence = 0
+        pending: list[str] = []
+        flushed = time.monotonic()
+        final: ChatResponse | None = None
+        async for event in provider.stream(chat_request):
+            if isinstance(event, TextDelta):
+                pending.append(event.text)
+            elif isinstance(event, StreamDone):
+                final = event.response
+            due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
+            if pending and (due or final is not None):
+                await self._generations.stage_delta(
+                    request.generation_id,
+                    f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
+                    "".join(pending),
+                    thread_id=request.thread_id,
+                    source_message_ids=request.message_ids,
+                )
+                sequence += 1
+                pending = []
+                flushed = time.monotonic()
+                activity.heartbeat()
+        if final is None:
+            raise ProviderResponseError("stream", "the stream ended without a final response")
+        return final
 
     async def _refuse_if_sources_redacted(self, request: InvokeModelInput) -> None:
         """Drop this attempt's output if a message it was built from was redacted meanwhile.

@@ -46,7 +46,14 @@ from crux.prompts import Prompt, history, prompt, summarize
 from crux.tools import Tool, tool
 
 if TYPE_CHECKING:
-    from crux.runtime import Generation, Runtime
+    from crux.runtime import (
+        Generation,
+        Runtime,
+        StreamCommitted,
+        StreamDelta,
+        StreamReset,
+        StreamUpdate,
+    )
     from crux.thread import MessageInput, Thread, thread
     from storage import (
         HistoryEntry,
@@ -64,6 +71,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "Generation": "crux.runtime",
     "Runtime": "crux.runtime",
+    "StreamCommitted": "crux.runtime",
+    "StreamDelta": "crux.runtime",
+    "StreamReset": "crux.runtime",
+    "StreamUpdate": "crux.runtime",
     "MessageInput": "crux.thread",
     "Thread": "crux.thread",
     "thread": "crux.thread",
@@ -114,6 +125,10 @@ __all__ = [
     "Runtime",
     "Settings",
     "StepRecord",
+    "StreamCommitted",
+    "StreamDelta",
+    "StreamReset",
+    "StreamUpdate",
     "TextPart",
     "Thread",
     "ThreadCommit",

@@ -103,6 +103,8 @@ class GenerationInput(WireModel):
         tools: Names of tools registered on the worker that the model may call.
         tool_choice: `auto`, `required` (first call only) or `none`.
         max_tool_rounds: Tool rounds before a final answer is required.
+        stream: Stream provider deltas into PostgreSQL for `Runtime.stream` (progress only:
+            the accepted turn is the committed one).
     """
 
     generation_id: str
@@ -120,6 +122,7 @@ class GenerationInput(WireModel):
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None
     max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=0, le=32)
+    stream: bool = False
 
 
 class Usage(WireModel):

@@ -7,13 +7,14 @@ and reads the final text back from PostgreSQL. Temporal never sees message text.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import asyncpg
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
     SearchAttributePair,
@@ -51,6 +52,7 @@ from planner import HistorySummary, ModelCatalog, Preview, RequestInspection, Re
 from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import GenerationStore, SummaryStore, ThreadStore
+from storage.generations import STREAM_CHANNEL
 from workflows._planning import build_plan_request, max_input_tokens
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
@@ -174,6 +176,41 @@ class Runtime:
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
         """
+        request = await self._stage_request(
+            prompt,
+            input=input,
+            thread=thread,
+            model=model,
+            messages=messages,
+            generation_id=generation_id,
+            history=history,
+            input_budget=input_budget,
+            max_output_tokens=max_output_tokens,
+            owner=owner,
+            tool_choice=tool_choice,
+            max_tool_rounds=max_tool_rounds,
+        )
+        result = await self.run(request)
+        return await self._hydrate(result)
+
+    async def _stage_request(
+        self,
+        prompt: Prompt | str,
+        *,
+        input: Any,
+        thread: object | None,
+        model: str | None,
+        messages: Sequence[Message | Mapping[str, Any]] | None,
+        generation_id: str | None,
+        history: HistorySpec | None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None,
+        max_output_tokens: int | None,
+        owner: str,
+        tool_choice: Literal["auto", "required", "none"] | None,
+        max_tool_rounds: int,
+        stream: bool = False,
+    ) -> GenerationInput:
+        """Render the prompt here, stage its text in PostgreSQL, return the ids-only input."""
         if isinstance(prompt, str):
             text = prompt
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
@@ -220,16 +257,90 @@ class Runtime:
             tools=[t.name for t in prompt.tools],
             tool_choice=tool_choice,
             max_tool_rounds=max_tool_rounds,
+            stream=stream,
         )
-        result = await self.run(request)
-        return await self._hydrate(result)
+        return request
 
-    async def run(self, request: GenerationInput) -> GenerationResult:
-        """Start (or attach to) the workflow for `request` and wait for its result.
+    async def stream(
+        self,
+        prompt: Prompt | str,
+        *,
+        input: Any = None,
+        thread: object | None = None,
+        model: str | None = None,
+        messages: Sequence[Message | Mapping[str, Any]] | None = None,
+        generation_id: str | None = None,
+        history: HistorySpec | None = None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+        max_output_tokens: int | None = None,
+        owner: str = "main",
+        tool_choice: Literal["auto", "required", "none"] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    ) -> AsyncGenerator[StreamUpdate]:
+        """Run a managed generation, yielding provider text as it arrives.
+
+        Deltas are progress, not history: a `StreamReset` means a new provider attempt
+        started (discard the text so far), and only the final `StreamCommitted` (after the
+        turn is published) carries the accepted result. Arguments are those of `generate`.
 
         Raises:
-            RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
+            RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
+        request = await self._stage_request(
+            prompt,
+            input=input,
+            thread=thread,
+            model=model,
+            messages=messages,
+            generation_id=generation_id,
+            history=history,
+            input_budget=input_budget,
+            max_output_tokens=max_output_tokens,
+            owner=owner,
+            tool_choice=tool_choice,
+            max_tool_rounds=max_tool_rounds,
+            stream=True,
+        )
+        handle = await self._start(request)
+        outcome = asyncio.ensure_future(_result(handle))
+        wake = asyncio.Event()
+
+        def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
+            if payload == request.generation_id:
+                wake.set()
+
+        connection = await self._pool.acquire()
+        await connection.add_listener(STREAM_CHANNEL, on_notify)
+        try:
+            last = ""
+            current: str | None = None
+            while True:
+                finished = outcome.done()
+                for key, text in await self._generations.deltas_after(request.generation_id, last):
+                    stream_id, _, _ = key.rpartition(":")
+                    if current is not None and stream_id != current:
+                        yield StreamReset(attempt=int(stream_id.split(":")[0]))
+                    current, last = stream_id, key
+                    yield StreamDelta(text=text)
+                if finished:
+                    break
+                wake.clear()
+                waiter = asyncio.ensure_future(wake.wait())
+                await asyncio.wait(
+                    {outcome, waiter},
+                    timeout=STREAM_POLL_SECONDS,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waiter.cancel()
+            result = outcome.result()
+        finally:
+            if not outcome.done():
+                outcome.cancel()
+            await connection.remove_listener(STREAM_CHANNEL, on_notify)
+            await self._pool.release(connection)
+        yield StreamCommitted(generation=await self._hydrate(result))
+
+    async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, GenerationResult]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
         attributes = None
         if self._search_attributes:
@@ -245,23 +356,27 @@ class Runtime:
                     ),
                 ]
             )
-        try:
-            handle = await self._client.start_workflow(
-                WORKFLOW_NAME,
-                request,
-                id=workflow_id,
-                task_queue=self._task_queue,
-                result_type=GenerationResult,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                search_attributes=attributes,
-                static_summary=f"generation {request.generation_id}",
-                # When a worker for this task queue runs in this process, its first task
-                # starts without a round trip through the server.
-                request_eager_start=True,
-            )
-            return await handle.result()
-        except WorkflowFailureError as failure:
-            raise _domain_error(failure) from None
+        return await self._client.start_workflow(
+            WORKFLOW_NAME,
+            request,
+            id=workflow_id,
+            task_queue=self._task_queue,
+            result_type=GenerationResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=attributes,
+            static_summary=f"generation {request.generation_id}",
+            # When a worker for this task queue runs in this process, its first task
+            # starts without a round trip through the server.
+            request_eager_start=True,
+        )
+
+    async def run(self, request: GenerationInput) -> GenerationResult:
+        """Start (or attach to) the workflow for `request` and wait for its result.
+
+        Raises:
+            RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
+        """
+        return await _result(await self._start(request))
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """Return the stored receipt of a request, from any process and after restarts.
@@ -414,6 +529,42 @@ def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]
         return [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
     except ValueError:
         raise ConfigurationError("messages must be canonical messages") from None
+
+
+async def _result(handle: WorkflowHandle[Any, GenerationResult]) -> GenerationResult:
+    try:
+        return await handle.result()
+    except WorkflowFailureError as failure:
+        raise _domain_error(failure) from None
+
+
+STREAM_POLL_SECONDS = 0.25
+"""Followers re-check staged deltas at least this often, notifications or not."""
+
+
+@dataclass(frozen=True)
+class StreamDelta:
+    """A piece of provider text (progress, not yet accepted)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamReset:
+    """A new provider attempt began: discard the text received so far."""
+
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StreamCommitted:
+    """The turn was published; `generation` is the accepted result."""
+
+    generation: Generation
+
+
+StreamUpdate = StreamDelta | StreamReset | StreamCommitted
+"""What `Runtime.stream` yields."""
 
 
 def _thread_id(thread: object | None) -> str | None:

@@ -45,6 +45,9 @@ ON CONFLICT (request_id) DO NOTHING
 
 _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
 
+STREAM_CHANNEL = "crux_stream"
+"""`NOTIFY` channel on which a generation's id is sent whenever a delta is staged."""
+
 _DROP_STAGING = "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind <> 'final'"
 
 
@@ -194,6 +197,45 @@ class GenerationStore:
             await connection.execute(_DROP_STAGING, result.generation_id)
             stored: Any = await connection.fetchval(_FIND_RESULT, result.generation_id)
         return GenerationResult.model_validate(stored)
+
+    async def stage_delta(
+        self,
+        generation_id: str,
+        key: str,
+        text: str,
+        *,
+        thread_id: str | None,
+        source_message_ids: Sequence[str],
+    ) -> None:
+        """Stage one streamed delta under `delta:<key>` and wake followers.
+
+        Deltas are staging rows, so redaction cascades and the commit's cleanup reach them.
+        """
+        async with self._pool.acquire() as connection, connection.transaction():
+            await connection.execute(
+                _STAGE,
+                generation_id,
+                0,
+                f"delta:{key}",
+                thread_id,
+                {"role": "assistant", "content": text},
+                list(source_message_ids),
+                None,
+            )
+            await connection.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, generation_id)
+
+    async def deltas_after(self, generation_id: str, after: str) -> list[tuple[str, str]]:
+        """Staged deltas with keys after `after`, in order: `(key, text)`."""
+        rows = await self._pool.fetch(
+            """
+            SELECT kind, message ->> 'content' AS text FROM crux_generation_staging
+            WHERE generation_id = $1 AND attempt = 0 AND kind LIKE 'delta:%' AND kind > $2
+            ORDER BY kind
+            """,
+            generation_id,
+            f"delta:{after}",
+        )
+        return [(str(row["kind"]).removeprefix("delta:"), str(row["text"])) for row in rows]
 
     async def drop_staged(self, generation_id: str, attempt: int) -> None:
         """Delete an attempt's staged output (it must never be committed)."""

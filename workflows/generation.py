@@ -163,6 +163,7 @@ class ManagedGenerationWorkflow:
                         tools=request.tools,
                         tool_choice=progress.tool_choice(request),
                         turn_messages=progress.turn_messages,
+                        stream=request.stream,
                     ),
                     result_type=InvokeModelResult,
                     **_options.with_summary(

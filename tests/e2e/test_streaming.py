@@ -1,0 +1,73 @@
+"""Streaming: deltas are progress; only the committed turn is the result."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+from temporalio.client import Client
+
+import crux
+from crux.models import workflow_id_for
+from providers.loopback import LoopbackOpenAIServer, StreamErrorReply, TextReply
+from storage import ThreadStore
+from tests.helpers import new_worker, settings_for
+
+MODEL = "openai:gpt-4o-mini"
+REPLY = "Lisbon has seven hills, yellow trams and very good custard tarts near the river."
+
+
+async def test_stream_yields_progress_then_the_committed_turn(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"stream:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text=REPLY, sse_chunk_size=7))
+    async with new_worker(client, pool, settings) as worker:
+        updates = [
+            update
+            async for update in worker.runtime.stream(
+                "Tell me about Lisbon", thread=thread_id, model=MODEL, generation_id="s1"
+            )
+        ]
+    assert isinstance(updates[-1], crux.StreamCommitted)
+    generation = updates[-1].generation
+    assert generation.text == REPLY
+    assert generation.thread_commit is not None
+    assert generation.thread_commit.status == "selected"
+    streamed = "".join(u.text for u in updates if isinstance(u, crux.StreamDelta))
+    assert REPLY.startswith(streamed)
+    assert openai_server.requests[0].body["stream"] is True
+    # Deltas are staging rows: nothing is left once the turn is committed.
+    assert await pool.fetchval("SELECT count(*) FROM crux_generation_staging") == 0
+    history = await client.get_workflow_handle(workflow_id_for("s1", thread_id)).fetch_history()
+    assert "custard" not in history.to_json()
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert len(view.messages) == 2
+
+
+async def test_a_stream_broken_midway_is_retried_and_announced_as_a_reset(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    openai_server.enqueue(
+        # Text arrives, then an in-stream server error: the attempt is retried by Temporal.
+        StreamErrorReply(text="Partial words that", delay_seconds=0.2),
+        TextReply(text=REPLY, sse_chunk_size=5),
+    )
+    async with new_worker(client, pool, settings) as worker:
+        updates = [
+            update
+            async for update in worker.runtime.stream(
+                "Again", thread=f"stream-retry:{uuid.uuid4().hex[:6]}", model=MODEL
+            )
+        ]
+    final = updates[-1]
+    assert isinstance(final, crux.StreamCommitted)
+    assert final.generation.text == REPLY
+    assert len(openai_server.requests) == 2
+    kinds = [type(u).__name__ for u in updates]
+    assert kinds[0] == "StreamDelta"
+    assert "StreamReset" in kinds
+    after_reset = updates[kinds.index("StreamReset") + 1 : -1]
+    assert REPLY.startswith("".join(u.text for u in after_reset if isinstance(u, crux.StreamDelta)))
