@@ -67,10 +67,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows._progress import TurnProgress
     from workflows.summary import SummaryWorkflow, summary_workflow_id
 
+# The starter sets thread, generation and model; the workflow keeps the stage current.
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
-THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
-GENERATION_ID = SearchAttributeKey.for_keyword("CruxGenerationId")
-MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 # Versioning marker for the authoritative-count step added to the planning stage.
 AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
@@ -91,8 +89,8 @@ class ManagedGenerationWorkflow:
     def get_stage(self) -> str:
         """The current stage.
 
-        One of `reading`, `planning`, `counting`, `invoking`, `committing`,
-        `commit_blocked`, `completed` or `failed`.
+        One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
+        `committing`, `commit_blocked`, `maintenance`, `completed` or `failed`.
         """
         return self._stage
 
