@@ -10,6 +10,7 @@ import contextlib
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
@@ -95,8 +96,14 @@ class ManagedGenerationWorkflow:
         return self._stage
 
     @workflow.run
-    async def run(self, request: GenerationInput) -> GenerationResult:
-        """Run the generation and return its content-free result."""
+    async def run(self, raw: dict[str, Any]) -> GenerationResult:
+        """Run the generation and return its content-free result.
+
+        The input is validated here rather than by the data converter: malformed JSON from
+        any client then fails the workflow with a typed, content-free `ConfigurationError`
+        instead of retrying its first task forever.
+        """
+        request = _validated(raw)
         profile = resolve_profile(request.model)
         self._set_stage("reading")
         read: ReadRequestResult = await workflow.execute_activity(
@@ -398,6 +405,28 @@ class ManagedGenerationWorkflow:
         # unregistered attribute would fail the workflow task on a production cluster.
         if workflow.info().typed_search_attributes.get(STAGE) is not None:
             workflow.upsert_search_attributes([STAGE.value_set(stage)])  # pyright: ignore[reportUnknownMemberType]
+
+
+def _validated(raw: object) -> GenerationInput:
+    try:
+        return GenerationInput.model_validate(raw)
+    except ValidationError as error:
+        # Name schema fields only: an unknown key or a value could carry content.
+        known = GenerationInput.model_fields
+        fields = sorted(
+            {
+                str(e["loc"][0])
+                if e["loc"] and e["loc"][0] in known and e["type"] != "extra_forbidden"
+                else "unknown field"
+                for e in error.errors()
+            }
+        )
+        raise ApplicationError(
+            f"invalid generation input: {', '.join(fields)}",
+            fields,
+            type=ErrorType.CONFIGURATION,
+            non_retryable=True,
+        ) from None
 
 
 def _error_type(error: ActivityError) -> str | None:
