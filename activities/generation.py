@@ -8,7 +8,6 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -18,6 +17,8 @@ from activities._assembly import RequestAssembler, turn_kind
 from activities._errors import maps_errors
 from activities._inputs import InputStager
 from activities._providers import ProviderRegistry
+from activities._streaming import stream_to_staging
+from activities._tools import ToolRunner
 from activities.contracts import (
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
@@ -41,7 +42,7 @@ from activities.contracts import (
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summaries import SummaryPreparer
-from crux.errors import ProviderResponseError, ThreadError
+from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
@@ -51,19 +52,13 @@ from planner import HistorySummary, ModelCatalog
 from providers import (
     AuthoritativeCounter,
     ChatRequest,
-    ChatResponse,
-    StreamDone,
     StreamingChatProvider,
-    TextDelta,
     TokenCounter,
 )
 from storage import GenerationStore, SummaryStore, ThreadStore
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
-
-STREAM_FLUSH_SECONDS = 0.05
-"""Streamed text is written to PostgreSQL in batches at most this far apart."""
 
 # Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
 HEARTBEAT_INTERVAL_SECONDS = 5.0
@@ -108,6 +103,7 @@ class GenerationActivities:
         self._assembler = RequestAssembler(threads, generations, self._summaries)
         self._preparer = SummaryPreparer(threads, self._summaries, generations, providers, catalog)
         self._inputs = InputStager(generations, prompts)
+        self._tool_runner = ToolRunner(generations, self._tools, catalog)
 
     @activity.defn(name=ACTIVITY_READ_REQUEST)
     @maps_errors
@@ -125,7 +121,7 @@ class GenerationActivities:
     @maps_errors
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
-        return await self._run_tool(request)
+        return await self._tool_runner.run(request)
 
     @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
     @maps_errors
@@ -248,50 +244,6 @@ class GenerationActivities:
         counts = content_tokens(counter, texts)
         return dict(zip(request.context_source_ids, counts, strict=True))
 
-    async def _run_tool(self, request: RunToolInput) -> RunToolResult:
-        result_kind = turn_kind(request.result_turn_index)
-        staged = await self._generations.get_staged(request.generation_id, 0, result_kind)
-        if staged is None:
-            call_message = await self._generations.get_staged(
-                request.generation_id, 0, turn_kind(request.call_turn_index)
-            )
-            if call_message is None:
-                raise ThreadError("not_found", "the staged tool call is missing")
-            call = call_message.message.tool_calls[request.call_index]
-            entry = self._tools.get(call.tool_name)
-            failed = entry is None
-            if entry is None:
-                text = f"error: no tool named {call.tool_name!r} is available"
-            else:
-                try:
-                    text = await entry.run(dict(call.input))
-                except Exception as error:  # the model gets a content-free error result
-                    failed = True
-                    text = f"error: the tool failed ({type(error).__name__})"
-            staged = await self._generations.stage(
-                request.generation_id,
-                0,
-                result_kind,
-                Message(
-                    id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
-                    role="tool",
-                    content=text,
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                ),
-                thread_id=request.thread_id,
-                info={"failed": failed},
-            )
-            _log.info(
-                "tool.call.completed",
-                generation_id=request.generation_id,
-                tool=call.tool_name,
-                failed=failed,
-            )
-        counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
-        [tokens] = content_tokens(counter, [staged.message])
-        return RunToolResult(tokens=tokens, failed=bool(staged.info and staged.info.get("failed")))
-
     async def _count_request(self, request: CountRequestInput) -> CountRequestResult:
         provider, model_name = self._providers.resolve(request.model)
         if not isinstance(provider, AuthoritativeCounter):
@@ -343,7 +295,7 @@ class GenerationActivities:
             tool_choice=request.tool_choice if request.tools else None,
         )
         if request.stream and isinstance(provider, StreamingChatProvider):
-            response = await self._stream(provider, chat_request, request)
+            response = await stream_to_staging(provider, chat_request, request, self._generations)
         else:
             response = await _with_heartbeat(provider.complete(chat_request))
         output = Message(
@@ -409,41 +361,6 @@ class GenerationActivities:
             finish_reason=result.finish_reason,
         )
         return result
-
-    async def _stream(
-        self, provider: StreamingChatProvider, chat_request: ChatRequest, request: InvokeModelInput
-    ) -> ChatResponse:
-        """Stream the call, staging deltas for followers; return the assembled reply.
-
-        Keys are `<attempt>:<activity attempt>:<seq>`, so a follower sees a retried call as
-        a new stream (and resets) instead of concatenating partial and retried output.
-        """
-        run = activity.info().attempt
-        sequence = 0
-        pending: list[str] = []
-        flushed = time.monotonic()
-        final: ChatResponse | None = None
-        async for event in provider.stream(chat_request):
-            if isinstance(event, TextDelta):
-                pending.append(event.text)
-            elif isinstance(event, StreamDone):
-                final = event.response
-            due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
-            if pending and (due or final is not None):
-                await self._generations.stage_delta(
-                    request.generation_id,
-                    f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
-                    "".join(pending),
-                    thread_id=request.thread_id,
-                    source_message_ids=request.message_ids,
-                )
-                sequence += 1
-                pending = []
-                flushed = time.monotonic()
-                activity.heartbeat()
-        if final is None:
-            raise ProviderResponseError("stream", "the stream ended without a final response")
-        return final
 
     async def _refuse_if_sources_redacted(self, request: InvokeModelInput) -> None:
         """Drop this attempt's output if a message it was built from was redacted meanwhile.

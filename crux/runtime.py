@@ -10,28 +10,29 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import asyncpg
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
-from temporalio.exceptions import ApplicationError
 
-from activities.contracts import CompactHistory, ReadRequestResult
-from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from crux._outcomes import (
+    Generation,
+    StreamCommitted,
+    StreamDelta,
+    StreamReset,
+    StreamUpdate,
+    await_result,
+)
+from crux._preview import preview_skeleton
 from crux.config import Settings
 from crux.errors import (
     ConfigurationError,
-    CruxError,
-    ErrorType,
-    RequestCompositionError,
-    ThreadCommitError,
     ThreadError,
 )
 from crux.messages import Message
@@ -41,14 +42,11 @@ from crux.models import (
     GenerationResult,
     HistorySpec,
     InputBudgetSpec,
-    StepRecord,
-    ThreadCommit,
-    Usage,
     workflow_id_for,
 )
 from crux.prompts import Prompt
 from crux.prompts import prompt as define_prompt
-from planner import HistorySummary, ModelCatalog, Preview, RequestInspection, RequestReceipt
+from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -61,41 +59,6 @@ _STAGE = SearchAttributeKey.for_keyword("CruxStage")
 _THREAD = SearchAttributeKey.for_keyword("CruxThreadId")
 _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
-
-
-@dataclass(frozen=True)
-class Generation:
-    """The outcome of `Runtime.generate`.
-
-    Attributes:
-        text: The final assistant text.
-        message: The final assistant message.
-        result: The workflow's content-free result.
-    """
-
-    text: str
-    message: Message
-    result: GenerationResult
-
-    @property
-    def generation_id(self) -> str:
-        """The generation id (also the idempotency key)."""
-        return self.result.generation_id
-
-    @property
-    def thread_commit(self) -> ThreadCommit | None:
-        """The Thread commit receipt, for managed generations."""
-        return self.result.thread_commit
-
-    @property
-    def steps(self) -> list[StepRecord]:
-        """One record per provider step; `steps[i].request` is the request receipt."""
-        return self.result.steps
-
-    @property
-    def usage(self) -> Usage:
-        """Total usage over the steps."""
-        return self.result.usage
 
 
 class Runtime:
@@ -302,7 +265,7 @@ class Runtime:
             stream=True,
         )
         handle = await self._start(request)
-        outcome = asyncio.ensure_future(_result(handle))
+        outcome = asyncio.ensure_future(await_result(handle))
         wake = asyncio.Event()
 
         def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
@@ -376,7 +339,7 @@ class Runtime:
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
         """
-        return await _result(await self._start(request))
+        return await await_result(await self._start(request))
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """Return the stored receipt of a request, from any process and after restarts.
@@ -445,62 +408,16 @@ class Runtime:
             max_output_tokens=max_output_tokens,
             contributors=[c.spec for c in prompt.contexts],
         )
-        user = Message(role="user", content=prompt.render(input))
-        system = Message(role="system", content=prompt.system) if prompt.system else None
-        [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
-        ceiling = max_input_tokens(profile, request)
-        sources = [
-            (source_id, Message(role="system", content=text))
-            for contributor in prompt.contexts
-            for source_id, text in contributor.texts.items()
-        ]
-        context_counts = content_tokens(counter, [message for _, message in sources])
-        read = ReadRequestResult(
-            history_source="none",
-            context_tokens={
-                source_id: n for (source_id, _), n in zip(sources, context_counts, strict=True)
-            },
-            system_tokens=rest[0] if rest else 0,
-            current_turn_tokens=turn_tokens,
-            counting_confidence=counter.confidence,
-            encoding=counter.encoding_name,
+        read = await preview_skeleton(
+            prompt,
+            input,
+            request,
+            counter,
+            messages=None if messages is None else _normalise(messages),
+            ceiling=max_input_tokens(profile, request),
+            threads=self._threads,
+            summaries=SummaryStore(self._pool),
         )
-        if messages is not None:
-            normalised = _normalise(messages)
-            items, older = caller_skeleton(counter, normalised, ceiling)
-            read = read.model_copy(
-                update={
-                    "history_source": "caller-messages",
-                    "history": CompactHistory.from_items(items),
-                    "older_history": older,
-                }
-            )
-        elif thread_id is not None:
-            skeleton = await thread_skeleton(
-                self._threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=False
-            )
-            summary = None
-            if request.history.kind == "managed":
-                found = await SummaryStore(self._pool).best(
-                    thread_id,
-                    [entry.id for entry in skeleton.view.messages],
-                    strategy=request.history.strategy,
-                    model=request.history.summary_model or model_id,
-                )
-                if found is not None:
-                    summary = HistorySummary(
-                        artifact_id=found.artifact_id, tokens=found.tokens, covers=found.covers
-                    )
-            read = read.model_copy(
-                update={
-                    "summary": summary,
-                    "history_source": "thread",
-                    "revision": skeleton.view.revision,
-                    "head": skeleton.view.head,
-                    "history": CompactHistory.from_items(skeleton.history),
-                    "older_history": skeleton.older,
-                }
-            )
         plan_request = build_plan_request(
             request_id=f"preview_{uuid.uuid4().hex}",
             request=request,
@@ -531,40 +448,8 @@ def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]
         raise ConfigurationError("messages must be canonical messages") from None
 
 
-async def _result(handle: WorkflowHandle[Any, GenerationResult]) -> GenerationResult:
-    try:
-        return await handle.result()
-    except WorkflowFailureError as failure:
-        raise _domain_error(failure) from None
-
-
 STREAM_POLL_SECONDS = 0.25
 """Followers re-check staged deltas at least this often, notifications or not."""
-
-
-@dataclass(frozen=True)
-class StreamDelta:
-    """A piece of provider text (progress, not yet accepted)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class StreamReset:
-    """A new provider attempt began: discard the text received so far."""
-
-    attempt: int
-
-
-@dataclass(frozen=True)
-class StreamCommitted:
-    """The turn was published; `generation` is the accepted result."""
-
-    generation: Generation
-
-
-StreamUpdate = StreamDelta | StreamReset | StreamCommitted
-"""What `Runtime.stream` yields."""
 
 
 def _thread_id(thread: object | None) -> str | None:
@@ -595,35 +480,3 @@ def _merge_budget(
         optimize_at=override.optimize_at if override.optimize_at is not None else base.optimize_at,
         max=override.max if override.max is not None else base.max,
     )
-
-
-def _domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureError:
-    """Rebuild the typed domain error from a workflow failure's cause chain."""
-    cause: BaseException | None = failure.cause
-    while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.type:
-            details = list(cause.details)
-            code = str(details[0]) if details else ""
-            message = cause.message.removeprefix(f"{code}: ") if code else cause.message
-            if cause.type == ErrorType.REQUEST_COMPOSITION:
-                return RequestCompositionError(
-                    code,  # pyright: ignore[reportArgumentType]
-                    message,
-                    request_id=str(details[2]) if len(details) > 2 else None,
-                    diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
-                )
-            if cause.type == ErrorType.THREAD_COMMIT:
-                return ThreadCommitError(message)
-            if cause.type == ErrorType.THREAD:
-                return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
-            if cause.type == ErrorType.CONFIGURATION:
-                return ConfigurationError(message)
-        cause = cause.__cause__
-    return failure
-
-
-def _diagnostics(raw: object) -> dict[str, object]:
-    if not isinstance(raw, dict):
-        return {}
-    items: dict[object, object] = raw  # pyright: ignore[reportUnknownVariableType]
-    return {str(key): value for key, value in items.items()}

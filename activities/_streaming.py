@@ -1,0 +1,54 @@
+"""Stream a provider call into PostgreSQL so followers see text as it arrives."""
+
+from __future__ import annotations
+
+import time
+
+from temporalio import activity
+
+from activities.contracts import InvokeModelInput
+from crux.errors import ProviderResponseError
+from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
+from storage import GenerationStore
+
+STREAM_FLUSH_SECONDS = 0.05
+"""Streamed text is written to PostgreSQL in batches at most this far apart."""
+
+
+async def stream_to_staging(
+    provider: StreamingChatProvider,
+    chat_request: ChatRequest,
+    request: InvokeModelInput,
+    generations: GenerationStore,
+) -> ChatResponse:
+    """Stream the call, staging deltas for followers; return the assembled reply.
+
+    Keys are `<attempt>:<activity attempt>:<seq>`, so a follower sees a retried call as
+    a new stream (and resets) instead of concatenating partial and retried output.
+    """
+    run = activity.info().attempt
+    sequence = 0
+    pending: list[str] = []
+    flushed = time.monotonic()
+    final: ChatResponse | None = None
+    async for event in provider.stream(chat_request):
+        if isinstance(event, TextDelta):
+            pending.append(event.text)
+        elif isinstance(event, StreamDone):
+            final = event.response
+        due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
+        if pending and (due or final is not None):
+            await generations.stage_delta(
+                request.generation_id,
+                f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
+                "".join(pending),
+                thread_id=request.thread_id,
+                source_message_ids=request.message_ids,
+            )
+            sequence += 1
+            pending = []
+            flushed = time.monotonic()
+            activity.heartbeat()
+    if final is None:
+        raise ProviderResponseError("stream", "the stream ended without a final response")
+    return final

@@ -1,0 +1,78 @@
+"""Run the tool calls of a turn: each result staged once, as the turn's next message."""
+
+from __future__ import annotations
+
+from activities._assembly import turn_kind
+from activities.contracts import RunToolInput, RunToolResult
+from activities.skeleton import content_tokens
+from crux.errors import ThreadError
+from crux.logs import get_logger
+from crux.messages import Message
+from crux.tools import ToolRegistry
+from planner import ModelCatalog
+from providers import TokenCounter
+from storage import GenerationStore
+
+_log = get_logger(__name__)
+
+
+class ToolRunner:
+    """Runs tool handlers registered on this worker.
+
+    Args:
+        generations: Generation staging (tool calls are read from it, results written).
+        tools: The registered tools.
+        catalog: Model profiles (to size results with the response model's tokenizer).
+    """
+
+    def __init__(
+        self, generations: GenerationStore, tools: ToolRegistry, catalog: ModelCatalog
+    ) -> None:
+        self._generations = generations
+        self._tools = tools
+        self._catalog = catalog
+
+    async def run(self, request: RunToolInput) -> RunToolResult:
+        """Run one tool call (once: a staged result is reused) and size its result."""
+        result_kind = turn_kind(request.result_turn_index)
+        staged = await self._generations.get_staged(request.generation_id, 0, result_kind)
+        if staged is None:
+            call_message = await self._generations.get_staged(
+                request.generation_id, 0, turn_kind(request.call_turn_index)
+            )
+            if call_message is None:
+                raise ThreadError("not_found", "the staged tool call is missing")
+            call = call_message.message.tool_calls[request.call_index]
+            entry = self._tools.get(call.tool_name)
+            failed = entry is None
+            if entry is None:
+                text = f"error: no tool named {call.tool_name!r} is available"
+            else:
+                try:
+                    text = await entry.run(dict(call.input))
+                except Exception as error:  # the model gets a content-free error result
+                    failed = True
+                    text = f"error: the tool failed ({type(error).__name__})"
+            staged = await self._generations.stage(
+                request.generation_id,
+                0,
+                result_kind,
+                Message(
+                    id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
+                    role="tool",
+                    content=text,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                ),
+                thread_id=request.thread_id,
+                info={"failed": failed},
+            )
+            _log.info(
+                "tool.call.completed",
+                generation_id=request.generation_id,
+                tool=call.tool_name,
+                failed=failed,
+            )
+        counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
+        [tokens] = content_tokens(counter, [staged.message])
+        return RunToolResult(tokens=tokens, failed=bool(staged.info and staged.info.get("failed")))
