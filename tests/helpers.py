@@ -30,11 +30,19 @@ class RunningWorker:
     runtime: Runtime
 
 
-def settings_for(database_url: str, *, openai_base_url: str | None = None) -> Settings:
+def settings_for(
+    database_url: str,
+    *,
+    openai_base_url: str | None = None,
+    anthropic_base_url: str | None = None,
+) -> Settings:
     values: dict[str, object] = {"database_url": database_url, "log_format": "json"}
     if openai_base_url:
         values["openai_base_url"] = openai_base_url
         values["openai_api_key"] = "sk-test-not-a-secret"
+    if anthropic_base_url:
+        values["anthropic_base_url"] = anthropic_base_url
+        values["anthropic_api_key"] = "sk-ant-test-not-a-secret"
     return Settings.model_validate(values)
 
 
