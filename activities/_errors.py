@@ -43,7 +43,12 @@ def maps_errors(method: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_
         try:
             return await method(*args, **kwargs)
         except Exception as error:
-            raise to_application_error(error) from error
+            mapped = to_application_error(error)
+            if mapped is error:
+                # Unknown errors go to Temporal as they are (and are retried); chaining an
+                # error to itself would make its cause chain endless.
+                raise
+            raise mapped from error
 
     return wrapper
 

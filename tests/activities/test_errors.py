@@ -67,3 +67,15 @@ def test_thread_error_code_is_the_first_detail() -> None:
 def test_unknown_errors_pass_through_for_temporal_to_retry() -> None:
     error = RuntimeError("boom")
     assert to_application_error(error) is error
+
+
+async def test_decorated_activity_reraises_unknown_errors_without_a_self_cause() -> None:
+    from activities._errors import maps_errors
+
+    @maps_errors
+    async def broken() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError) as raised:
+        await broken()
+    assert raised.value.__cause__ is not raised.value
