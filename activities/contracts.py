@@ -269,6 +269,10 @@ class CommitTurnInput(WireModel):
     history_source: HistorySource = "none"
     turn_messages: int = 0
     """Tool-round messages between the user message and the final answer."""
+    message_tokens: list[int] = []
+    """Content tokens of the committed messages, in order, under `encoding`: stored with
+    them so the next read does not load their text only to count it."""
+    encoding: str = ""
     steps: list[StepRecord] = []
     inspections: list[RequestInspection] = []
     """Content-free inspections of the steps' sealed plans, persisted beside receipts."""

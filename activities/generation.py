@@ -330,7 +330,8 @@ class GenerationActivities:
                 call_message,
                 thread_id=request.thread_id,
             )
-            [turn_tokens] = content_tokens(counter, [call_message])
+            # Same content as the output, already counted.
+            turn_tokens = output_tokens
         result = InvokeModelResult(
             usage=Usage(
                 input_tokens=response.usage.input_tokens,
@@ -411,6 +412,12 @@ class GenerationActivities:
                 expected_head=request.expected_head,
                 owner=request.owner,
             )
+            if request.encoding and len(request.message_tokens) == len(commit.message_ids):
+                await self._threads.store_token_counts(
+                    request.thread_id,
+                    request.encoding,
+                    dict(zip(commit.message_ids, request.message_tokens, strict=True)),
+                )
         inspections = {
             inspection.id: inspection.model_dump(mode="json") for inspection in request.inspections
         }

@@ -31,7 +31,7 @@ class ContextContributor:
     @property
     def id(self) -> str:
         """The contributor id."""
-        return contributor_id(self.spec)
+        return planner.contributor_id(self.spec)
 
 
 def context(
@@ -90,17 +90,6 @@ def droppable(target: ContextContributor) -> ContextContributor:
         raise invalid_ladder("droppable cannot wrap droppable", target.id)
     spec = planner.droppable(target.spec)
     return ContextContributor(spec=spec, texts=dict(target.texts))
-
-
-def contributor_id(spec: Contributor) -> str:
-    """The id of a contributor (its primary source's id)."""
-    node: object = spec
-    while True:
-        if isinstance(node, Source | planner.SourceGroup):
-            return node.id
-        if isinstance(node, Prefer):
-            return node.primary.id
-        node = getattr(node, "target")  # noqa: B009 - every wrapper has a target
 
 
 def _source(value: ContextContributor) -> Source:

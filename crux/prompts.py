@@ -16,6 +16,7 @@ from crux.context import ContextContributor
 from crux.errors import ConfigurationError
 from crux.models import HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.tools import Tool
+from planner.policies import check_cap
 
 DEFAULT_PROMPT_ID = "crux.default"
 
@@ -246,10 +247,8 @@ class _HistoryPolicies:
 
 
 def _check_caps(messages: object, tokens: object, *, required: bool) -> None:
-    for name, bound in (("messages", messages), ("tokens", tokens)):
-        valid = isinstance(bound, int) and not isinstance(bound, bool) and bound > 0
-        if bound is not None and not valid:
-            raise ConfigurationError(f"history {name} cap must be a positive integer")
+    check_cap("messages", messages)
+    check_cap("tokens", tokens)
     if required and messages is None and tokens is None:
         raise ConfigurationError("history.recent needs a messages or tokens cap")
 

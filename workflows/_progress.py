@@ -14,18 +14,27 @@ class TurnProgress:
     def __init__(self) -> None:
         self.attempt = 1
         self.rounds = 0
-        self.turn_messages = 0
-        self.turn_tokens = 0
+        self.turn_counts: list[int] = []
+        """Content tokens of each tool-round message of the turn, in order."""
         self.ceiling: int | None = None
         self.previous_request_id: str | None = None
         self.epoch: EpochFloors | None = None
         self.summary: HistorySummary | None = None
         self.maintenance: tuple[Preparation, ...] = ()
 
+    @property
+    def turn_messages(self) -> int:
+        """Tool-round messages in the turn so far."""
+        return len(self.turn_counts)
+
+    @property
+    def turn_tokens(self) -> int:
+        """Their content tokens."""
+        return sum(self.turn_counts)
+
     def add_turn_message(self, tokens: int) -> None:
         """Count one more tool-round message of `tokens` content tokens in the turn."""
-        self.turn_messages += 1
-        self.turn_tokens += tokens
+        self.turn_counts.append(tokens)
 
     def next_step(self, sealed: SealedPlan) -> None:
         """Move to the next provider call, linked to the one `sealed` describes."""

@@ -366,6 +366,12 @@ class ManagedGenerationWorkflow:
             accepted_attempt=progress.attempt,
             history_source=read.history_source,
             turn_messages=progress.turn_messages,
+            message_tokens=[
+                read.current_turn_tokens,
+                *progress.turn_counts,
+                steps[-1].output_tokens,
+            ],
+            encoding=read.encoding,
             steps=steps,
             inspections=inspections,
         )

@@ -5,6 +5,11 @@
 -- transactional path, which owns every error and replay rule. Statements inside a
 -- PL/pgSQL function take fresh snapshots under READ COMMITTED, so everything read after the
 -- lock is current.
+--
+-- The replay check probes the primary key once per supplied id, so a planner without
+-- statistics for a fresh or skewed table never reads every row of the Thread to answer it;
+-- the selection test is null-safe, so a root publication beside an existing head is an
+-- alternative whose branch tip is remembered.
 
 CREATE OR REPLACE FUNCTION crux_thread_fast_append(
     p_thread text,
@@ -44,8 +49,12 @@ BEGIN
         RETURN;
     END IF;
     IF EXISTS (
-        SELECT 1 FROM crux_thread_messages m
-        WHERE m.thread_id = p_thread AND m.message_id = ANY(p_ids)
+        SELECT 1 FROM unnest(p_ids) AS wanted(id)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM crux_thread_messages m
+            WHERE m.thread_id = p_thread AND m.message_id = wanted.id
+            LIMIT 1
+        ) AS hit
     ) THEN
         RETURN QUERY SELECT 'slow'::text, NULL::text, NULL::text, NULL::text, NULL::timestamptz;
         RETURN;
@@ -63,7 +72,7 @@ BEGIN
     END IF;
 
     -- An owner without a head has nothing to compete with: its first publication is selected.
-    v_selected := v_head IS NULL OR v_head = v_target;
+    v_selected := v_head IS NULL OR v_head IS NOT DISTINCT FROM v_target;
     v_status := CASE WHEN v_selected THEN 'selected' ELSE 'alternative' END;
     v_selected_head := CASE WHEN v_selected THEN v_leaf ELSE v_head END;
 

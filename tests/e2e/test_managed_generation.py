@@ -18,6 +18,7 @@ from crux.prompts import history as crux_history
 from crux.prompts import prompt
 from crux.runtime import Runtime
 from crux.stack import temporal_cli_path
+from providers import TokenCounter
 from providers.loopback import CountReply, ErrorReply, LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
@@ -479,3 +480,21 @@ async def test_redaction_during_the_provider_call_blocks_the_commit(
     assert raised.value.code == "redacted"
     view = await ThreadStore(pool).read_history_view(thread_id)
     assert all(not m.id.startswith("gen:r2:") for m in view.messages)
+
+
+async def test_committed_messages_carry_their_token_counts(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"counts:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(TextReply(text="counted at commit"))
+    async with new_worker(client, pool, settings) as worker:
+        result = await worker.runtime.generate("count me", thread=thread_id, model=MODEL)
+    assert result.thread_commit is not None
+    # Stored by the commit, before any later read had to load the text to count it.
+    view = await ThreadStore(pool).read_history_view(thread_id, encoding="o200k_base")
+    counter = TokenCounter.for_encoding("o200k_base")
+    assert [m.tokens for m in view.messages] == [
+        counter.count_text("count me"),
+        counter.count_text("counted at commit"),
+    ]

@@ -127,7 +127,7 @@ _SHORT_THREADS = (
 )
 
 
-# The replay check inside crux_thread_fast_append (migration 0005), as a statement.
+# The replay check inside crux_thread_fast_append (migration 0004), as a statement.
 _FAST_APPEND_REPLAY_CHECK = """
 SELECT EXISTS (
     SELECT 1 FROM unnest($2::text[]) AS wanted(id)
