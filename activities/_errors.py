@@ -64,6 +64,13 @@ def to_application_error(error: BaseException) -> BaseException:
         return error
     if isinstance(error, ProviderError):
         return _provider_error(error)
+    if is_storage_unavailable(error):
+        # Typed apart from everything else: activity retry policies leave it to the
+        # workflow, which waits the outage out in a visible `storage_blocked` stage
+        # instead of spending attempts meant for provider failures.
+        return ApplicationError(
+            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
+        )
     if isinstance(error, ThreadCommitError):
         return ApplicationError(
             str(error), error.code, type=ErrorType.THREAD_COMMIT, non_retryable=False
@@ -85,15 +92,35 @@ def to_application_error(error: BaseException) -> BaseException:
         )
     if isinstance(error, ConfigurationError):
         return ApplicationError(str(error), type=ErrorType.CONFIGURATION, non_retryable=True)
-    if isinstance(error, StorageUnavailableError | OSError | asyncpg.InterfaceError):
-        return ApplicationError(
-            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
-        )
-    if isinstance(error, asyncpg.PostgresConnectionError | asyncpg.CannotConnectNowError):
-        return ApplicationError(
-            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
-        )
     return error
+
+
+# What PostgreSQL going away looks like from asyncpg: refused or reset sockets, a missing
+# Unix socket, a server shutting down or still starting, a pool that cannot connect.
+_UNAVAILABLE = (
+    StorageUnavailableError,
+    OSError,  # includes ConnectionError, TimeoutError and a missing socket file
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+
+def is_storage_unavailable(error: BaseException) -> bool:
+    """Whether `error` (or what it was raised from) means PostgreSQL cannot be reached.
+
+    The stores wrap driver errors (a publication with an unknown outcome becomes
+    `ThreadCommitError`), so the explicit cause chain is followed too.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _UNAVAILABLE):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
 
 
 def _provider_error(error: ProviderError) -> ApplicationError:

@@ -14,7 +14,13 @@ from crux.models import (
     Usage,
     WireModel,
 )
-from planner import HistoryAggregate, HistoryItem, HistorySummary, RequestInspection
+from planner import (
+    HistoryAggregate,
+    HistoryItem,
+    HistorySummary,
+    RequestInspection,
+    RequestReceipt,
+)
 
 HistorySource = Literal["thread", "caller-messages", "none"]
 
@@ -188,6 +194,16 @@ class InvokeModelResult(WireModel):
     reused_staged_output: bool = False
     turn_tokens: int = 0
     """Content tokens of the tool-call message staged for the next round (0 without calls)."""
+    revision_moved: bool = False
+    """The Thread moved after the read and nothing was staged for the attempt: no provider
+    call was made, and the workflow reads the new revision (or fails, if asked to)."""
+
+    @classmethod
+    def moved(cls) -> InvokeModelResult:
+        """The result of an attempt refused because the Thread moved before dispatch."""
+        return cls(
+            usage=Usage(), finish_reason="revision-moved", output_tokens=0, revision_moved=True
+        )
 
 
 class RunToolInput(WireModel):
@@ -276,6 +292,9 @@ class CommitTurnInput(WireModel):
     steps: list[StepRecord] = []
     inspections: list[RequestInspection] = []
     """Content-free inspections of the steps' sealed plans, persisted beside receipts."""
+    superseded: list[RequestReceipt] = []
+    """Receipts of plans never sent because the Thread moved first (persisted, so the
+    `previous_request_id` links of the sent plans resolve)."""
 
 
 class CommitTurnResult(WireModel):

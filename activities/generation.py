@@ -270,11 +270,19 @@ class GenerationActivities:
         )
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
+            # Its output is kept even if the Thread moved since (it is committed after the
+            # head the read observed), unless one of its sources was redacted meanwhile.
+            await self._refuse_if_sources_redacted(request)
             return InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
-        if request.history_source == "thread" and request.thread_id and request.revision:
-            await self._threads.validate_revision(
-                request.thread_id, request.revision, owner=request.owner
+        if await self._revision_moved(request):
+            # Nothing was sent for this plan yet: sending it now would answer a stale view
+            # of the Thread, so the workflow reads the new revision and plans again.
+            _log.info(
+                "provider.attempt.revision_moved",
+                generation_id=request.generation_id,
+                attempt=request.attempt,
             )
+            return InvokeModelResult.moved()
         messages = await self._assembler.request_messages(
             request.generation_id,
             request.thread_id,
@@ -363,6 +371,20 @@ class GenerationActivities:
         )
         return result
 
+    async def _revision_moved(self, request: InvokeModelInput) -> bool:
+        """Whether the Thread moved since the read that `request`'s plan was sealed on."""
+        if request.history_source != "thread" or not request.thread_id or not request.revision:
+            return False
+        try:
+            await self._threads.validate_revision(
+                request.thread_id, request.revision, owner=request.owner
+            )
+        except ThreadError as moved:
+            if moved.code != "identity_conflict":
+                raise  # deleted: nothing can be committed any more
+            return True
+        return False
+
     async def _refuse_if_sources_redacted(self, request: InvokeModelInput) -> None:
         """Drop this attempt's output if a message it was built from was redacted meanwhile.
 
@@ -435,11 +457,11 @@ class GenerationActivities:
             workflow_id=request.workflow_id,
             receipts=[
                 (
-                    step.request.id,
-                    step.request.model_dump(mode="json"),
-                    inspections.get(step.request.id),
+                    receipt.id,
+                    receipt.model_dump(mode="json"),
+                    inspections.get(receipt.id),
                 )
-                for step in request.steps
+                for receipt in (*request.superseded, *(step.request for step in request.steps))
             ],
             keep_final=output.message if commit is None else None,
         )

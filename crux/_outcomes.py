@@ -13,6 +13,7 @@ from crux.errors import (
     CruxError,
     ErrorType,
     RequestCompositionError,
+    StorageUnavailableError,
     ThreadCommitError,
     ThreadError,
 )
@@ -109,6 +110,8 @@ def domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureEr
                 return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
             if cause.type == ErrorType.CONFIGURATION:
                 return ConfigurationError(message)
+            if cause.type == ErrorType.STORAGE_UNAVAILABLE and cause.non_retryable:
+                return StorageUnavailableError(message)
         cause = cause.__cause__
     return failure
 

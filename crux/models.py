@@ -79,6 +79,10 @@ class HistorySpec(WireModel):
     summary_model: str | None = None
 
 
+DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
+"""A storage outage shorter than this only delays a generation."""
+
+
 class GenerationInput(WireModel):
     """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
 
@@ -105,6 +109,13 @@ class GenerationInput(WireModel):
         max_tool_rounds: Tool rounds before a final answer is required.
         stream: Stream provider deltas into PostgreSQL for `Runtime.stream` (progress only:
             the accepted turn is the committed one).
+        on_revision_moved: What happens when the Thread moved between the read and the
+            provider call: `replan` (default) reads the new revision and plans again (each
+            plan receipted and linked, reason `revision-moved`); `fail` raises
+            `ThreadError("identity_conflict")` before any provider call.
+        storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
+            the `storage_blocked` or `commit_blocked` stage) before the run fails with
+            `StorageUnavailableError`.
     """
 
     generation_id: str
@@ -123,6 +134,8 @@ class GenerationInput(WireModel):
     tool_choice: Literal["auto", "required", "none"] | None = None
     max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=0, le=32)
     stream: bool = False
+    on_revision_moved: Literal["replan", "fail"] = "replan"
+    storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
 
 
 class Usage(WireModel):

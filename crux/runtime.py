@@ -38,6 +38,7 @@ from crux.errors import (
 from crux.messages import Message
 from crux.models import (
     DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_STORAGE_WAIT_SECONDS,
     GenerationInput,
     GenerationResult,
     HistorySpec,
@@ -115,6 +116,8 @@ class Runtime:
         owner: str = "main",
         tool_choice: Literal["auto", "required", "none"] | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        on_revision_moved: Literal["replan", "fail"] = "replan",
+        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -133,6 +136,11 @@ class Runtime:
             owner: The Thread owner whose head is read and advanced.
             tool_choice: `auto`, `required` (first call) or `none` for the prompt's tools.
             max_tool_rounds: Tool rounds before a text answer is required.
+            on_revision_moved: `replan` (default) re-reads the Thread and plans again when
+                another turn landed before this call was sent; `fail` raises
+                `ThreadError("identity_conflict")` instead, before any provider call.
+            storage_wait_seconds: How long the run waits out a PostgreSQL outage before it
+                fails with `StorageUnavailableError`.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -152,6 +160,8 @@ class Runtime:
             owner=owner,
             tool_choice=tool_choice,
             max_tool_rounds=max_tool_rounds,
+            on_revision_moved=on_revision_moved,
+            storage_wait_seconds=storage_wait_seconds,
         )
         result = await self.run(request)
         return await self._hydrate(result)
@@ -171,6 +181,8 @@ class Runtime:
         owner: str,
         tool_choice: Literal["auto", "required", "none"] | None,
         max_tool_rounds: int,
+        on_revision_moved: Literal["replan", "fail"],
+        storage_wait_seconds: int,
         stream: bool = False,
     ) -> GenerationInput:
         """Render the prompt here, stage its text in PostgreSQL, return the ids-only input."""
@@ -220,6 +232,8 @@ class Runtime:
             tools=[t.name for t in prompt.tools],
             tool_choice=tool_choice,
             max_tool_rounds=max_tool_rounds,
+            on_revision_moved=on_revision_moved,
+            storage_wait_seconds=storage_wait_seconds,
             stream=stream,
         )
         return request
@@ -239,6 +253,8 @@ class Runtime:
         owner: str = "main",
         tool_choice: Literal["auto", "required", "none"] | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        on_revision_moved: Literal["replan", "fail"] = "replan",
+        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -262,6 +278,8 @@ class Runtime:
             owner=owner,
             tool_choice=tool_choice,
             max_tool_rounds=max_tool_rounds,
+            on_revision_moved=on_revision_moved,
+            storage_wait_seconds=storage_wait_seconds,
             stream=True,
         )
         handle = await self._start(request)

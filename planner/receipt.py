@@ -82,6 +82,8 @@ class RequestReceipt(FrozenModel):
         adaptations: Deviations from full exact representation; `[]` for an exact request.
         warnings: Content-free warnings.
         previous_request_id: The previous semantic call of the same loop, if any.
+        previous_reason: Why this request follows `previous_request_id` when that one was
+            never sent: `revision-moved` when the Thread moved before its dispatch.
     """
 
     id: str
@@ -92,6 +94,7 @@ class RequestReceipt(FrozenModel):
     adaptations: tuple[Adaptation, ...] = ()
     warnings: tuple[ReceiptWarning, ...] = ()
     previous_request_id: str | None = None
+    previous_reason: str | None = None
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

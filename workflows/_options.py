@@ -7,6 +7,13 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
+from crux.errors import ErrorType
+
+# Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
+# a ceiling), not inside an activity's retry budget: retrying them here would hide the
+# outage and, for the provider call, spend attempts meant for provider failures.
+_WORKFLOW_HANDLES = [ErrorType.STORAGE_UNAVAILABLE.value]
+
 READ_REQUEST = ActivityConfig(
     # One indexed path read plus tokenizing only the messages not yet counted.
     start_to_close_timeout=timedelta(seconds=60),
@@ -15,6 +22,7 @@ READ_REQUEST = ActivityConfig(
         initial_interval=timedelta(milliseconds=200),
         maximum_interval=timedelta(seconds=10),
         maximum_attempts=10,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )
 
@@ -29,6 +37,7 @@ INVOKE_MODEL = ActivityConfig(
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=5,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )
 
@@ -40,6 +49,7 @@ RUN_TOOL = ActivityConfig(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
         maximum_attempts=5,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )
 
@@ -77,6 +87,15 @@ COMMIT_TURN = ActivityConfig(
 
 COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
 """Longest pause between commit rounds while storage stays unavailable."""
+
+STORAGE_BLOCKED_INITIAL_BACKOFF = timedelta(seconds=1)
+STORAGE_BLOCKED_MAX_BACKOFF = timedelta(seconds=15)
+"""Pauses between rounds of a stage waiting for storage: short enough that a 30 s outage
+costs seconds, not minutes, after it ends; long enough to stay cheap in history."""
+
+MAX_REVISION_REPLANS = 24
+"""Re-reads after the Thread moved before dispatch. Each round is lost only to a turn that
+landed meanwhile, so reaching this means the Thread is written faster than it can be read."""
 
 
 def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:

@@ -18,6 +18,8 @@ class TurnProgress:
         """Content tokens of each tool-round message of the turn, in order."""
         self.ceiling: int | None = None
         self.previous_request_id: str | None = None
+        self.previous_reason: str | None = None
+        """Why the next plan replaces `previous_request_id` unsent (`revision-moved`)."""
         self.epoch: EpochFloors | None = None
         self.summary: HistorySummary | None = None
         self.maintenance: tuple[Preparation, ...] = ()
@@ -43,6 +45,13 @@ class TurnProgress:
         self.previous_request_id = sealed.request_id
         self.epoch = sealed.epoch
         self.attempt += 1
+
+    def replan(self, sealed: SealedPlan, reason: str) -> None:
+        """Plan the same attempt again, linked to `sealed`, which was never sent."""
+        # Same attempt number: nothing was staged for it, and its epoch floors stay those of
+        # the last call that was actually sent.
+        self.previous_request_id = sealed.request_id
+        self.previous_reason = reason
 
     def tool_choice(self, request: GenerationInput) -> Literal["auto", "required", "none"] | None:
         """The tool choice for the next call."""

@@ -7,14 +7,14 @@ I/O, and every payload is ids, sizes and decisions. No message text enters histo
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
+from temporalio.workflow import ActivityConfig, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         HistorySummary,
         Preparation,
         RequestInspection,
+        RequestReceipt,
         SealedPlan,
         inline_preparations,
         needs_authoritative_count,
@@ -71,6 +72,8 @@ with workflow.unsafe.imports_passed_through():
 # The starter sets thread, generation and model; the workflow keeps the stage current.
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 
+_T = TypeVar("_T")
+
 # Versioning marker for the authoritative-count step added to the planning stage.
 AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
 
@@ -91,7 +94,8 @@ class ManagedGenerationWorkflow:
         """The current stage.
 
         One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `committing`, `commit_blocked`, `maintenance`, `completed` or `failed`.
+        `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
+        `maintenance`, `completed` or `failed`.
         """
         return self._stage
 
@@ -105,73 +109,53 @@ class ManagedGenerationWorkflow:
         """
         request = _validated(raw)
         profile = resolve_profile(request.model)
-        self._set_stage("reading")
-        read: ReadRequestResult = await workflow.execute_activity(
-            ACTIVITY_READ_REQUEST,
-            ReadRequestInput(
-                generation_id=request.generation_id,
-                thread_id=request.thread_id,
-                owner=request.owner,
-                model=request.model,
-                prompt_id=request.prompt_id,
-                input=request.input,
-                input_ref=request.input_ref,
-                messages_ref=request.messages_ref,
-                history=request.history,
-                tools=request.tools,
-                context_source_ids=[
-                    source
-                    for contributor in request.contributors
-                    for source in source_ids(contributor)
-                ],
-                max_input_tokens=max_input_tokens(profile, request),
-            ),
-            result_type=ReadRequestResult,
-            **_options.with_summary(_options.READ_REQUEST, "read request"),
-        )
+        read = await self._read(request, profile)
         if read.existing is not None:
             self._set_stage("completed")
             return read.existing
 
         steps: list[StepRecord] = []
         inspections: list[RequestInspection] = []
+        superseded: list[RequestReceipt] = []
         progress = TurnProgress()
         while True:
             self._set_stage("planning")
             sealed = await self._plan(request, read, profile, progress)
-            self._set_stage(
-                "invoking", f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
+            if progress.previous_reason is not None:
+                sealed = _with_previous_reason(sealed, progress.previous_reason)
+                progress.previous_reason = None
+            invoking = f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
+            self._set_stage("invoking", invoking)
+            invoke_input = InvokeModelInput(
+                generation_id=request.generation_id,
+                attempt=progress.attempt,
+                thread_id=request.thread_id,
+                owner=request.owner,
+                revision=read.revision,
+                history_source=read.history_source,
+                model=request.model,
+                message_ids=list(sealed.message_ids),
+                context=selected_sources(request.contributors, sealed),
+                summary_artifact_id=(
+                    sealed.history_summary.artifact_id if sealed.history_summary else None
+                ),
+                summary_position=(sealed.history_summary.position if sealed.history_summary else 0),
+                older_through_id=(sealed.included_older.last_id if sealed.included_older else None),
+                max_output_tokens=sealed.max_output_tokens,
+                tools=request.tools,
+                tool_choice=progress.tool_choice(request),
+                turn_messages=progress.turn_messages,
+                stream=request.stream,
             )
             try:
-                invoked: InvokeModelResult = await workflow.execute_activity(
+                invoked: InvokeModelResult = await self._waiting_out_storage(
+                    request,
+                    "invoking",
+                    invoking,
                     ACTIVITY_INVOKE_MODEL,
-                    InvokeModelInput(
-                        generation_id=request.generation_id,
-                        attempt=progress.attempt,
-                        thread_id=request.thread_id,
-                        owner=request.owner,
-                        revision=read.revision,
-                        history_source=read.history_source,
-                        model=request.model,
-                        message_ids=list(sealed.message_ids),
-                        context=selected_sources(request.contributors, sealed),
-                        summary_artifact_id=(
-                            sealed.history_summary.artifact_id if sealed.history_summary else None
-                        ),
-                        summary_position=(
-                            sealed.history_summary.position if sealed.history_summary else 0
-                        ),
-                        older_through_id=(
-                            sealed.included_older.last_id if sealed.included_older else None
-                        ),
-                        max_output_tokens=sealed.max_output_tokens,
-                        tools=request.tools,
-                        tool_choice=progress.tool_choice(request),
-                        turn_messages=progress.turn_messages,
-                        stream=request.stream,
-                    ),
-                    result_type=InvokeModelResult,
-                    **_options.with_summary(
+                    invoke_input,
+                    InvokeModelResult,
+                    _options.with_summary(
                         _options.INVOKE_MODEL, f"{request.model} attempt {progress.attempt}"
                     ),
                 )
@@ -181,6 +165,17 @@ class ManagedGenerationWorkflow:
                     progress.next_step(sealed)
                     continue
                 raise
+            if invoked.revision_moved:
+                # Another turn landed between the read and this dispatch: nothing was sent.
+                superseded.append(sealed.receipt)
+                inspections.append(sealed.inspection)
+                self._revision_moved(request, progress, len(superseded))
+                progress.replan(sealed, "revision-moved")
+                read = await self._read(request, profile)
+                if read.existing is not None:
+                    self._set_stage("completed")
+                    return read.existing
+                continue
             inspections.append(sealed.inspection)
             steps.append(
                 StepRecord(
@@ -196,11 +191,105 @@ class ManagedGenerationWorkflow:
             await self._run_tools(request, invoked, progress)
             progress.next_step(sealed)
 
-        result = await self._commit(request, read, progress, steps, inspections)
+        result = await self._commit(request, read, progress, steps, inspections, superseded)
         for need in progress.maintenance:
             await self._prepare_summary(request, need, wait=False)
         self._set_stage("completed")
         return result
+
+    async def _read(self, request: GenerationInput, profile: Any) -> ReadRequestResult:
+        """Read the current revision (waiting out a storage outage)."""
+        self._set_stage("reading")
+        read_input = ReadRequestInput(
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            owner=request.owner,
+            model=request.model,
+            prompt_id=request.prompt_id,
+            input=request.input,
+            input_ref=request.input_ref,
+            messages_ref=request.messages_ref,
+            history=request.history,
+            tools=request.tools,
+            context_source_ids=[
+                source for contributor in request.contributors for source in source_ids(contributor)
+            ],
+            max_input_tokens=max_input_tokens(profile, request),
+        )
+        return await self._waiting_out_storage(
+            request,
+            "reading",
+            None,
+            ACTIVITY_READ_REQUEST,
+            read_input,
+            ReadRequestResult,
+            _options.with_summary(_options.READ_REQUEST, "read request"),
+        )
+
+    async def _waiting_out_storage(
+        self,
+        request: GenerationInput,
+        stage: str,
+        details: str | None,
+        activity: str,
+        arg: Any,
+        result_type: type[_T],
+        config: ActivityConfig,
+    ) -> _T:
+        """Run one activity, waiting out storage outages in `storage_blocked`.
+
+        The activity fails fast on a storage outage (its retry policy leaves that type to
+        the workflow), so the wait is visible in the query, the current details and
+        `CruxStage`, costs none of the provider's attempts, and ends in a typed
+        `StorageUnavailableError` once it outlasts `request.storage_wait_seconds`.
+        """
+        backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+        blocked_since = None
+        rounds = 0
+        while True:
+            try:
+                return await workflow.execute_activity(
+                    activity, arg, result_type=result_type, **config
+                )
+            except ActivityError as error:
+                if _error_type(error) != ErrorType.STORAGE_UNAVAILABLE:
+                    raise
+            now = workflow.now()
+            blocked_since = blocked_since or now
+            rounds += 1
+            self._check_storage_ceiling(request, blocked_since, stage)
+            self._set_stage("storage_blocked", f"{stage}: round {rounds} waiting for storage")
+            await workflow.sleep(backoff)
+            backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
+            self._set_stage(stage, details)
+
+    def _check_storage_ceiling(self, request: GenerationInput, since: datetime, stage: str) -> None:
+        """Fail the run, typed, once storage has been unavailable for too long."""
+        waited = workflow.now() - since
+        if waited < timedelta(seconds=request.storage_wait_seconds):
+            return
+        self._set_stage("failed", f"storage unavailable during {stage}")
+        raise ApplicationError(
+            f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
+            f" (storage_wait_seconds={request.storage_wait_seconds})",
+            stage,
+            type=ErrorType.STORAGE_UNAVAILABLE,
+            non_retryable=True,
+        )
+
+    def _revision_moved(
+        self, request: GenerationInput, progress: TurnProgress, rounds: int
+    ) -> None:
+        """Decide what a plan refused because the Thread moved before dispatch leads to."""
+        if request.on_revision_moved == "fail" or rounds > _options.MAX_REVISION_REPLANS:
+            self._set_stage("failed", "identity_conflict")
+            raise ApplicationError(
+                "identity_conflict: thread changed after the request plan was sealed",
+                "identity_conflict",
+                type=ErrorType.THREAD,
+                non_retryable=True,
+            )
+        self._set_stage("reading", f"attempt {progress.attempt}: revision moved, round {rounds}")
 
     async def _run_tools(
         self, request: GenerationInput, invoked: InvokeModelResult, progress: TurnProgress
@@ -209,19 +298,24 @@ class ManagedGenerationWorkflow:
         call_turn_index = progress.turn_messages
         progress.add_turn_message(invoked.turn_tokens)
         for call_index, _ in enumerate(invoked.tool_call_ids):
-            self._set_stage("tools", f"round {progress.rounds + 1}: call {call_index + 1}")
-            ran: RunToolResult = await workflow.execute_activity(
+            details = f"round {progress.rounds + 1}: call {call_index + 1}"
+            self._set_stage("tools", details)
+            tool_input = RunToolInput(
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                model=request.model,
+                call_turn_index=call_turn_index,
+                call_index=call_index,
+                result_turn_index=progress.turn_messages,
+            )
+            ran: RunToolResult = await self._waiting_out_storage(
+                request,
+                "tools",
+                details,
                 ACTIVITY_RUN_TOOL,
-                RunToolInput(
-                    generation_id=request.generation_id,
-                    thread_id=request.thread_id,
-                    model=request.model,
-                    call_turn_index=call_turn_index,
-                    call_index=call_index,
-                    result_turn_index=progress.turn_messages,
-                ),
-                result_type=RunToolResult,
-                **_options.with_summary(_options.RUN_TOOL, f"tool call {call_index + 1}"),
+                tool_input,
+                RunToolResult,
+                _options.with_summary(_options.RUN_TOOL, f"tool call {call_index + 1}"),
             )
             progress.add_turn_message(ran.tokens)
         progress.rounds += 1
@@ -356,6 +450,7 @@ class ManagedGenerationWorkflow:
         progress: TurnProgress,
         steps: list[StepRecord],
         inspections: list[RequestInspection],
+        superseded: list[RequestReceipt],
     ) -> GenerationResult:
         commit_input = CommitTurnInput(
             generation_id=request.generation_id,
@@ -374,9 +469,11 @@ class ManagedGenerationWorkflow:
             encoding=read.encoding,
             steps=steps,
             inspections=inspections,
+            superseded=superseded,
         )
         backoff = timedelta(seconds=1)
         rounds = 0
+        blocked_since: datetime | None = None
         while True:
             self._set_stage("committing" if rounds == 0 else "commit_blocked")
             try:
@@ -400,6 +497,8 @@ class ManagedGenerationWorkflow:
                     ) from None
                 rounds += 1
                 # Storage is unavailable: stay visibly blocked and keep the staged output.
+                blocked_since = blocked_since or workflow.now()
+                self._check_storage_ceiling(request, blocked_since, "committing")
                 self._set_stage("commit_blocked", f"commit round {rounds} failed; retrying")
                 await workflow.sleep(backoff)
                 backoff = min(backoff * 2, _options.COMMIT_BLOCKED_MAX_BACKOFF)
@@ -433,6 +532,12 @@ def _validated(raw: object) -> GenerationInput:
             type=ErrorType.CONFIGURATION,
             non_retryable=True,
         ) from None
+
+
+def _with_previous_reason(sealed: SealedPlan, reason: str) -> SealedPlan:
+    """`sealed` with its receipt saying why it follows a plan that was never sent."""
+    receipt = sealed.receipt.model_copy(update={"previous_reason": reason})
+    return sealed.model_copy(update={"receipt": receipt})
 
 
 def _error_type(error: ActivityError) -> str | None:

@@ -1,0 +1,224 @@
+"""The Thread moving between read and dispatch costs a re-read, never the turn.
+
+A tool round that blocks until another turn lands makes the race deterministic: the next
+provider call of the generation is planned on a revision that is no longer current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Literal
+
+import asyncpg
+import httpx
+import pytest
+from temporalio.client import Client
+
+import crux
+from activities import GenerationActivities, ProviderRegistry
+from activities.contracts import CommitTurnInput, InvokeModelInput, InvokeModelResult
+from crux.config import Settings
+from crux.errors import ThreadError
+from crux.messages import Message
+from crux.models import Usage, workflow_id_for
+from crux.prompts import PromptRegistry
+from planner import ModelCatalog
+from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
+from storage import GenerationStore, ThreadStore
+from tests.helpers import new_worker, settings_for
+
+
+def _blocking_tool(released: asyncio.Event, entered: asyncio.Event) -> crux.Tool:
+    async def lookup(arguments: dict[str, Any]) -> str:
+        entered.set()
+        await released.wait()
+        return "found"
+
+    return crux.tool("lookup", lookup)
+
+
+async def _race_a_tool_round(
+    client: Client,
+    pool: asyncpg.Pool,
+    database_url: str,
+    openai_server: LoopbackOpenAIServer,
+    *,
+    on_revision_moved: Literal["replan", "fail"],
+) -> tuple[str, crux.Generation | BaseException, crux.Runtime]:
+    released, entered = asyncio.Event(), asyncio.Event()
+    tool = _blocking_tool(released, entered)
+    assistant = crux.prompt(id="lookup", use=[tool])
+    thread_id = f"moved:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="lookup")),
+        TextReply(text="answer after the lookup"),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        runtime = worker.runtime
+        call = asyncio.ensure_future(
+            runtime.generate(
+                assistant,
+                input="look it up",
+                thread=thread_id,
+                model="openai:gpt-4o",
+                generation_id="slow",
+                on_revision_moved=on_revision_moved,
+            )
+        )
+        await asyncio.wait_for(entered.wait(), 20)
+        # Another turn lands while the first generation is between two provider calls.
+        await ThreadStore(pool).append(
+            thread_id, [Message(id="other:user", role="user", content="meanwhile")]
+        )
+        released.set()
+        try:
+            outcome: crux.Generation | BaseException = await call
+        except Exception as error:
+            outcome = error
+    return thread_id, outcome, runtime
+
+
+async def test_a_moved_revision_is_read_again_and_planned_again_not_sent_stale(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    thread_id, outcome, runtime = await _race_a_tool_round(
+        client, pool, database_url, openai_server, on_revision_moved="replan"
+    )
+    assert isinstance(outcome, crux.Generation), outcome
+    # Two provider calls: the plan sealed on the old revision was never sent.
+    assert len(openai_server.requests) == 2
+    second_body = openai_server.requests[1].body
+    assert [m["role"] for m in second_body["messages"]] == ["user", "user", "assistant", "tool"]
+    first, second = (step.request for step in outcome.steps)
+    assert second.previous_reason == "revision-moved"
+    assert second.previous_request_id not in (None, first.id)
+    assert second.previous_request_id is not None
+    # The unsent plan is receipted too, linked to the call before it.
+    unsent = await runtime.receipt(second.previous_request_id)
+    assert unsent.previous_request_id == first.id
+    inspection = await runtime.inspect(second)
+    assert second.previous_request_id in inspection.linked_request_ids
+    commit = outcome.thread_commit
+    assert commit is not None
+    # Read again after the other turn: the turn follows it, selected.
+    assert commit.parent_id == "other:user"
+    assert commit.status == "selected"
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert [m.role for m in view.messages] == ["user", "user", "assistant", "tool", "assistant"]
+
+
+async def test_the_strict_option_fails_before_any_provider_call(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    _, outcome, _ = await _race_a_tool_round(
+        client, pool, database_url, openai_server, on_revision_moved="fail"
+    )
+    assert isinstance(outcome, ThreadError), outcome
+    assert outcome.code == "identity_conflict"
+    assert len(openai_server.requests) == 1
+
+
+async def _activities(pool: asyncpg.Pool, database_url: str) -> GenerationActivities:
+    settings = Settings.model_validate({"database_url": database_url})
+    return GenerationActivities(
+        threads=ThreadStore(pool),
+        generations=GenerationStore(pool),
+        providers=ProviderRegistry(settings, httpx.AsyncClient()),
+        prompts=PromptRegistry(()),
+        catalog=ModelCatalog.default(),
+    )
+
+
+@pytest.mark.parametrize("redact", [False, True])
+async def test_output_staged_before_the_thread_moved_is_committed_after_the_observed_head(
+    pool: asyncpg.Pool, database_url: str, redact: bool
+) -> None:
+    """The provider answered, then the worker died; meanwhile another turn landed."""
+    threads, generations = ThreadStore(pool), GenerationStore(pool)
+    activities = await _activities(pool, database_url)
+    thread_id = f"staged:{uuid.uuid4().hex[:6]}"
+    opened = await threads.append(
+        thread_id,
+        [
+            Message(id="q0", role="user", content="first"),
+            Message(id="a0", role="assistant", content="first answer"),
+        ],
+    )
+    revision = await threads.revision(thread_id)
+    head = opened.message_ids[-1]
+    await generations.stage(
+        "g1", 0, "user", Message(id="gen:g1:user", role="user", content="q"), thread_id=thread_id
+    )
+    paid = InvokeModelResult(usage=Usage(input_tokens=9, output_tokens=3), finish_reason="stop",
+                             output_tokens=3)  # fmt: skip
+    await generations.stage(
+        "g1",
+        1,
+        "output",
+        Message(id="gen:g1:assistant", role="assistant", content="paid answer"),
+        thread_id=thread_id,
+        source_message_ids=["q0", "a0"],
+        info=paid.model_dump(mode="json"),
+    )
+    await threads.append(thread_id, [Message(id="q1", role="user", content="landed first")])
+    if redact:
+        await threads.redact(thread_id, "a0")
+    invoke = InvokeModelInput(
+        generation_id="g1",
+        attempt=1,
+        thread_id=thread_id,
+        revision=revision,
+        history_source="thread",
+        model="offline:echo",
+        message_ids=["q0", "a0"],
+    )
+    if redact:
+        # The redaction reached the staged output; the attempt is planned again instead.
+        refused = await activities._invoke_model(invoke)
+        assert refused.revision_moved and not refused.reused_staged_output
+        assert await generations.get_staged("g1", 1, "output") is None
+        return
+    reused = await activities._invoke_model(invoke)
+    assert reused.reused_staged_output and not reused.revision_moved
+    committed = await activities._commit_turn(
+        CommitTurnInput(
+            generation_id="g1",
+            workflow_id=workflow_id_for("g1", thread_id),
+            thread_id=thread_id,
+            expected_head=head,
+            accepted_attempt=1,
+            history_source="thread",
+        )
+    )
+    commit = committed.result.thread_commit
+    assert commit is not None
+    assert commit.parent_id == head
+    assert commit.status == "alternative"
+    [answer] = await threads.load_messages(thread_id, ["gen:g1:assistant"])
+    assert answer.text == "paid answer"
+
+
+async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_call(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    threads = ThreadStore(pool)
+    activities = await _activities(pool, database_url)
+    thread_id = f"unstaged:{uuid.uuid4().hex[:6]}"
+    await threads.append(thread_id, [Message(id="q0", role="user", content="first")])
+    revision = await threads.revision(thread_id)
+    await threads.append(thread_id, [Message(id="a0", role="assistant", content="moved")])
+    result = await activities._invoke_model(
+        InvokeModelInput(
+            generation_id="g2",
+            attempt=1,
+            thread_id=thread_id,
+            revision=revision,
+            history_source="thread",
+            model="no-such-provider:model",  # resolving it would fail: no call is attempted
+            message_ids=["q0"],
+        )
+    )
+    assert result.revision_moved
+    assert result.usage == Usage()
