@@ -1,0 +1,70 @@
+"""Storage outages are typed apart, so provider attempt budgets count provider failures only."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities._errors import is_storage_unavailable, to_application_error
+from crux.errors import (
+    ErrorType,
+    ProviderConnectionError,
+    StorageUnavailableError,
+    ThreadCommitError,
+    ThreadError,
+)
+from workflows import _options
+
+
+def _caused(error: BaseException, cause: BaseException) -> BaseException:
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionRefusedError(111, "refused"),
+        FileNotFoundError(2, "no socket"),
+        TimeoutError(),
+        asyncpg.exceptions.ConnectionDoesNotExistError("closed mid-operation"),
+        asyncpg.exceptions.CannotConnectNowError("starting up"),
+        asyncpg.exceptions.AdminShutdownError("terminating connection"),
+        asyncpg.InterfaceError("pool is closed"),
+        StorageUnavailableError("thread store unreachable"),
+        # The stores wrap connection failures of a publication as an unknown outcome.
+        _caused(ThreadCommitError("repeat the call"), ConnectionResetError()),
+    ],
+)
+def test_storage_outages_map_to_one_retryable_type(error: BaseException) -> None:
+    assert is_storage_unavailable(error)
+    mapped = to_application_error(error)
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.type == ErrorType.STORAGE_UNAVAILABLE
+    assert not mapped.non_retryable
+    assert mapped.message == "storage unavailable"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ThreadCommitError("repeat the call"),
+        ThreadError("identity_conflict", "moved"),
+        ProviderConnectionError("openai", "connection refused"),
+        asyncpg.exceptions.UniqueViolationError("duplicate"),
+    ],
+)
+def test_other_errors_are_not_storage_outages(error: BaseException) -> None:
+    mapped = to_application_error(error)
+    assert not isinstance(mapped, ApplicationError) or (
+        mapped.type != ErrorType.STORAGE_UNAVAILABLE
+    )
+
+
+def test_activities_leave_storage_outages_to_the_workflow() -> None:
+    # An outage during the provider stage must not spend the provider's attempts.
+    for config in (_options.READ_REQUEST, _options.INVOKE_MODEL, _options.RUN_TOOL):
+        policy = config.get("retry_policy")
+        assert policy is not None
+        assert ErrorType.STORAGE_UNAVAILABLE.value in (policy.non_retryable_error_types or [])
