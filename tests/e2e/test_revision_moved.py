@@ -222,3 +222,39 @@ async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_c
     )
     assert result.revision_moved
     assert result.usage == Usage()
+
+
+async def test_many_turns_in_flight_per_thread_all_land_without_faults(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    """No turn fails because another landed first (the strict option is off by default)."""
+    threads = [f"busy:{n}:{uuid.uuid4().hex[:4]}" for n in range(6)]
+    waves, in_flight = 4, 3
+    async with new_worker(client, pool, settings_for(database_url)) as worker:
+
+        async def converse(thread_id: str) -> list[crux.Generation]:
+            # A sliding window: a new turn starts as soon as one lands, so reads keep
+            # racing the commits of the turns still in flight.
+            slots = asyncio.Semaphore(in_flight)
+            prefix = thread_id.replace(":", "")
+
+            async def turn(n: int) -> crux.Generation:
+                async with slots:
+                    return await worker.runtime.generate(
+                        f"question {n}", thread=thread_id, generation_id=f"{prefix}-{n}"
+                    )
+
+            return list(await asyncio.gather(*(turn(n) for n in range(waves * in_flight))))
+
+        conversations = await asyncio.gather(*(converse(t) for t in threads))
+    store = ThreadStore(pool)
+    for thread_id, landed in zip(threads, conversations, strict=True):
+        assert len(landed) == waves * in_flight
+        view = await store.read_history_view(thread_id)
+        selected = [g for g in landed if g.thread_commit and g.thread_commit.status == "selected"]
+        assert len(view.messages) == 2 * len(selected) >= 2 * waves
+        for generation in landed:
+            commit = generation.thread_commit
+            assert commit is not None
+            messages = await store.load_messages(thread_id, commit.message_ids)
+            assert [m.role for m in messages] == ["user", "assistant"]
