@@ -83,3 +83,15 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"condition not reached in {timeout}s; last value: {value!r}")
         await asyncio.sleep(interval)
+
+
+async def record_history(client: Client, workflow_id: str, name: str) -> None:
+    """Save a finished workflow's history for the replay suite (`CRUX_RECORD_HISTORIES=1`)."""
+    import os
+    from pathlib import Path
+
+    if os.environ.get("CRUX_RECORD_HISTORIES") != "1":
+        return
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    target = Path(__file__).parent / "replay" / "histories" / f"{name}.json"
+    target.write_text(history.to_json(), encoding="utf-8")

@@ -26,7 +26,7 @@ from crux.prompts import PromptRegistry
 from planner import ModelCatalog
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import GenerationStore, ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import new_worker, record_history, settings_for
 
 
 def _blocking_tool(released: asyncio.Event, entered: asyncio.Event) -> crux.Tool:
@@ -107,6 +107,7 @@ async def test_a_moved_revision_is_read_again_and_planned_again_not_sent_stale(
     assert commit.status == "selected"
     view = await ThreadStore(pool).read_history_view(thread_id)
     assert [m.role for m in view.messages] == ["user", "user", "assistant", "tool", "assistant"]
+    await record_history(client, workflow_id_for("slow", thread_id), "revision_moved_replan")
 
 
 async def test_the_strict_option_fails_before_any_provider_call(

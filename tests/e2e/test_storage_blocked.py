@@ -15,7 +15,7 @@ from crux.errors import ErrorType, StorageUnavailableError
 from crux.models import GenerationInput, GenerationResult, workflow_id_for
 from crux.runtime import Runtime
 from storage import create_pool
-from tests.helpers import eventually, settings_for
+from tests.helpers import eventually, record_history, settings_for
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 
@@ -60,6 +60,7 @@ async def test_an_unreachable_store_is_visible_as_storage_blocked_then_fails_typ
             assert isinstance(cause, ApplicationError)
             assert cause.type == ErrorType.STORAGE_UNAVAILABLE
             assert "storage_wait_seconds=4" in cause.message
+            await record_history(client, handle.id, "storage_blocked_then_failed")
 
             # Through the facade (its own pool is fine): the same outage, typed.
             runtime = Runtime(client, pool, task_queue=task_queue)
