@@ -71,6 +71,7 @@ COUNT_REQUEST = ActivityConfig(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=10),
         maximum_attempts=3,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )
 

@@ -364,7 +364,10 @@ class ManagedGenerationWorkflow:
             # Nothing is elastic and only the estimate's margin stands in the way: ask the
             # provider for an exact count of the request as it would be sent.
             self._set_stage("counting", f"attempt {attempt}")
-            counted: CountRequestResult = await workflow.execute_activity(
+            counted: CountRequestResult = await self._waiting_out_storage(
+                request,
+                "counting",
+                f"attempt {attempt}",
                 ACTIVITY_COUNT_REQUEST,
                 CountRequestInput(
                     generation_id=request.generation_id,
@@ -374,8 +377,8 @@ class ManagedGenerationWorkflow:
                     message_ids=read.history.ids,
                     context=all_sources(request.contributors),
                 ),
-                result_type=CountRequestResult,
-                **_options.with_summary(_options.COUNT_REQUEST, f"{request.model} count"),
+                CountRequestResult,
+                _options.with_summary(_options.COUNT_REQUEST, f"{request.model} count"),
             )
             if counted.input_tokens is not None:
                 exact = plan_request.model_copy(

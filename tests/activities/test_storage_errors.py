@@ -64,7 +64,12 @@ def test_other_errors_are_not_storage_outages(error: BaseException) -> None:
 
 def test_activities_leave_storage_outages_to_the_workflow() -> None:
     # An outage during the provider stage must not spend the provider's attempts.
-    for config in (_options.READ_REQUEST, _options.INVOKE_MODEL, _options.RUN_TOOL):
+    for config in (
+        _options.READ_REQUEST,
+        _options.COUNT_REQUEST,
+        _options.INVOKE_MODEL,
+        _options.RUN_TOOL,
+    ):
         policy = config.get("retry_policy")
         assert policy is not None
         assert ErrorType.STORAGE_UNAVAILABLE.value in (policy.non_retryable_error_types or [])
