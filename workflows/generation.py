@@ -169,9 +169,13 @@ class ManagedGenerationWorkflow:
                 # Another turn landed between the read and this dispatch: nothing was sent.
                 superseded.append(sealed.receipt)
                 inspections.append(sealed.inspection)
-                self._revision_moved(request, progress, len(superseded))
+                self._revision_moved(request, len(superseded))
                 progress.replan(sealed, "revision-moved")
-                read = await self._read(request, profile)
+                read = await self._read(
+                    request,
+                    profile,
+                    f"attempt {progress.attempt}: revision moved, round {len(superseded)}",
+                )
                 if read.existing is not None:
                     self._set_stage("completed")
                     return read.existing
@@ -197,9 +201,11 @@ class ManagedGenerationWorkflow:
         self._set_stage("completed")
         return result
 
-    async def _read(self, request: GenerationInput, profile: Any) -> ReadRequestResult:
+    async def _read(
+        self, request: GenerationInput, profile: Any, details: str | None = None
+    ) -> ReadRequestResult:
         """Read the current revision (waiting out a storage outage)."""
-        self._set_stage("reading")
+        self._set_stage("reading", details)
         read_input = ReadRequestInput(
             generation_id=request.generation_id,
             thread_id=request.thread_id,
@@ -219,7 +225,7 @@ class ManagedGenerationWorkflow:
         return await self._waiting_out_storage(
             request,
             "reading",
-            None,
+            details,
             ACTIVITY_READ_REQUEST,
             read_input,
             ReadRequestResult,
@@ -277,10 +283,11 @@ class ManagedGenerationWorkflow:
             non_retryable=True,
         )
 
-    def _revision_moved(
-        self, request: GenerationInput, progress: TurnProgress, rounds: int
-    ) -> None:
-        """Decide what a plan refused because the Thread moved before dispatch leads to."""
+    def _revision_moved(self, request: GenerationInput, rounds: int) -> None:
+        """Fail typed when the Thread moved before dispatch and re-planning is not allowed.
+
+        Re-planning is the default (`on_revision_moved="replan"`), up to a bound.
+        """
         if request.on_revision_moved == "fail" or rounds > _options.MAX_REVISION_REPLANS:
             self._set_stage("failed", "identity_conflict")
             raise ApplicationError(
@@ -289,7 +296,6 @@ class ManagedGenerationWorkflow:
                 type=ErrorType.THREAD,
                 non_retryable=True,
             )
-        self._set_stage("reading", f"attempt {progress.attempt}: revision moved, round {rounds}")
 
     async def _run_tools(
         self, request: GenerationInput, invoked: InvokeModelResult, progress: TurnProgress
