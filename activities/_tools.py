@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from activities._assembly import turn_kind
+from activities._outage import keeping_side_effect
 from activities.contracts import RunToolInput, RunToolResult
 from activities.skeleton import content_tokens
 from crux.errors import ThreadError
@@ -53,19 +54,23 @@ class ToolRunner:
                 except Exception as error:  # the model gets a content-free error result
                     failed = True
                     text = f"error: the tool failed ({type(error).__name__})"
-            staged = await self._generations.stage(
-                request.generation_id,
-                0,
-                result_kind,
-                Message(
-                    id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
-                    role="tool",
-                    content=text,
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                ),
-                thread_id=request.thread_id,
-                info={"failed": failed},
+            result = Message(
+                id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
+                role="tool",
+                content=text,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+            )
+            # The tool has run: its result is kept through a short outage, not run again.
+            staged = await keeping_side_effect(
+                lambda: self._generations.stage(
+                    request.generation_id,
+                    0,
+                    result_kind,
+                    result,
+                    thread_id=request.thread_id,
+                    info={"failed": failed},
+                )
             )
             _log.info(
                 "tool.call.completed",

@@ -8,14 +8,15 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TypeVar
 
 from temporalio import activity
 
 from activities._assembly import RequestAssembler, turn_kind
-from activities._errors import is_storage_unavailable, maps_errors
+from activities._errors import maps_errors
 from activities._inputs import InputStager
+from activities._outage import keeping_side_effect
 from activities._providers import ProviderRegistry
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
@@ -62,10 +63,6 @@ _log = get_logger(__name__)
 
 # Heartbeats well inside the 30 s heartbeat timeout set by the workflow.
 HEARTBEAT_INTERVAL_SECONDS = 5.0
-
-# How long the write of an answer already received waits for storage before giving up
-# (well inside the invoke activity's start-to-close timeout).
-PAID_OUTPUT_STORAGE_WAIT_SECONDS = 120.0
 
 
 def assistant_message_id(generation_id: str) -> str:
@@ -335,7 +332,7 @@ class GenerationActivities:
             call_message = output.model_copy(
                 update={"id": f"gen:{request.generation_id}:turn:{request.turn_messages}"}
             )
-            await _keeping_paid_output(
+            await keeping_side_effect(
                 lambda: self._generations.stage(
                     request.generation_id,
                     0,
@@ -356,7 +353,7 @@ class GenerationActivities:
             tool_call_ids=[c.tool_call_id for c in output.tool_calls],
             turn_tokens=turn_tokens,
         )
-        await _keeping_paid_output(
+        await keeping_side_effect(
             lambda: self._generations.stage(
                 request.generation_id,
                 request.attempt,
@@ -483,27 +480,6 @@ class GenerationActivities:
                 replayed=commit.replayed,
             )
         return CommitTurnResult(result=stored)
-
-
-async def _keeping_paid_output(write: Callable[[], Awaitable[_T]]) -> _T:
-    """Run a staging write of provider output, waiting out a short storage outage.
-
-    The answer is already paid for and exists only in this process: failing now would
-    make the next attempt call the provider again. The activity heartbeats meanwhile; a
-    longer outage still fails it (typed) and the workflow waits in `storage_blocked`.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PAID_OUTPUT_STORAGE_WAIT_SECONDS
-    delay = 0.5
-    while True:
-        try:
-            return await write()
-        except Exception as error:
-            if not is_storage_unavailable(error) or loop.time() + delay > deadline:
-                raise
-        activity.heartbeat()
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, HEARTBEAT_INTERVAL_SECONDS)
 
 
 async def _with_heartbeat(call: Awaitable[_T]) -> _T:

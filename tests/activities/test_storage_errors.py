@@ -7,6 +7,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities._errors import is_storage_unavailable, to_application_error
+from activities._outage import keeping_side_effect
 from crux.errors import (
     ErrorType,
     ProviderConnectionError,
@@ -73,3 +74,28 @@ def test_activities_leave_storage_outages_to_the_workflow() -> None:
         policy = config.get("retry_policy")
         assert policy is not None
         assert ErrorType.STORAGE_UNAVAILABLE.value in (policy.non_retryable_error_types or [])
+
+
+async def test_a_paid_result_is_written_after_a_short_outage_not_obtained_again() -> None:
+    attempts: list[int] = []
+
+    async def write() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionRefusedError(111, "refused")
+        return "staged"
+
+    assert await keeping_side_effect(write) == "staged"
+    assert len(attempts) == 3
+
+
+async def test_other_write_errors_are_not_waited_out() -> None:
+    attempts: list[int] = []
+
+    async def write() -> str:
+        attempts.append(1)
+        raise ThreadError("invalid_message", "cannot be stored")
+
+    with pytest.raises(ThreadError):
+        await keeping_side_effect(write)
+    assert len(attempts) == 1
