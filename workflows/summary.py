@@ -7,7 +7,10 @@ concurrent requests for the same artifact coalesce on one run.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
@@ -16,6 +19,8 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
+    from crux.errors import ErrorType
+    from crux.models import DEFAULT_STORAGE_WAIT_SECONDS
     from workflows import _options
 
 
@@ -34,9 +39,38 @@ class SummaryWorkflow:
     async def run(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
         """Run the preparation activity and return the content-free artifact."""
         workflow.set_current_details(f"summarising through {request.through_id}")
-        return await workflow.execute_activity(
-            ACTIVITY_PREPARE_SUMMARY,
-            request,
-            result_type=PrepareSummaryResult,
-            **_options.with_summary(_options.PREPARE_SUMMARY, f"summary {request.strategy}"),
-        )
+        backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+        blocked_since = None
+        while True:
+            try:
+                return await workflow.execute_activity(
+                    ACTIVITY_PREPARE_SUMMARY,
+                    request,
+                    result_type=PrepareSummaryResult,
+                    **_options.with_summary(
+                        _options.PREPARE_SUMMARY, f"summary {request.strategy}"
+                    ),
+                )
+            except ActivityError as error:
+                cause = error.cause
+                if not (
+                    isinstance(cause, ApplicationError)
+                    and cause.type == ErrorType.STORAGE_UNAVAILABLE
+                ):
+                    raise
+            # Storage is down: the artifact (and the support calls it cost) is not lost by
+            # waiting, so wait, visibly, up to the same ceiling as a generation's stages.
+            blocked_since = blocked_since or workflow.now()
+            waited = workflow.now() - blocked_since
+            if waited >= timedelta(seconds=DEFAULT_STORAGE_WAIT_SECONDS):
+                raise ApplicationError(
+                    f"storage unavailable for {int(waited.total_seconds())} s while summarising",
+                    "summarising",
+                    type=ErrorType.STORAGE_UNAVAILABLE,
+                    non_retryable=True,
+                )
+            workflow.set_current_details(
+                f"storage_blocked: summarising through {request.through_id}"
+            )
+            await workflow.sleep(backoff)
+            backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
