@@ -78,6 +78,7 @@ def _slow_answer(rng: random.Random) -> Callable[[RecordedRequest], TextReply]:
     return respond
 
 
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 120)
 async def test_every_generation_completes_exactly_once_through_kills_and_an_outage(
     client: Client, dedicated_postgres: EmbeddedPostgres, tmp_path: Path
 ) -> None:
