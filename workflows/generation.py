@@ -151,7 +151,6 @@ class ManagedGenerationWorkflow:
                 invoked: InvokeModelResult = await self._waiting_out_storage(
                     request,
                     "invoking",
-                    invoking,
                     ACTIVITY_INVOKE_MODEL,
                     invoke_input,
                     InvokeModelResult,
@@ -225,7 +224,6 @@ class ManagedGenerationWorkflow:
         return await self._waiting_out_storage(
             request,
             "reading",
-            details,
             ACTIVITY_READ_REQUEST,
             read_input,
             ReadRequestResult,
@@ -236,7 +234,6 @@ class ManagedGenerationWorkflow:
         self,
         request: GenerationInput,
         stage: str,
-        details: str | None,
         activity: str,
         arg: Any,
         result_type: type[_T],
@@ -265,9 +262,11 @@ class ManagedGenerationWorkflow:
             rounds += 1
             self._check_storage_ceiling(request, blocked_since, stage)
             self._set_stage("storage_blocked", f"{stage}: round {rounds} waiting for storage")
+            # The stage stays `storage_blocked` through the next try too: a call that hangs
+            # on an unreachable server must not look like progress. The caller's next
+            # stage replaces it once the call succeeds.
             await workflow.sleep(backoff)
             backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
-            self._set_stage(stage, details)
 
     def _check_storage_ceiling(self, request: GenerationInput, since: datetime, stage: str) -> None:
         """Fail the run, typed, once storage has been unavailable for too long."""
@@ -317,7 +316,6 @@ class ManagedGenerationWorkflow:
             ran: RunToolResult = await self._waiting_out_storage(
                 request,
                 "tools",
-                details,
                 ACTIVITY_RUN_TOOL,
                 tool_input,
                 RunToolResult,
@@ -373,7 +371,6 @@ class ManagedGenerationWorkflow:
             counted: CountRequestResult = await self._waiting_out_storage(
                 request,
                 "counting",
-                f"attempt {attempt}",
                 ACTIVITY_COUNT_REQUEST,
                 CountRequestInput(
                     generation_id=request.generation_id,
