@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from temporalio import activity
 
 from activities._assembly import RequestAssembler, turn_kind
-from activities._errors import maps_errors
+from activities._errors import is_storage_unavailable, maps_errors
 from activities._inputs import InputStager
-from activities._outage import keeping_side_effect
+from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
@@ -65,6 +66,15 @@ _log = get_logger(__name__)
 HEARTBEAT_INTERVAL_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """A provider answer of one attempt, as it is staged."""
+
+    output: Message
+    call_message: Message | None
+    result: InvokeModelResult
+
+
 def assistant_message_id(generation_id: str) -> str:
     """Deterministic id of a generation's final assistant message."""
     return f"gen:{generation_id}:assistant"
@@ -105,6 +115,7 @@ class GenerationActivities:
         self._preparer = SummaryPreparer(threads, self._summaries, generations, providers, catalog)
         self._inputs = InputStager(generations, prompts)
         self._tool_runner = ToolRunner(generations, self._tools, catalog)
+        self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
     @activity.defn(name=ACTIVITY_READ_REQUEST)
     @maps_errors
@@ -275,6 +286,13 @@ class GenerationActivities:
             # head the read observed), unless one of its sources was redacted meanwhile.
             await self._refuse_if_sources_redacted(request)
             return InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
+        held = self._unstaged.get((request.generation_id, request.attempt))
+        if held is not None:
+            # The provider answered this attempt here before storage went away: stage that
+            # answer now rather than paying for another.
+            result = await self._stage_answer(request, held)
+            await self._refuse_if_sources_redacted(request)
+            return result.model_copy(update={"reused_staged_output": True})
         if await self._revision_moved(request):
             # Nothing was sent for this plan yet: sending it now would answer a stale view
             # of the Thread, so the workflow reads the new revision and plans again.
@@ -326,23 +344,12 @@ class GenerationActivities:
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         output_tokens = counter.count_message(output)
-        turn_tokens = 0
+        call_message = None
         if output.tool_calls:
             # The tool-call message joins the turn; its results follow it there.
             call_message = output.model_copy(
                 update={"id": f"gen:{request.generation_id}:turn:{request.turn_messages}"}
             )
-            await keeping_side_effect(
-                lambda: self._generations.stage(
-                    request.generation_id,
-                    0,
-                    turn_kind(request.turn_messages),
-                    call_message,
-                    thread_id=request.thread_id,
-                )
-            )
-            # Same content as the output, already counted.
-            turn_tokens = output_tokens
         result = InvokeModelResult(
             usage=Usage(
                 input_tokens=response.usage.input_tokens,
@@ -351,19 +358,10 @@ class GenerationActivities:
             finish_reason=response.finish_reason,
             output_tokens=output_tokens,
             tool_call_ids=[c.tool_call_id for c in output.tool_calls],
-            turn_tokens=turn_tokens,
+            # Same content as the output, already counted.
+            turn_tokens=output_tokens if call_message is not None else 0,
         )
-        await keeping_side_effect(
-            lambda: self._generations.stage(
-                request.generation_id,
-                request.attempt,
-                "output",
-                output,
-                thread_id=request.thread_id,
-                source_message_ids=request.message_ids,
-                info=result.model_dump(mode="json"),
-            )
-        )
+        await self._stage_answer(request, _Answer(output, call_message, result))
         await self._refuse_if_sources_redacted(request)
         _log.info(
             "provider.attempt.completed",
@@ -375,6 +373,39 @@ class GenerationActivities:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _stage_answer(self, request: InvokeModelInput, answer: _Answer) -> InvokeModelResult:
+        """Stage a provider answer; held in this process if storage is down meanwhile."""
+        key = (request.generation_id, request.attempt)
+        try:
+            if answer.call_message is not None:
+                call_message = answer.call_message
+                await keeping_side_effect(
+                    lambda: self._generations.stage(
+                        request.generation_id,
+                        0,
+                        turn_kind(request.turn_messages),
+                        call_message,
+                        thread_id=request.thread_id,
+                    )
+                )
+            await keeping_side_effect(
+                lambda: self._generations.stage(
+                    request.generation_id,
+                    request.attempt,
+                    "output",
+                    answer.output,
+                    thread_id=request.thread_id,
+                    source_message_ids=request.message_ids,
+                    info=answer.result.model_dump(mode="json"),
+                )
+            )
+        except Exception as error:
+            if is_storage_unavailable(error):
+                self._unstaged.keep(key, answer)
+            raise
+        self._unstaged.staged(key)
+        return answer.result
 
     async def _revision_moved(self, request: InvokeModelInput) -> bool:
         """Whether the Thread moved since the read that `request`'s plan was sealed on."""

@@ -7,7 +7,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities._errors import is_storage_unavailable, to_application_error
-from activities._outage import keeping_side_effect
+from activities._outage import Unstaged, keeping_side_effect
 from crux.errors import (
     ErrorType,
     ProviderConnectionError,
@@ -99,3 +99,14 @@ async def test_other_write_errors_are_not_waited_out() -> None:
     with pytest.raises(ThreadError):
         await keeping_side_effect(write)
     assert len(attempts) == 1
+
+
+def test_answers_held_through_an_outage_are_bounded_and_released_once_staged() -> None:
+    held: Unstaged[str, int] = Unstaged(capacity=2)
+    held.keep("a", 1)
+    held.keep("b", 2)
+    held.keep("c", 3)
+    assert held.get("a") is None  # the oldest went first
+    assert (held.get("b"), held.get("c")) == (2, 3)
+    held.staged("b")
+    assert held.get("b") is None

