@@ -77,9 +77,13 @@ class WorkerFleet:
         )
 
     def kill_one(self, rng: random.Random) -> None:
-        """SIGKILL one running worker (no shutdown, no cleanup: a crash)."""
+        """SIGKILL one running worker (no shutdown, no cleanup: a crash).
+
+        The last live worker is spared: a worker cannot start while PostgreSQL is down, and
+        with none left nothing would run (or answer a query) until the outage ended.
+        """
         running = [i for i, p in enumerate(self._processes) if p is not None and p.poll() is None]
-        if not running:
+        if len(running) < 2:
             return
         slot = rng.choice(running)
         process = self._processes[slot]

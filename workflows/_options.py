@@ -15,8 +15,9 @@ from crux.errors import ErrorType
 _WORKFLOW_HANDLES = [ErrorType.STORAGE_UNAVAILABLE.value]
 
 READ_REQUEST = ActivityConfig(
-    # One indexed path read plus tokenizing only the messages not yet counted.
-    start_to_close_timeout=timedelta(seconds=60),
+    # One indexed path read plus tokenizing only the messages not yet counted; also how
+    # long a read lost with a crashed worker holds its generation up before a retry.
+    start_to_close_timeout=timedelta(seconds=30),
     # Storage blips are transient; invalid input fails fast as non-retryable.
     retry_policy=RetryPolicy(
         initial_interval=timedelta(milliseconds=200),

@@ -46,8 +46,8 @@ WAVES = 8 if SOAK else 3
 WORKERS = 3 if SOAK else 2
 OUTAGE_AT_SECONDS = 12.0
 OUTAGE_SECONDS = 30.0
-KILL_EVERY_SECONDS = (3.0, 6.0) if SOAK else (4.0, 8.0)
-KILL_UNTIL_SECONDS = 240.0 if SOAK else 60.0
+KILL_EVERY_SECONDS = (3.0, 6.0)
+KILL_UNTIL_SECONDS = 240.0 if SOAK else 55.0
 RUN_TIMEOUT_SECONDS = 1_200.0 if SOAK else 240.0
 STAGE_ATTRIBUTE = TypedSearchAttributes(
     [SearchAttributePair(SearchAttributeKey.for_keyword("CruxStage"), "starting")]
