@@ -6,6 +6,7 @@ import time
 
 from temporalio import activity
 
+from activities._errors import is_storage_unavailable
 from activities.contracts import InvokeModelInput
 from crux.errors import ProviderResponseError
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
@@ -38,15 +39,22 @@ async def stream_to_staging(
             final = event.response
         due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
         if pending and (due or final is not None):
-            await generations.stage_delta(
-                request.generation_id,
-                f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
-                "".join(pending),
-                thread_id=request.thread_id,
-                source_message_ids=request.message_ids,
-            )
-            sequence += 1
-            pending = []
+            try:
+                await generations.stage_delta(
+                    request.generation_id,
+                    f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
+                    "".join(pending),
+                    thread_id=request.thread_id,
+                    source_message_ids=request.message_ids,
+                )
+            except Exception as error:
+                # Deltas are progress only: a storage outage must not cost the answer being
+                # paid for. The text stays pending and goes out with the next flush.
+                if not is_storage_unavailable(error):
+                    raise
+            else:
+                sequence += 1
+                pending = []
             flushed = time.monotonic()
             activity.heartbeat()
     if final is None:
