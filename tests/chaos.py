@@ -99,14 +99,15 @@ class WorkerFleet:
         A worker cannot start while PostgreSQL is down; retrying every 2 s keeps the
         restart attempts from starving the two cores the suite shares.
         """
-        for slot, process in enumerate(self._processes):
+        for slot, process in enumerate(self._processes[: self.size]):
             if process is not None and process.poll() is None:
                 continue
             if process is None or time.monotonic() - self._spawned_at.get(slot, 0.0) >= 2.0:
                 self._processes[slot] = self._spawn(slot)
 
     def stop(self) -> None:
-        """Terminate every worker and wait for it."""
+        """Terminate every worker and wait for it; no further worker is started after."""
+        self.size = 0
         for process in self._processes:
             if process is not None and process.poll() is None:
                 process.terminate()

@@ -202,9 +202,10 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
         finally:
             elapsed = time.monotonic() - started
             done.set()
-            await chaos_task
-            outage_task.cancel()
-            watcher.cancel()
+            # Stop the chaos first, without waiting on it: a timeout may be unwinding this
+            # test, and no worker process may outlive it.
+            for task in (chaos_task, outage_task, watcher):
+                task.cancel()
             fleet.stop()
         provider_calls = len(server.requests)
 
