@@ -289,8 +289,13 @@ class ManagedGenerationWorkflow:
         """
         if request.on_revision_moved == "fail" or rounds > _options.MAX_REVISION_REPLANS:
             self._set_stage("failed", "identity_conflict")
+            why = (
+                "thread changed after the request plan was sealed"
+                if request.on_revision_moved == "fail"
+                else f"thread changed before each of {rounds} planned calls could be sent"
+            )
             raise ApplicationError(
-                "identity_conflict: thread changed after the request plan was sealed",
+                f"identity_conflict: {why}",
                 "identity_conflict",
                 type=ErrorType.THREAD,
                 non_retryable=True,
