@@ -92,6 +92,9 @@ class InputBudgetSpec(WireModel):
         ValueError: (as a validation error) for a value below 1 or `optimize_at > max`.
     """
 
+    # Validated again when passed as an instance: `model_construct` skips validation.
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
     optimize_at: int | None = Field(default=None, ge=1, strict=True)
     max: int | None = Field(default=None, ge=1, strict=True)
 
@@ -120,6 +123,8 @@ class HistorySpec(WireModel):
         summary_model: Managed only: the support model (`provider:model`); the response
             model when `None`.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 
     kind: Literal["exact", "recent", "managed"] = "exact"
     messages: int | None = Field(default=None, ge=0, strict=True)
@@ -185,6 +190,14 @@ class GenerationInput(WireModel):
         if value is None:
             return None
         return check_wire_id(value, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        provider, separator, name = value.partition(":")
+        if not (provider and separator and name):
+            raise ConfigurationError("model must be 'provider:model'")
+        return value
 
     @field_validator("owner")
     @classmethod
