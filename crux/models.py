@@ -85,6 +85,18 @@ def check_wire_id(value: object, what: str, *, limit: int) -> str:
     return value
 
 
+def check_model_id(value: str) -> str:
+    """Return `value` if it has the `provider:model` shape.
+
+    Raises:
+        ConfigurationError: When the provider or the model name is missing.
+    """
+    provider, separator, name = value.partition(":")
+    if not (provider and separator and name):
+        raise ConfigurationError("model ids are 'provider:model'")
+    return value
+
+
 class InputBudgetSpec(WireModel):
     """An input budget on the wire (`optimize_at` soft, `max` strict).
 
@@ -132,6 +144,11 @@ class HistorySpec(WireModel):
     on_miss: OnMiss = "inline"
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
+
+    @field_validator("summary_model")
+    @classmethod
+    def _summary_model(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_id(value)
 
 
 class GenerationInput(WireModel):
@@ -194,10 +211,7 @@ class GenerationInput(WireModel):
     @field_validator("model")
     @classmethod
     def _model(cls, value: str) -> str:
-        provider, separator, name = value.partition(":")
-        if not (provider and separator and name):
-            raise ConfigurationError("model must be 'provider:model'")
-        return value
+        return check_model_id(value)
 
     @field_validator("owner")
     @classmethod

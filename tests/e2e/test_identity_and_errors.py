@@ -196,6 +196,26 @@ async def test_runtime_refuses_invalid_settings_before_starting(
     assert await _staged_rows(pool, thread_id) == 0
 
 
+async def test_stream_and_preview_refuse_invalid_settings_too(
+    worker: RunningWorker, pool: asyncpg.Pool
+) -> None:
+    thread_id = _thread("invalid-stream")
+    with pytest.raises(crux.ConfigurationError):
+        async for _ in worker.runtime.stream(
+            "hi", thread=thread_id, input_budget={"optimize_at": 9, "max": 3}
+        ):
+            pass
+    with pytest.raises(crux.ConfigurationError):
+        await worker.runtime.preview("hi", thread=thread_id, max_output_tokens=-1)
+    with pytest.raises(crux.ConfigurationError):
+        await worker.runtime.generate("hi", thread=thread_id, input_budget=[1, 2])  # pyright: ignore[reportArgumentType]
+    with pytest.raises(crux.ConfigurationError):
+        await worker.runtime.generate(
+            "hi", thread=thread_id, history=HistorySpec.model_construct(summary_model="x")
+        )
+    assert await _staged_rows(pool, thread_id) == 0
+
+
 def _raw(data: bytes, encoding: bytes = b"json/plain") -> RawValue:
     return RawValue(Payload(metadata={"encoding": encoding}, data=data))
 
