@@ -61,6 +61,9 @@ MAX_WORKFLOW_ID_BYTES = 1000
 MAX_MODEL_ID_LENGTH = 256
 """Longest accepted `provider:model` id."""
 
+MAX_TOKENS = 2**31 - 1
+"""Largest accepted token or message count (what PostgreSQL's `integer` holds)."""
+
 
 def unstorable_text(value: str) -> bool:
     """Whether PostgreSQL cannot store `value` as text: a NUL byte or a lone surrogate."""
@@ -107,8 +110,8 @@ class InputBudgetSpec(WireModel):
     # Validated again when passed as an instance: `model_construct` skips validation.
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 
-    optimize_at: int | None = Field(default=None, ge=1, strict=True)
-    max: int | None = Field(default=None, ge=1, strict=True)
+    optimize_at: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> InputBudgetSpec:
@@ -139,8 +142,8 @@ class HistorySpec(WireModel):
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 
     kind: Literal["exact", "recent", "managed"] = "exact"
-    messages: int | None = Field(default=None, ge=0, strict=True)
-    tokens: int | None = Field(default=None, ge=0, strict=True)
+    messages: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     on_miss: OnMiss = "inline"
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
@@ -189,7 +192,7 @@ class GenerationInput(WireModel):
     owner: str = "main"
     history: HistorySpec = HistorySpec()
     input_budget: InputBudgetSpec | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     contributors: list[Contributor] = []
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None

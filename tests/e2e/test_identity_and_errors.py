@@ -175,6 +175,8 @@ INVALID_SETTINGS: list[dict[str, Any]] = [
     {"max_output_tokens": -5},
     {"max_output_tokens": 0},
     {"history": {"kind": "recent", "messages": -3}},
+    {"history": {"kind": "recent", "messages": 0}},
+    {"max_output_tokens": 2**70},
     {"max_tool_rounds": -1},
     {"model": "no-provider"},
 ]
