@@ -108,6 +108,23 @@ async def test_reused_id_with_other_content_is_an_identity_conflict(
     assert len(view.messages) == 2
 
 
+async def test_concurrent_reuse_with_other_content_never_attaches_to_the_first(
+    worker: RunningWorker, openai_server: LoopbackOpenAIServer
+) -> None:
+    thread_id = _thread("inflight")
+    openai_server.enqueue(TextReply(text="only reply"))
+    outcomes = await asyncio.gather(
+        worker.runtime.generate("one", thread=thread_id, model=MODEL, generation_id="same"),
+        worker.runtime.generate("two", thread=thread_id, model=MODEL, generation_id="same"),
+        return_exceptions=True,
+    )
+    conflicts = [o for o in outcomes if isinstance(o, crux.ThreadError)]
+    answers = [o for o in outcomes if isinstance(o, crux.Generation)]
+    assert len(conflicts) == 1 and conflicts[0].code == "identity_conflict"
+    assert [a.text for a in answers] == ["only reply"]
+    assert len(openai_server.requests) == 1
+
+
 async def test_plain_client_reusing_an_id_with_other_input_is_refused(
     client: Client, worker: RunningWorker, openai_server: LoopbackOpenAIServer
 ) -> None:
