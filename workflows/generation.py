@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         RunToolInput,
         RunToolResult,
     )
-    from crux.errors import ConfigurationError, ErrorType, RequestCompositionError
+    from crux.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
     from crux.models import (
         GenerationInput,
         GenerationResult,
@@ -80,7 +80,9 @@ AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
 OVERFLOW_RECOVERY_FACTOR = 0.85
 
 
-@workflow.defn(name="ManagedGenerationWorkflow")
+# Domain errors raised in workflow code (an invalid budget found while planning, say) fail
+# the workflow, typed; they never fail the task, which Temporal would retry forever.
+@workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
 class ManagedGenerationWorkflow:
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
-    from crux.errors import ConfigurationError, ErrorType
+    from crux.errors import ConfigurationError, CruxError, ErrorType
     from workflows import _options
     from workflows._decode import decode_input
 
@@ -34,7 +34,7 @@ def summary_workflow_id(request: PrepareSummaryInput) -> str:
     )
 
 
-@workflow.defn(name=SUMMARY_WORKFLOW)
+@workflow.defn(name=SUMMARY_WORKFLOW, failure_exception_types=[CruxError])
 class SummaryWorkflow:
     """Prepare (or find) the summary of a Thread prefix; text stays in PostgreSQL."""
 

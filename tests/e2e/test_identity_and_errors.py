@@ -460,3 +460,14 @@ async def test_refused_connection_is_a_provider_unavailable_error(
     assert error.retryable and error.status is None
     assert error.host == f"127.0.0.1:{port}" and error.model == MODEL
     assert "OPENAI_BASE_URL" in str(error)
+
+
+def test_domain_errors_fail_the_workflows_not_their_tasks() -> None:
+    from temporalio import workflow
+
+    from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+
+    for defined in (ManagedGenerationWorkflow, SummaryWorkflow):
+        definition = workflow._Definition.from_class(defined)
+        assert definition is not None
+        assert crux.CruxError in definition.failure_exception_types
