@@ -37,6 +37,7 @@ def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
         or len(value) > MAX_ID_LENGTH
         or value != value.strip()
         or _has_control_character(value)
+        or unstorable_text(value)
     ):
         raise ThreadError("invalid_message", f"invalid {what} id", thread_id=thread_id)
     return value
@@ -138,8 +139,6 @@ def prepare_message(message: Message, *, thread_id: str) -> PreparedMessage:
             f"message {message_id} has tool calls but is not an assistant message",
             thread_id=thread_id,
         )
-    if message.id is not None and unstorable_text(message.id):
-        raise ThreadError("invalid_message", "invalid message id", thread_id=thread_id)
     check_storable(message, thread_id=thread_id)
     try:
         body = message_body(message)
