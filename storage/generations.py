@@ -314,10 +314,17 @@ class GenerationStore:
         thread_id: str | None,
         receipt: dict[str, Any],
     ) -> None:
-        """Record a support call's content-free receipt (linked from inspections)."""
-        await self._pool.execute(
-            _RECORD_RECEIPT, request_id, generation_id, thread_id, receipt, None
-        )
+        """Record a support call's content-free receipt (linked from inspections).
+
+        Args:
+            request_id: The support call's request id.
+            generation_id: The caller's id of the generation that asked (it is scoped to
+                `thread_id` here, like every generation key).
+            thread_id: The Thread summarised.
+            receipt: The content-free receipt.
+        """
+        key = None if generation_id is None else generation_key(generation_id, thread_id)
+        await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
 
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Return `(receipt, inspection)` JSON for a request id.
