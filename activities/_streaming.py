@@ -7,6 +7,7 @@ import time
 from temporalio import activity
 
 from activities._errors import is_storage_unavailable
+from activities._inputs import scoped_key
 from activities.contracts import InvokeModelInput
 from crux.errors import ProviderResponseError
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
@@ -41,7 +42,7 @@ async def stream_to_staging(
         if pending and (due or final is not None):
             try:
                 await generations.stage_delta(
-                    request.generation_id,
+                    scoped_key(request),
                     f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
                     "".join(pending),
                     thread_id=request.thread_id,

@@ -21,7 +21,7 @@ from activities.contracts import CommitTurnInput, InvokeModelInput, InvokeModelR
 from crux.config import Settings
 from crux.errors import ThreadError
 from crux.messages import Message
-from crux.models import Usage, workflow_id_for
+from crux.models import Usage, generation_key, workflow_id_for
 from crux.prompts import PromptRegistry
 from planner import ModelCatalog
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
@@ -149,13 +149,14 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
     )
     revision = await threads.revision(thread_id)
     head = opened.message_ids[-1]
+    key = generation_key("g1", thread_id)
     await generations.stage(
-        "g1", 0, "user", Message(id="gen:g1:user", role="user", content="q"), thread_id=thread_id
+        key, 0, "user", Message(id="gen:g1:user", role="user", content="q"), thread_id=thread_id
     )
     paid = InvokeModelResult(usage=Usage(input_tokens=9, output_tokens=3), finish_reason="stop",
                              output_tokens=3)  # fmt: skip
     await generations.stage(
-        "g1",
+        key,
         1,
         "output",
         Message(id="gen:g1:assistant", role="assistant", content="paid answer"),
@@ -179,7 +180,7 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
         # The redaction reached the staged output; the attempt is planned again instead.
         refused = await activities._invoke_model(invoke)
         assert refused.revision_moved and not refused.reused_staged_output
-        assert await generations.get_staged("g1", 1, "output") is None
+        assert await generations.get_staged(key, 1, "output") is None
         return
     reused = await activities._invoke_model(invoke)
     assert reused.reused_staged_output and not reused.revision_moved
