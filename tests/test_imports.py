@@ -1,0 +1,28 @@
+"""Every top-level package imports alone, in a fresh interpreter (no import cycles)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("providers", "crux", "storage", "activities", "workflows", "planner", "worker")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_imports_alone(package: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {package}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
