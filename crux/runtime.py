@@ -203,7 +203,9 @@ class Runtime:
         messages_ref: str | None = None
         if messages is not None:
             normalised = _normalise(messages)
-            await self._generations.stage_messages(generation_id, "caller-messages", normalised)
+            await self._generations.stage_messages(
+                generation_id, "caller-messages", normalised, thread_id=thread_id
+            )
             messages_ref = generation_id
         request = GenerationInput(
             generation_id=generation_id,
