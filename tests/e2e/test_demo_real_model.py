@@ -7,7 +7,11 @@ realistic lengths, so a budget that only suits the offline echo would fail by tu
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -21,6 +25,7 @@ from providers.loopback._server import RecordedRequest
 from storage import ThreadStore
 from tests.helpers import new_worker
 
+ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN_MODEL = "openai:llama-3.2-3b-instruct-q4_k_m"
 UNCAPPED_ANSWER_WORDS = 800
 SENTENCE = (
@@ -94,3 +99,36 @@ async def test_demo_conversation_runs_on_an_unknown_openai_compatible_model(
     # Five question/answer pairs, then user, tool call, tool result and the answer.
     assert roles.count("user") == 6
     assert roles.count("tool") == 1
+
+
+async def test_crux_demo_command_talks_to_the_configured_server(tmp_path: Path) -> None:
+    model_server = LlamaLikeServer()
+    async with LoopbackOpenAIServer(responder=model_server) as server:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CRUX_", "OPENAI_", "ANTHROPIC_", "TEMPORAL_ADDRESS"))
+        }
+        env.update(PYTHONPATH=str(ROOT), CRUX_MODEL=UNKNOWN_MODEL, OPENAI_BASE_URL=server.base_url)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "crux",
+            "demo",
+            "--turns",
+            "3",
+            "--stack-dir",
+            str(tmp_path / "stack"),
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
+    output = stdout.decode()
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert "--- turn 3" in output
+    assert "replayed=True" in output
+    chat = [body for body in model_server.bodies if "messages" in body]
+    assert chat
+    assert all("max_tokens" in body and "max_completion_tokens" not in body for body in chat)
