@@ -36,7 +36,9 @@ class StagingCleanup:
     @maps_errors
     async def discard_generation(self, request: DiscardGenerationInput) -> DiscardGenerationResult:
         """Delete everything staged for a generation that produced no turn."""
-        deleted = await self._generations.discard_unfinished(request.generation_id)
+        deleted = await self._generations.discard_unfinished(
+            request.generation_id, request.thread_id
+        )
         _log.info(
             "generation.staging.discarded",
             generation_id=request.generation_id,

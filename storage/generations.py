@@ -51,17 +51,25 @@ STREAM_CHANNEL = "crux_stream"
 _DROP_STAGING = "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind <> 'final'"
 
 # A generation that produced a turn keeps its ledger row (and, ad hoc, its `final` row);
-# everything else staged under its id is text of a run that will never publish it.
+# everything else staged under its id is text of a run that will never publish it. Rows
+# are matched on the Thread too, so another Thread's generation with the same id is spared.
 _DISCARD_UNFINISHED = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.generation_id = $1
-  AND NOT EXISTS (SELECT 1 FROM crux_generations g WHERE g.generation_id = s.generation_id)
+  AND s.thread_id IS NOT DISTINCT FROM $2
+  AND NOT EXISTS (
+      SELECT 1 FROM crux_generations g
+      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+  )
 """
 
 _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
-  AND NOT EXISTS (SELECT 1 FROM crux_generations g WHERE g.generation_id = s.generation_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM crux_generations g
+      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+  )
 """
 
 
@@ -276,16 +284,20 @@ class GenerationStore:
             attempt,
         )
 
-    async def discard_unfinished(self, generation_id: str) -> int:
+    async def discard_unfinished(self, generation_id: str, thread_id: str | None) -> int:
         """Delete everything staged for a generation that produced no turn.
 
         Called when a run fails or is cancelled; a completed generation (ledger row) is left
         alone, so a late or repeated call is harmless.
 
+        Args:
+            generation_id: The generation.
+            thread_id: Its Thread (`None` for an ad-hoc generation).
+
         Returns:
             How many staged rows were deleted.
         """
-        status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id)
+        status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id, thread_id)
         return _deleted(status)
 
     async def sweep_orphans(self, older_than_seconds: float) -> int:
