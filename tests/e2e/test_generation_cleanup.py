@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributeKey
 
 import crux
+from crux._worker import run_worker
 from crux.logs import configure_logging
 from crux.messages import Message
 from crux.models import workflow_id_for
@@ -251,3 +252,31 @@ async def test_summary_workflow_sets_its_own_search_attributes(
     assert attributes.get(THREAD) == thread_id
     assert attributes.get(GENERATION) == "asked-by"
     assert attributes.get(MODEL) == "offline:echo"
+
+
+async def test_a_running_worker_sweeps_orphaned_staging(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    store = GenerationStore(pool)
+    await store.stage("terminated-run", 0, "user", Message(role="user", content="old text"))
+    await pool.execute(
+        "UPDATE crux_generation_staging SET created_at = now() - interval '3 hours' "
+        "WHERE generation_id = 'terminated-run'"
+    )
+    await store.stage("young-run", 0, "user", Message(role="user", content="new text"))
+    settings = settings_for(database_url).model_copy(
+        update={
+            "task_queue": f"sweep-{uuid.uuid4().hex[:8]}",
+            "temporal_address": client.service_client.config.target_host,
+            "staging_retention_seconds": 3_600.0,
+            "sweep_interval_seconds": 60.0,
+        }
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(run_worker(settings, client=client, stop=stop))
+    try:
+        await eventually(lambda: _staged(pool, "terminated-run"), lambda rows: rows == [])
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, timeout=30)
+    assert len(await _staged(pool, "young-run")) == 1
