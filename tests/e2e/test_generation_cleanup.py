@@ -280,3 +280,35 @@ async def test_a_running_worker_sweeps_orphaned_staging(
         stop.set()
         await asyncio.wait_for(running, timeout=30)
     assert len(await _staged(pool, "young-run")) == 1
+
+
+async def test_plain_client_sees_commit_blocked_in_the_stage_attribute(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    thread_id = f"blocked:{uuid.uuid4().hex[:6]}"
+    generation_id = "blocked-1"
+    # PostgreSQL itself refuses the commit's writes with a connection-class error, as it
+    # would while failing over; nothing of ours is replaced.
+    await pool.execute(
+        """
+        CREATE FUNCTION crux_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'failing over' USING ERRCODE = '08006'; END $$;
+        CREATE TRIGGER crux_test_refuse BEFORE INSERT ON crux_thread_messages
+        FOR EACH ROW EXECUTE FUNCTION crux_test_refuse();
+        """
+    )
+    settings = settings_for(database_url)
+    async with new_worker(client, pool, settings) as worker:
+        handle = await client.start_workflow(
+            "ManagedGenerationWorkflow",
+            {"generation_id": generation_id, "thread_id": thread_id, "input": "hello"},
+            id=workflow_id_for(generation_id, thread_id),
+            task_queue=worker.task_queue,
+        )
+        await eventually(
+            lambda: _stage_attribute(handle), lambda stage: stage == "commit_blocked", timeout=30
+        )
+        await pool.execute("DROP TRIGGER crux_test_refuse ON crux_thread_messages")
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+    assert result["thread_commit"]["status"] == "selected"
+    assert await _stage_attribute(handle) == "completed"
