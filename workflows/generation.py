@@ -103,7 +103,7 @@ class ManagedGenerationWorkflow:
         """The current stage.
 
         One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `committing`, `commit_blocked`, `maintenance`, `completed` or `failed`.
+        `committing`, `commit_blocked`, `maintenance`, `completed`, `failed` or `cancelled`.
         """
         return self._stage
 

@@ -16,6 +16,8 @@ import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 import crux
 from crux._worker import run_worker
@@ -31,6 +33,7 @@ from providers.loopback import (
 )
 from storage import GenerationStore, ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
+from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -84,6 +87,8 @@ async def test_plain_client_start_shows_its_stage_and_a_cancel_discards_its_stag
             await handle.result()
         assert await _staged(pool, generation_id) == []
         assert await _stage_attribute(handle) == "cancelled"
+    # The cleanup path is deterministic: its history replays against the workflow code.
+    await _replayer().replay_workflow(await handle.fetch_history())
 
 
 async def test_failed_generation_discards_staged_input_and_call_site_messages(
@@ -205,6 +210,13 @@ async def test_an_invented_tool_name_never_reaches_the_log(
     assert "SECRET" not in output
 
 
+def _replayer() -> Replayer:
+    return Replayer(
+        workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
+        data_converter=pydantic_data_converter,
+    )
+
+
 def _crux(*arguments: str, database_url: str) -> Any:
     import os
     import subprocess
@@ -312,3 +324,4 @@ async def test_plain_client_sees_commit_blocked_in_the_stage_attribute(
         result = await asyncio.wait_for(handle.result(), timeout=90)
     assert result["thread_commit"]["status"] == "selected"
     assert await _stage_attribute(handle) == "completed"
+    await _replayer().replay_workflow(await handle.fetch_history())
