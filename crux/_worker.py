@@ -130,6 +130,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     prompts: Iterable[Prompt] = (),
     tools: Iterable[Tool] = (),
+    started: asyncio.Event | None = None,
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -139,6 +140,10 @@ async def run_worker(
         stop: Set it to shut the worker down gracefully.
         prompts: Prompts that plain Temporal clients may name by id.
         tools: Tools the model may call; their handlers run on this worker.
+        started: Set once the start-up checks passed and the worker polls.
+
+    Raises:
+        StartupCheckError: A start-up check failed (the message names the remedy).
     """
     # Fail fast, one line each, before accepting any work: a worker that starts against
     # an unmigrated schema or without its search attributes would fail every turn later.
@@ -162,6 +167,8 @@ async def run_worker(
         )
         try:
             async with worker:
+                if started is not None:
+                    started.set()
                 await (stop or asyncio.Event()).wait()
         finally:
             sweeper.cancel()

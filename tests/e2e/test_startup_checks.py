@@ -189,3 +189,16 @@ async def test_search_attributes_are_registered_on_a_dev_server_and_named_on_a_c
         assert time.monotonic() < deadline
         await asyncio.sleep(0.2)
     assert await ensure_search_attributes(client, cluster) == []
+
+
+def test_demo_and_dev_refuse_unusable_providers_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    for command in ("demo", "dev"):
+        completed, elapsed = _run(
+            [sys.executable, "-m", "crux", command, "--stack-dir", str(tmp_path / command)],
+            CRUX_MODEL="anthropic:claude-sonnet-4-5",
+        )
+        assert "ANTHROPIC_API_KEY" in _one_clear_line(completed)
+        assert elapsed < FAIL_FAST_SECONDS
+        assert not (tmp_path / command / "pgdata").exists()
