@@ -185,7 +185,7 @@ async def _sweep_periodically(generations: GenerationStore, settings: Settings) 
         try:
             deleted = await generations.sweep_orphans(settings.staging_retention_seconds)
             _log.info("generation.staging.swept", rows=deleted)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except Exception as error:  # a failed sweep must never stop the worker
             # Storage may be away for a while; the next round catches up.
             _log.warning("generation.staging.sweep_failed", error=type(error).__name__)
         await asyncio.sleep(settings.sweep_interval_seconds)
