@@ -10,7 +10,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("providers", "crux", "storage", "activities", "workflows", "planner", "worker")
+PACKAGES = (
+    "providers",
+    "crux",
+    "storage",
+    "activities",
+    "workflows",
+    "planner",
+    "worker",
+    # Entry points a process may import first.
+    "providers.openai",
+    "providers.loopback",
+    "crux.cli",
+    "crux.stack",
+    "crux._worker",
+    "storage.generations",
+)
 
 
 @pytest.mark.parametrize("package", PACKAGES)
