@@ -17,6 +17,7 @@ from activities.contracts import (
     DiscardGenerationResult,
 )
 from crux.logs import get_logger
+from crux.models import generation_key
 from storage import GenerationStore
 
 _log = get_logger(__name__)
@@ -36,9 +37,8 @@ class StagingCleanup:
     @maps_errors
     async def discard_generation(self, request: DiscardGenerationInput) -> DiscardGenerationResult:
         """Delete everything staged for a generation that produced no turn."""
-        deleted = await self._generations.discard_unfinished(
-            request.generation_id, request.thread_id
-        )
+        key = generation_key(request.generation_id, request.thread_id)
+        deleted = await self._generations.discard_unfinished(key, request.thread_id)
         _log.info(
             "generation.staging.discarded",
             generation_id=request.generation_id,

@@ -23,7 +23,7 @@ import crux
 from crux._worker import run_worker
 from crux.logs import configure_logging
 from crux.messages import Message
-from crux.models import workflow_id_for
+from crux.models import generation_key, workflow_id_for
 from providers.loopback import (
     ErrorReply,
     LoopbackOpenAIServer,
@@ -41,10 +41,14 @@ GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-async def _staged(pool: asyncpg.Pool, generation_id: str) -> list[asyncpg.Record]:
+async def _staged(
+    pool: asyncpg.Pool, generation_id: str, thread_id: str | None = None
+) -> list[asyncpg.Record]:
+    """Staged rows that hold text (the content-free identity fingerprint is not one)."""
     return await pool.fetch(
-        "SELECT kind, thread_id FROM crux_generation_staging WHERE generation_id = $1",
-        generation_id,
+        "SELECT kind, thread_id FROM crux_generation_staging "
+        "WHERE generation_id = $1 AND kind <> 'identity'",
+        generation_key(generation_id, thread_id),
     )
 
 
@@ -80,12 +84,12 @@ async def test_plain_client_start_shows_its_stage_and_a_cancel_discards_its_stag
         assert attributes.get(THREAD) == thread_id
         assert attributes.get(GENERATION) == generation_id
         assert attributes.get(MODEL) == "openai:local-model"
-        assert len(await _staged(pool, generation_id)) >= 1
+        assert len(await _staged(pool, generation_id, thread_id)) >= 1
 
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()
-        assert await _staged(pool, generation_id) == []
+        assert await _staged(pool, generation_id, thread_id) == []
         assert await _stage_attribute(handle) == "cancelled"
     # The cleanup path is deterministic: its history replays against the workflow code.
     await _replayer().replay_workflow(await handle.fetch_history())
@@ -112,14 +116,16 @@ async def test_failed_generation_discards_staged_input_and_call_site_messages(
                 ],
             )
         )
-        rows = await eventually(lambda: _staged(pool, generation_id), lambda r: len(r) >= 2)
+        rows = await eventually(
+            lambda: _staged(pool, generation_id, thread_id), lambda r: len(r) >= 2
+        )
         # Every staged row, call-site messages included, carries the Thread id, so
         # deleting the Thread reaches it even while the run is in flight.
         assert {row["thread_id"] for row in rows} == {thread_id}
         assert "caller-messages" in {row["kind"] for row in rows}
         with pytest.raises(Exception):  # noqa: B017 - the typed mapping is tested elsewhere
             await task
-    assert await _staged(pool, generation_id) == []
+    assert await _staged(pool, generation_id, thread_id) == []
 
 
 async def test_failed_ad_hoc_generation_discards_its_staging(
