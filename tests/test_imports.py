@@ -41,3 +41,23 @@ def test_package_imports_alone(package: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_crux_thread_stays_the_function_after_its_module_is_imported() -> None:
+    code = (
+        "import crux.thread\n"
+        "from crux.thread import Thread\n"
+        "import crux\n"
+        "assert callable(crux.thread) and not isinstance(crux.thread, type(crux)), crux.thread\n"
+        "assert crux.Thread is Thread\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
