@@ -117,6 +117,11 @@ class GenerationActivities:
         self._tool_runner = ToolRunner(generations, self._tools, catalog)
         self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
+    @property
+    def generations(self) -> GenerationStore:
+        """The staging store (shared with the cleanup activities)."""
+        return self._generations
+
     @activity.defn(name=ACTIVITY_READ_REQUEST)
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from crux.errors import ConfigurationError, CruxError, ErrorType
     from crux.models import DEFAULT_STORAGE_WAIT_SECONDS
-    from workflows import _options
+    from workflows import _options, _search
     from workflows._decode import decode_input
 
 
@@ -55,6 +55,32 @@ class SummaryWorkflow:
                 str(error), type=ErrorType.CONFIGURATION, non_retryable=True
             ) from None
         workflow.set_current_details(f"summarising through {request.through_id}")
+        own_attributes = workflow.patched(_search.PATCH)
+        if own_attributes:
+            _search.upsert(
+                _search.identity(
+                    thread_id=request.thread_id,
+                    generation_id=request.generation_id,
+                    model=request.model,
+                    stage="summarising",
+                )
+            )
+        try:
+            prepared = await self._prepare(request, own_attributes)
+        except BaseException as error:
+            # Failures and cancellations only: an eviction must unwind without commands.
+            if own_attributes and (isinstance(error, Exception) or is_cancelled_exception(error)):
+                stage = "cancelled" if is_cancelled_exception(error) else "failed"
+                _search.upsert([_search.STAGE.value_set(stage)])
+            raise
+        if own_attributes:
+            _search.upsert([_search.STAGE.value_set("completed")])
+        return prepared
+
+    async def _prepare(
+        self, request: PrepareSummaryInput, own_attributes: bool
+    ) -> PrepareSummaryResult:
+        """Run the preparation activity, waiting out storage outages (visibly)."""
         backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
         blocked_since = None
         while True:
@@ -88,5 +114,7 @@ class SummaryWorkflow:
             workflow.set_current_details(
                 f"storage_blocked: summarising through {request.through_id}"
             )
+            if own_attributes:
+                _search.upsert([_search.STAGE.value_set("storage_blocked")])
             await workflow.sleep(backoff)
             backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
