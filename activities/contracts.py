@@ -9,12 +9,19 @@ from crux.messages import Role
 from crux.models import (
     GenerationResult,
     HistorySpec,
+    InputBudgetSpec,
     StepRecord,
     SummaryStrategy,
     Usage,
     WireModel,
 )
-from planner import HistoryAggregate, HistoryItem, HistorySummary, RequestInspection
+from planner import (
+    HistoryAggregate,
+    HistoryItem,
+    HistorySummary,
+    ModelProfile,
+    RequestInspection,
+)
 
 HistorySource = Literal["thread", "caller-messages", "none"]
 
@@ -113,6 +120,12 @@ class ReadRequestInput(WireModel):
     """Tools offered to the model (their schemas count toward the request)."""
     max_input_tokens: int
     """Strict input ceiling for this model and budget; bounds the skeleton's size."""
+    input_budget: InputBudgetSpec | None = None
+    """The generation's budget; with `derive_ceiling`, the reader derives the ceiling."""
+    max_output_tokens: int | None = None
+    """The generation's output cap (the reserve the ceiling leaves)."""
+    derive_ceiling: bool = False
+    """Derive the ceiling from the worker's own catalog instead of `max_input_tokens`."""
 
 
 class ReadRequestResult(WireModel):
@@ -149,6 +162,9 @@ class ReadRequestResult(WireModel):
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
     """Tokens of the offered tools' schemas."""
+    profile: ModelProfile | None = None
+    """The worker catalog's profile of the model: the workflow plans with it (custom
+    profiles included), never with a module-global default."""
 
 
 class InvokeModelInput(WireModel):
@@ -221,6 +237,8 @@ class PrepareSummaryInput(WireModel):
         model: Support model (`provider:model`).
         counting_model: The response model, whose tokenizer sizes the summary.
         generation_id: The generation that asked (receipts link to it).
+        max_summary_tokens: The most the rendered summary may take in the request that
+            needs it (lowers the support calls' output cap).
     """
 
     thread_id: str
@@ -230,6 +248,19 @@ class PrepareSummaryInput(WireModel):
     model: str
     counting_model: str
     generation_id: str | None = None
+    max_summary_tokens: int | None = None
+
+
+class AwaitSummaryInput(WireModel):
+    """Wait for a running summary preparation and return its artifact.
+
+    Attributes:
+        workflow_id: The running `SummaryWorkflow`.
+        request: What it prepares (to find the artifact once it is done).
+    """
+
+    workflow_id: str
+    request: PrepareSummaryInput
 
 
 class PrepareSummaryResult(WireModel):
@@ -290,3 +321,4 @@ ACTIVITY_COMMIT_TURN = "crux.commit_turn"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
+ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"

@@ -20,12 +20,14 @@ from activities._providers import ProviderRegistry
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
 from activities.contracts import (
+    ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
     ACTIVITY_PREPARE_SUMMARY,
     ACTIVITY_READ_REQUEST,
     ACTIVITY_RUN_TOOL,
+    AwaitSummaryInput,
     CommitTurnInput,
     CommitTurnResult,
     CompactHistory,
@@ -41,14 +43,14 @@ from activities.contracts import (
     RunToolResult,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from activities.summaries import SummaryPreparer
+from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
 from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
 from crux.tools import ToolRegistry
-from planner import HistorySummary, ModelCatalog
+from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import (
     AuthoritativeCounter,
     ChatRequest,
@@ -129,6 +131,12 @@ class GenerationActivities:
         """Prepare (or find) the summary artifact of a Thread prefix."""
         return await self._preparer.prepare(request)
 
+    @activity.defn(name=ACTIVITY_AWAIT_SUMMARY)
+    @maps_errors
+    async def await_summary(self, request: AwaitSummaryInput) -> PrepareSummaryResult:
+        """Wait for an identical summary preparation already running and return its artifact."""
+        return await await_running_summary(request)
+
     @activity.defn(name=ACTIVITY_COUNT_REQUEST)
     @maps_errors
     async def count_request(self, request: CountRequestInput) -> CountRequestResult:
@@ -147,6 +155,8 @@ class GenerationActivities:
             return ReadRequestResult(existing=existing.model_copy(update={"replayed": True}))
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
+        ceiling = _ceiling(request, profile)
+        request = request.model_copy(update={"max_input_tokens": ceiling})
         user, system = await self._inputs.stage(request)
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         system_tokens = rest[0] if rest else 0
@@ -172,6 +182,7 @@ class GenerationActivities:
                     messages=len(caller),
                 )
             return ReadRequestResult(
+                profile=profile,
                 history_source="caller-messages",
                 history=CompactHistory.from_items(history),
                 older_history=older,
@@ -185,6 +196,7 @@ class GenerationActivities:
 
         if request.thread_id is None:
             return ReadRequestResult(
+                profile=profile,
                 history_source="none",
                 system_tokens=system_tokens,
                 current_turn_tokens=turn_tokens,
@@ -211,13 +223,9 @@ class GenerationActivities:
                 model=request.history.summary_model or request.model,
             )
             if found is not None:
-                summary = HistorySummary(
-                    artifact_id=found.artifact_id,
-                    tokens=found.tokens,
-                    covers=found.covers,
-                    support_request_ids=tuple(found.support_request_ids),
-                )
+                summary = as_history_summary(found)
         return ReadRequestResult(
+            profile=profile,
             history_source="thread",
             summary=summary,
             revision=skeleton.view.revision,
@@ -462,3 +470,12 @@ async def _with_heartbeat(call: Awaitable[_T]) -> _T:
         if done:
             return task.result()
         activity.heartbeat()
+
+
+def _ceiling(request: ReadRequestInput, profile: ModelProfile) -> int:
+    """The skeleton's bound: from this worker's profile when the workflow asks for it."""
+    if not request.derive_ceiling:
+        return request.max_input_tokens
+    spec = request.input_budget
+    budget = None if spec is None else InputBudget(optimize_at=spec.optimize_at, max=spec.max)
+    return derive_budget(profile, budget, output_reserve=request.max_output_tokens).max

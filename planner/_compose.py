@@ -31,6 +31,8 @@ class Managed:
     prefix_messages: int
     refresh_due: bool
     through_id: str | None = None
+    suffix: Span | None = None
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +139,10 @@ def _managed_ladder(
     if policy.on_miss == "recent-only":
         rungs.append(Rung("omitted", None, suffix.tokens, True))
         spans.append(suffix)
-    covered = summary.covers if summary else 0
-    refresh_due = summary is None or prefix_messages - covered >= max(4, -(-covered * 25 // 100))
+    # A summary that ends before the exact suffix starts (or cannot be placed at all) is
+    # stale: reusing it sends the uncovered gap raw. A fresher one is then always possible.
+    stale = summary is not None and (summary.covers < prefix_messages or not rungs[1].available)
+    refresh_due = summary is None or stale
     ladder = Ladder(
         id=HISTORY_ID,
         priority=HISTORY_PRIORITY,
@@ -154,7 +158,9 @@ def _managed_ladder(
         through_id: str | None = projector.items[suffix_start - 1].id
     else:
         through_id = older.last_id
-    facts = Managed(policy, tuple(spans), prefix_messages, refresh_due, through_id)
+    if stale and summary is not None and not summary.stale:
+        policy = policy.model_copy(update={"summary": summary.model_copy(update={"stale": True})})
+    facts = Managed(policy, tuple(spans), prefix_messages, refresh_due, through_id, suffix, stale)
     return ladder, facts, warnings
 
 
@@ -180,7 +186,12 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     ]
     policy = request.history_policy
     older = request.older_history
-    scan = scan_history(request.history, has_older=older.count > 0, request_id=request.request_id)
+    scan = scan_history(
+        request.history,
+        has_older=older.count > 0,
+        request_id=request.request_id,
+        prefix_items=older.prefix_items,
+    )
     projector = Projector(request.history, older, scan, fmt)
     history_span: Span | None = None
     managed: Managed | None = None

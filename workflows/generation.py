@@ -13,19 +13,27 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
     # re-importing them per workflow run would only cost time.
     from activities.contracts import (
+        ACTIVITY_AWAIT_SUMMARY,
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
         ACTIVITY_RUN_TOOL,
+        AwaitSummaryInput,
         CommitTurnInput,
         CommitTurnResult,
         CountRequestInput,
@@ -73,6 +81,11 @@ STAGE = SearchAttributeKey.for_keyword("CruxStage")
 
 # Versioning marker for the authoritative-count step added to the planning stage.
 AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
+
+# Versioning marker: a generation that finds the same summary preparation running waits for
+# it (one set of support calls) instead of preparing again, and a failed preparation fails
+# the generation typed.
+SUMMARY_JOIN_PATCH = "summary-join-waits-v1"
 
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
@@ -125,6 +138,9 @@ class ManagedGenerationWorkflow:
                     for source in source_ids(contributor)
                 ],
                 max_input_tokens=max_input_tokens(profile, request),
+                input_budget=request.input_budget,
+                max_output_tokens=request.max_output_tokens,
+                derive_ceiling=True,
             ),
             result_type=ReadRequestResult,
             **_options.with_summary(_options.READ_REQUEST, "read request"),
@@ -132,6 +148,9 @@ class ManagedGenerationWorkflow:
         if read.existing is not None:
             self._set_stage("completed")
             return read.existing
+        # Plan with the worker's catalog (custom profiles included); a read recorded before
+        # the reader returned its profile falls back to the default catalog.
+        profile = read.profile or profile
 
         steps: list[StepRecord] = []
         inspections: list[RequestInspection] = []
@@ -319,6 +338,7 @@ class ManagedGenerationWorkflow:
             model=request.history.summary_model or request.model,
             counting_model=request.model,
             generation_id=request.generation_id,
+            max_summary_tokens=need.max_summary_tokens,
         )
         child_id = summary_workflow_id(summary_input)
         if not wait:
@@ -334,19 +354,33 @@ class ManagedGenerationWorkflow:
             return None
         self._set_stage("summarising", "inline history summary")
         try:
-            prepared = await workflow.execute_child_workflow(
-                SummaryWorkflow.run, summary_input, id=child_id
-            )
-            origin = "joined" if prepared.reused else "inline"
-        except WorkflowAlreadyStartedError:
-            # A preparation for the same prefix is running: join it through the artifact.
-            prepared = await workflow.execute_activity(
-                ACTIVITY_PREPARE_SUMMARY,
-                summary_input,
-                result_type=PrepareSummaryResult,
-                **_options.with_summary(_options.PREPARE_SUMMARY, "join summary"),
-            )
-            origin = "joined"
+            try:
+                prepared = await workflow.execute_child_workflow(
+                    SummaryWorkflow.run, summary_input, id=child_id
+                )
+                origin = "joined" if prepared.reused else "inline"
+            except WorkflowAlreadyStartedError:
+                # An identical preparation is running (another generation, maintenance, or
+                # another worker): wait for that one, so its support calls are the only ones.
+                if workflow.patched(SUMMARY_JOIN_PATCH):
+                    prepared = await workflow.execute_activity(
+                        ACTIVITY_AWAIT_SUMMARY,
+                        AwaitSummaryInput(workflow_id=child_id, request=summary_input),
+                        result_type=PrepareSummaryResult,
+                        **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
+                    )
+                else:
+                    prepared = await workflow.execute_activity(
+                        ACTIVITY_PREPARE_SUMMARY,
+                        summary_input,
+                        result_type=PrepareSummaryResult,
+                        **_options.with_summary(_options.PREPARE_SUMMARY, "join summary"),
+                    )
+                origin = "joined"
+        except (ChildWorkflowError, ActivityError) as error:
+            if not workflow.patched(SUMMARY_JOIN_PATCH):
+                raise
+            raise _preparation_failed(error) from None
         return prepared.summary.model_copy(update={"origin": origin})
 
     async def _commit(
@@ -433,6 +467,31 @@ def _validated(raw: object) -> GenerationInput:
             type=ErrorType.CONFIGURATION,
             non_retryable=True,
         ) from None
+
+
+def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
+    """A typed, content-free failure for a history summary that could not be prepared.
+
+    The cause's type is kept (a provider failure of the summary model reaches the caller as
+    that `ProviderError`); details carry codes only.
+    """
+    cause: BaseException | None = error.cause
+    while isinstance(cause, FailureError) and not (
+        isinstance(cause, ApplicationError) and cause.type is not None
+    ):
+        cause = cause.cause
+    if isinstance(cause, ApplicationError):
+        return ApplicationError(
+            "the history summary could not be prepared",
+            *cause.details,
+            type=cause.type,
+            non_retryable=True,
+        )
+    return ApplicationError(
+        "the history summary could not be prepared",
+        type=ErrorType.PROVIDER,
+        non_retryable=True,
+    )
 
 
 def _error_type(error: ActivityError) -> str | None:

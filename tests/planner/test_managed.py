@@ -111,6 +111,7 @@ def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
             "when": "inline",
             "prefix_messages": 16,
             "through_id": "a7",
+            "max_summary_tokens": 60,
         }
     ]
     (need,) = inline_preparations(raised.value)
@@ -179,18 +180,87 @@ def test_stale_summary_is_reused_with_a_longer_raw_suffix() -> None:
     assert "HISTORY_SUMMARY_STALE" in [w.code for w in sealed.receipt.warnings]
 
 
-@pytest.mark.parametrize(("covers", "due"), [(12, True), (14, False), (0, True)])
-def test_refresh_is_due_only_after_enough_growth(covers: int, due: bool) -> None:
-    """119: refresh when the prefix grew by >= max(4, ceil(25% of the covered length))."""
+@pytest.mark.parametrize(
+    ("covers", "optimize_at", "due"),
+    [(12, 60, True), (12, 1000, False), (16, 60, False), (0, 60, True)],
+)
+def test_refresh_is_due_once_a_stale_request_crosses_the_watermark(
+    covers: int, optimize_at: int, due: bool
+) -> None:
+    """A stale summary is refreshed in the background once the request passes optimize_at."""
     summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
     sealed = plan(
         request(
             history=turns(10),
             history_policy=managed(summary=summary),
-            input_budget=InputBudget(optimize_at=100),
+            input_budget=InputBudget(optimize_at=optimize_at, max=1000),
         )
     )
     assert bool(sealed.preparations) is due
+    if due:
+        [need] = sealed.preparations
+        assert need.when == "after-response"
+        assert need.max_summary_tokens is not None and need.max_summary_tokens <= optimize_at
+
+
+def test_recent_only_never_schedules_a_support_call() -> None:
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(on_miss="recent-only"),
+            input_budget=InputBudget(optimize_at=40, max=1000),
+        )
+    )
+    assert sealed.preparations == ()
+
+
+@pytest.mark.parametrize("covers", [4, 12])
+def test_stale_summary_that_no_longer_fits_asks_for_an_inline_refresh(covers: int) -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(summary=summary),
+                input_budget=InputBudget(max=60),
+            )
+        )
+    [need] = inline_preparations(raised.value)
+    assert (need.when, need.prefix_messages, need.through_id) == ("inline", 16, "a7")
+    assert need.max_summary_tokens is not None
+    # With the refreshed summary the request fits.
+    fresh = HistorySummary(artifact_id="hs2", tokens=need.max_summary_tokens, covers=16)
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=fresh),
+            input_budget=InputBudget(max=60),
+        )
+    )
+    assert sealed.input_tokens <= 60
+    assert "HISTORY_SUMMARY_STALE" not in [w.code for w in sealed.receipt.warnings]
+
+
+def test_stale_summary_under_fail_is_unavailable_and_under_recent_only_degrades() -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=4)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(summary=summary, on_miss="fail"),
+                input_budget=InputBudget(max=60),
+            )
+        )
+    assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+    assert inline_preparations(raised.value) == ()
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary, on_miss="recent-only"),
+            input_budget=InputBudget(max=60),
+        )
+    )
+    assert {c.contributor: c.representation for c in sealed.choices}["history"] == "omitted"
 
 
 def test_misaligned_summary_is_unavailable() -> None:
