@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz bench migrate all clean
+.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ test-fast: $(STAMP) ## Run the tests only
 
 fuzz: $(STAMP) ## Longer property-based runs
 	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
+	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)
 
 bench: $(STAMP) ## Run the benchmarks (prints ratios against in-run anchors)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

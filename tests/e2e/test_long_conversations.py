@@ -35,6 +35,7 @@ MODEL = "openai:gpt-4o-mini"
 SUMMARY_MARK = "faithful, compact summaries"
 TOOL_EVERY = 7
 SOAK = os.environ.get("CRUX_SOAK") == "1"
+SYSTEM = "You are the depot planning assistant."
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class Figures:
     tool_turns: int = 0
     largest: int = 0
     support_calls: int = 0
+    main_calls: int = 0
+    prefix_first: int = 0
     failures: list[str] = field(default_factory=lambda: [])
 
 
@@ -87,6 +90,8 @@ class Responder:
     def __init__(self, words: int) -> None:
         self.words = words
         self.support_calls = 0
+        self.main_calls = 0
+        self.prefix_first = 0
 
     def __call__(self, request: RecordedRequest) -> Reply:
         body: dict[str, Any] = request.body or {}
@@ -97,6 +102,8 @@ class Responder:
             # A summary of about a third of a turn, never beyond the call's cap.
             size = max(4, min(self.words // 3, _cap(body, 64) // 2))
             return TextReply(text="Earlier: " + _words(size, self.support_calls))
+        self.main_calls += 1
+        self.prefix_first += messages[:1] == [{"role": "system", "content": SYSTEM}]
         last = messages[-1] if messages else {}
         if last.get("role") == "user" and "[use the tool]" in str(last.get("content")):
             return tool_call_reply(ScriptedToolCall(name="lookup", arguments={"key": "depot"}))
@@ -140,7 +147,7 @@ async def run_conversation(
         settings = settings_for(database_url, openai_base_url=server.base_url)
         thread_id = f"long-{case.strategy}-{case.on_miss}-{uuid.uuid4().hex[:6]}"
         thread = crux.thread(id=thread_id, storage=pool)
-        await thread.append({"role": "system", "content": "You are the depot planning assistant."})
+        await thread.append({"role": "system", "content": SYSTEM})
         prompt = crux.prompt(
             id=f"long-{uuid.uuid4().hex[:6]}",
             use=[
@@ -193,6 +200,8 @@ async def run_conversation(
                         timeout=30,
                     )
         figures.support_calls = responder.support_calls
+        figures.main_calls = responder.main_calls
+        figures.prefix_first = responder.prefix_first
     return figures
 
 
@@ -213,6 +222,8 @@ def _check(case: Case, figures: Figures) -> None:
     assert figures.failures == [], figures.failures
     assert figures.turns == case.turns
     assert figures.tool_turns >= case.turns // TOOL_EVERY
+    # The Thread's leading system message opens every request, summary or not.
+    assert figures.prefix_first == figures.main_calls
     if case.on_miss == "recent-only":
         # Degrading never pays for a support call.
         assert figures.support_calls == 0
@@ -255,6 +266,7 @@ async def test_long_conversation_holds(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.skipif(not SOAK, reason="set CRUX_SOAK=1 for the 300-turn conversations")
 @pytest.mark.parametrize("case", list(_soak_cases()), ids=lambda case: case.name)
 async def test_long_conversation_soak(
