@@ -272,7 +272,12 @@ class ManagedGenerationWorkflow:
         except RequestCompositionError as error:
             rejection = error
         needs = inline_preparations(rejection)
-        if needs and request.thread_id is not None and progress.summary is None:
+        if (
+            needs
+            and request.thread_id is not None
+            and read.history_source == "thread"
+            and progress.summary is None
+        ):
             # Managed history needs a summary before this call can fit: prepare it (or join
             # the preparation already running) and plan again.
             progress.summary = await self._prepare_summary(request, needs[0], wait=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner import (
+    HistoryAggregate,
     HistoryItem,
     HistorySummary,
     InputBudget,
@@ -333,3 +334,44 @@ def test_summary_origin_is_receipted(origin: str, code: str) -> None:
     )
     assert code in [w.code for w in sealed.receipt.warnings]
     assert [a.representation for a in sealed.receipt.adaptations] == ["summary"]
+
+
+def test_summary_lines_up_with_a_listed_system_prefix_before_an_older_aggregate() -> None:
+    """The reader lists the system prefix; the aggregate lies between it and the groups."""
+    listed = SYSTEM + turns(4, prefix="n")
+    older = HistoryAggregate(count=12, tokens=120, first_id="u0", last_id="a5", prefix_items=1)
+    # 12 aggregated messages plus the two oldest listed groups are summarised.
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=16)
+    sealed = plan(
+        request(
+            history=listed,
+            older_history=older,
+            history_policy=managed(summary=summary, recent_messages=4),
+            input_budget=InputBudget(max=80),
+        )
+    )
+    assert sealed.message_ids == ("s0", "nu2", "na2", "nu3", "na3")
+    assert sealed.history_summary is not None and sealed.history_summary.position == 1
+    assert "HISTORY_SUMMARY_STALE" not in [w.code for w in sealed.receipt.warnings]
+
+
+def test_system_prefix_survives_a_recent_cap_with_older_history() -> None:
+    listed = SYSTEM + turns(3, prefix="n")
+    older = HistoryAggregate(count=10, tokens=100, first_id="u0", last_id="a4", prefix_items=1)
+    sealed = plan(
+        request(
+            history=listed,
+            older_history=older,
+            history_policy=history.recent(messages=2),
+            input_budget=InputBudget(max=1000),
+        )
+    )
+    assert sealed.message_ids == ("s0", "nu2", "na2")
+    assert sealed.included_older is None
+
+
+def test_a_listed_prefix_that_is_not_system_is_invalid() -> None:
+    older = HistoryAggregate(count=2, tokens=20, first_id="x", last_id="y", prefix_items=1)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(request(history=turns(2), older_history=older, history_policy=history.exact()))
+    assert raised.value.code == "INVALID_COMPOSITION"
