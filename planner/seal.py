@@ -83,11 +83,15 @@ def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -
     budget = comp.budget
     # Maintenance aims below the soft watermark; an inline preparation must fit the max.
     limit = maintenance_watermark(comp) if when == "after-response" else budget.max
+    if when == "after-response" and managed.next_through_id is not None:
+        prefix_messages, through_id = managed.next_prefix_messages, managed.next_through_id
+    else:
+        prefix_messages, through_id = managed.prefix_messages, managed.through_id
     return Preparation(
         contributor=HISTORY_ID,
         when=when,
-        prefix_messages=managed.prefix_messages,
-        through_id=managed.through_id,
+        prefix_messages=prefix_messages,
+        through_id=through_id,
         max_summary_tokens=summary_room(comp, limit),
     )
 

@@ -80,8 +80,10 @@ def test_between_watermark_and_max_full_is_sent_and_maintenance_scheduled() -> N
     assert len(sealed.message_ids) == 20
     assert sealed.tier == "max"
     assert [p.when for p in sealed.preparations] == ["after-response"]
-    assert sealed.preparations[0].prefix_messages == 16
-    assert sealed.preparations[0].through_id == "a7"
+    # It aims at the next request: once this turn is committed it is the newest group, and
+    # the four-message suffix then starts one group later.
+    assert sealed.preparations[0].prefix_messages == 18
+    assert sealed.preparations[0].through_id == "a8"
     assert "HISTORY_MAINTENANCE_SCHEDULED" in [w.code for w in sealed.receipt.warnings]
     prospective = preview(
         request(
