@@ -39,7 +39,12 @@ _CONFIDENCE_RANK = ("conservative", "estimated", "exact")
 
 
 def resolve_profile(model_id: str) -> ModelProfile:
-    """The capacity profile of a `provider:model` id (conservative when unknown)."""
+    """The default catalog's profile of a `provider:model` id (conservative when unknown).
+
+    Only a first bound for the read and a fallback for reads recorded before the reader
+    returned the worker's own profile: the workflow plans with `ReadRequestResult.profile`,
+    so custom profiles registered on the worker apply.
+    """
     return _CATALOG.resolve(model_id)
 
 
