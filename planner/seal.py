@@ -252,13 +252,16 @@ def plan(request: PlanRequest) -> SealedPlan:
     managed = comp.managed
     if (
         managed is not None
-        and managed.refresh_due
-        and managed.through_id is not None
+        and managed.next_through_id is not None
         and managed.policy.on_miss != "recent-only"
         and total > maintenance_watermark(comp)
+        and (
+            managed.policy.summary is None
+            or managed.policy.summary.covers < managed.next_prefix_messages
+        )
     ):
-        # Past the soft watermark, refresh in the background so the next turns find a
-        # summary through the current suffix and an inline refresh stays rare. `recent-only`
+        # Past the soft watermark, refresh in the background so the next turn finds a
+        # summary through its own suffix and an inline refresh stays rare. `recent-only`
         # never pays for a support call.
         preparations = (_preparation(comp, "after-response"),)
         warnings.append(

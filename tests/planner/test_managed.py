@@ -185,12 +185,16 @@ def test_stale_summary_is_reused_with_a_longer_raw_suffix() -> None:
 
 @pytest.mark.parametrize(
     ("covers", "optimize_at", "due"),
-    [(12, 60, True), (12, 1000, False), (16, 60, False), (0, 60, True)],
+    [(12, 60, True), (12, 1000, False), (16, 60, False), (16, 45, True), (18, 45, False)],
 )
 def test_refresh_is_due_once_a_stale_request_crosses_the_watermark(
     covers: int, optimize_at: int, due: bool
 ) -> None:
-    """A stale summary is refreshed in the background once the request passes optimize_at."""
+    """Past optimize_at, a summary that will not cover the next request's gap is refreshed.
+
+    With this turn committed, the next suffix starts at message 18: a summary covering 16
+    is fresh now but stale next turn, so it is refreshed in the background already.
+    """
     summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
     sealed = plan(
         request(
