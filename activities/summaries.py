@@ -40,7 +40,7 @@ from planner import (
 )
 from planner.history import leading_system_prefix
 from planner.measure import message_format
-from planner.summaries import SUMMARY_CHUNK_UNITS, SUMMARY_REDUCE_BATCH
+from planner.summaries import SUMMARY_CHUNK_UNITS, SUMMARY_REDUCE_BATCH, SummaryChunk
 from providers import ChatRequest, TokenCounter
 from storage import (
     GenerationStore,
@@ -244,10 +244,10 @@ class SummaryPreparer:
             # summary model's window, and goes hierarchical when one call cannot hold it.
             units = SUMMARY_CHUNK_UNITS if strategy == "hierarchical" else len(items) + 1
             chunks = summary_chunks(items, max_tokens=sizing.chunk_tokens, max_units=units)
-            partial = [
-                await self._call(calls, [by_id[i] for i in chunk.message_ids], None)
-                for chunk in chunks
-            ]
+            if len(chunks) == 1:
+                partial = [await self._call(calls, messages, None)]
+            else:
+                partial = [await self._chunk(calls, chunk, by_id) for chunk in chunks]
             while len(partial) > 1:
                 batch = sizing.reduce_batch
                 partial = [
@@ -264,8 +264,8 @@ class SummaryPreparer:
             strategy=request.strategy,
             model=request.model,
             text=text,
-            support_request_ids=[record.id for record in calls.records],
-            support_requests=[record.model_dump(mode="json") for record in calls.records],
+            support_request_ids=[record.id for record in calls.linked],
+            support_requests=[record.model_dump(mode="json") for record in calls.linked],
         )
         stored = await self._summaries.put(request.thread_id, artifact, sources)
         _log.info(
@@ -298,6 +298,47 @@ class SummaryPreparer:
             text = await self._call(calls, [by_id[i] for i in chunk.message_ids], text)
         if text is None:  # pragma: no cover - a non-empty prefix always has a chunk
             raise ThreadError("not_found", "nothing to summarise")
+        return text
+
+    async def _chunk(
+        self, calls: _Calls, chunk: SummaryChunk, by_id: dict[str | None, Message]
+    ) -> str:
+        """Summarise one chunk, or reuse its summary from an earlier refresh.
+
+        Chunk boundaries are a pure function of the transcript from its start, so every
+        chunk but the newest is the same at the next refresh: storing chunk summaries (as
+        derived artifacts erased with their sources) makes a refresh pay only for what is
+        new, instead of the whole prefix again.
+        """
+        request = calls.request
+        first, last = chunk.message_ids[0], chunk.message_ids[-1]
+        key = summary_artifact_id(
+            request.thread_id, f"{first}..{last}", f"{request.strategy}:chunk", request.model
+        )
+        found = await self._summaries.get(request.thread_id, key)
+        if found is not None:
+            calls.reused.extend(
+                SupportRequestRecord.model_validate(record) for record in found.support_requests
+            )
+            return found.text
+        before = len(calls.records)
+        text = await self._call(calls, [by_id[i] for i in chunk.message_ids], None)
+        made = calls.records[before:]
+        await self._summaries.put(
+            request.thread_id,
+            SummaryArtifact(
+                artifact_id=key,
+                through_id=last,
+                covers=len(chunk.message_ids),
+                tokens=0,
+                strategy=f"{request.strategy}:chunk",
+                model=request.model,
+                text=text,
+                support_request_ids=[record.id for record in made],
+                support_requests=[record.model_dump(mode="json") for record in made],
+            ),
+            list(chunk.message_ids),
+        )
         return text
 
     async def _call(self, calls: _Calls, messages: Sequence[Message], previous: str | None) -> str:
@@ -380,6 +421,12 @@ class _Calls:
     counter: TokenCounter
     profile: ModelProfile
     records: list[SupportRequestRecord] = field(default_factory=lambda: [])
+    reused: list[SupportRequestRecord] = field(default_factory=lambda: [])
+
+    @property
+    def linked(self) -> list[SupportRequestRecord]:
+        """Every support call behind the summary: reused chunk summaries' and new ones."""
+        return [*self.reused, *self.records]
 
 
 async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryResult:
