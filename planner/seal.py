@@ -131,7 +131,18 @@ def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]
             # A stale summary that no longer fits with its uncovered gap: the fresh one is
             # the representation that is missing.
             unavailable = (HISTORY_ID, *unavailable)
-        preparations = tuple(need.model_dump() for need in _inline_need(comp))
+        needs = _inline_need(comp)
+        if (
+            not needs
+            and managed is not None
+            and managed.refresh_due
+            and managed.through_id is not None
+            and managed.policy.on_miss == "fail"
+        ):
+            # `fail` does not wait, but the refresh is started so a later turn finds it:
+            # otherwise nothing would ever change and every later turn would fail too.
+            needs = (_preparation(comp, "inline").model_copy(update={"when": "after-response"}),)
+        preparations = tuple(need.model_dump() for need in needs)
         code = "REPRESENTATION_UNAVAILABLE" if unavailable else "REQUEST_TOO_LARGE"
         raise composition_error(comp, code, unavailable=unavailable, preparations=preparations)
     selection, tier = found
@@ -358,6 +369,20 @@ def inline_preparations(error: RequestCompositionError) -> tuple[Preparation, ..
     Returns:
         The preparations, empty when there is nothing to prepare.
     """
+    return tuple(need for need in _preparations(error) if need.when == "inline")
+
+
+def background_preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
+    """Return the refreshes a rejected request asks to start without waiting.
+
+    Under `on_miss="fail"` a stale or missing summary fails the request, and the refresh it
+    needs is listed here: the runtime starts it in the background so that a later turn
+    finds a summary that fits.
+    """
+    return tuple(need for need in _preparations(error) if need.when == "after-response")
+
+
+def _preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
     raw = error.diagnostics.get("preparations")
     if not isinstance(raw, list):
         return ()

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         Preparation,
         RequestInspection,
         SealedPlan,
+        background_preparations,
         inline_preparations,
         needs_authoritative_count,
         plan,
@@ -86,6 +87,10 @@ AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
 # it (one set of support calls) instead of preparing again, and a failed preparation fails
 # the generation typed.
 SUMMARY_JOIN_PATCH = "summary-join-waits-v1"
+
+# Versioning marker: a request rejected under `on_miss="fail"` starts the summary refresh it
+# lacked (without waiting) before failing.
+FAIL_STARTS_REFRESH_PATCH = "fail-starts-refresh-v1"
 
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
@@ -315,6 +320,16 @@ class ManagedGenerationWorkflow:
                     return self._sealed(plan(exact), progress)
                 except RequestCompositionError as error:
                     rejection = error
+        background = background_preparations(rejection)
+        if (
+            background
+            and request.thread_id is not None
+            and read.history_source == "thread"
+            and workflow.patched(FAIL_STARTS_REFRESH_PATCH)
+        ):
+            # `on_miss="fail"` does not wait for the summary, but starts its refresh so a
+            # later turn can fit; without it every later turn would fail the same way.
+            await self._prepare_summary(request, background[0], wait=False)
         self._set_stage("failed", rejection.code)
         raise ApplicationError(
             str(rejection),

@@ -245,6 +245,7 @@ CI_CASES = [
     Case("hierarchical", "inline", ROOMY, words=100, turns=45),
     Case("regenerate", "recent-only", SMALL, words=25, turns=40),
     Case("adaptive", "fail", ROOMY, words=100, turns=40),
+    Case("hierarchical", "fail", SMALL, words=25, turns=40),
 ]
 
 

@@ -11,6 +11,7 @@ from planner import (
     InputBudget,
     ManagedHistory,
     RequestCompositionError,
+    background_preparations,
     context,
     droppable,
     history,
@@ -137,7 +138,10 @@ def test_above_max_recent_only_degrades_to_the_exact_suffix() -> None:
 
 
 def test_above_max_with_fail_is_unavailable_without_preparation() -> None:
-    """116: fail -> REPRESENTATION_UNAVAILABLE before dispatch, nothing to prepare."""
+    """116: fail -> REPRESENTATION_UNAVAILABLE before dispatch, nothing prepared inline.
+
+    The refresh it lacked is listed to start in the background, so a later turn fits.
+    """
     with pytest.raises(RequestCompositionError) as raised:
         plan(
             request(
@@ -147,7 +151,9 @@ def test_above_max_with_fail_is_unavailable_without_preparation() -> None:
             )
         )
     assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
-    assert raised.value.diagnostics["preparations"] == []
+    assert inline_preparations(raised.value) == ()
+    [later] = background_preparations(raised.value)
+    assert (later.when, later.through_id) == ("after-response", "a7")
 
 
 def test_summary_sits_after_the_leading_prefix_and_before_the_exact_suffix() -> None:
