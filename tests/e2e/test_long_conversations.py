@@ -9,6 +9,7 @@ are printed so they can be quoted. CI runs a bounded selection; `CRUX_SOAK=1` (o
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import uuid
@@ -176,6 +177,15 @@ async def run_conversation(
                 except crux.CruxError as error:
                     code = getattr(error, "code", type(error).__name__)
                     figures.failures.append(f"turn {turn}: {code}: {error}")
+                    if case.on_miss == "fail":
+                        # The rejection started the refresh it lacked; a caller retries
+                        # later, when it has landed.
+                        await asyncio.sleep(1.0)
+                        await eventually(
+                            lambda: _running_summaries(client, thread_id),
+                            lambda running: running == 0,
+                            timeout=30,
+                        )
                     continue
                 figures.turns += 1
                 figures.tool_turns += len(result.steps) > 1
@@ -219,9 +229,17 @@ def _report(case: Case, figures: Figures) -> None:
 
 def _check(case: Case, figures: Figures) -> None:
     _report(case, figures)
-    assert figures.failures == [], figures.failures
-    assert figures.turns == case.turns
-    assert figures.tool_turns >= case.turns // TOOL_EVERY
+    if case.on_miss == "fail":
+        # `fail` may refuse a turn whose summary is not ready (typed, before dispatch);
+        # the refresh it starts lets the conversation go on. Such refusals stay rare.
+        unexpected = [f for f in figures.failures if ": REPRESENTATION_UNAVAILABLE:" not in f]
+        assert unexpected == [], unexpected
+        assert len(figures.failures) <= case.turns // 50, figures.failures
+        assert figures.turns + len(figures.failures) == case.turns
+    else:
+        assert figures.failures == [], figures.failures
+        assert figures.turns == case.turns
+    assert figures.tool_turns >= case.turns // TOOL_EVERY - len(figures.failures)
     # The Thread's leading system message opens every request, summary or not.
     assert figures.prefix_first == figures.main_calls
     if case.on_miss == "recent-only":
