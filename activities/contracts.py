@@ -126,6 +126,9 @@ class ReadRequestInput(WireModel):
     """The generation's output cap (the reserve the ceiling leaves)."""
     derive_ceiling: bool = False
     """Derive the ceiling from the worker's own catalog instead of `max_input_tokens`."""
+    fingerprint: str | None = None
+    """Content-free fingerprint of the request when the workflow can compute it (inline
+    input); a reused generation id with another fingerprint is `identity_conflict`."""
 
 
 class ReadRequestResult(WireModel):
