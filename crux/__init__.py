@@ -8,6 +8,8 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
 
 from crux.config import Settings
@@ -93,6 +95,24 @@ _LAZY = {
     "ThreadSnapshot": "storage",
     "VariantInfo": "storage",
 }
+
+
+class _Package(types.ModuleType):
+    """The `crux` module, whose lazy names win over same-named submodules.
+
+    Importing `crux.thread` (directly, or to resolve `crux.Thread`) makes the import system
+    bind the submodule on the package as `thread`, which would shadow the `crux.thread(...)`
+    function for everyone afterwards; such bindings are skipped, the submodule stays
+    reachable through `sys.modules` and `import crux.thread`.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crux.errors import ConfigurationError
-from providers import ToolSpec
+from providers.types import ToolSpec
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 """Receives the parsed arguments; returns a string or any JSON value."""

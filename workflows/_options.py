@@ -96,3 +96,15 @@ AWAIT_SUMMARY = ActivityConfig(
         maximum_attempts=5,
     ),
 )
+
+
+DISCARD_GENERATION = ActivityConfig(
+    # One DELETE on the failure path. Bounded: if storage stays away the run still ends
+    # (with its own error) and the retention sweep removes the rows later.
+    start_to_close_timeout=timedelta(seconds=30),
+    schedule_to_close_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=10),
+    ),
+)
