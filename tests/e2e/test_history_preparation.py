@@ -137,7 +137,8 @@ async def test_support_calls_fit_the_summary_model_and_are_linked(
     window = SUMMARY_PROFILE.context_window
     assert len(responder.summary_bodies) > 1  # chunked, then reduced
     for body in responder.summary_bodies:
-        assert input_tokens_of(body) + body["max_completion_tokens"] <= window
+        cap = body.get("max_completion_tokens") or body["max_tokens"]
+        assert input_tokens_of(body) + cap <= window
     records = await pool.fetch(
         "SELECT receipt FROM crux_request_receipts WHERE thread_id = $1 AND inspection IS NULL",
         thread_id,
