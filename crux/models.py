@@ -38,7 +38,7 @@ class ThreadCommit(WireModel):
     """
 
     status: Literal["selected", "alternative"]
-    message_ids: list[str]
+    message_ids: tuple[str, ...]
     parent_id: str | None = None
     selected_head: str
     committed_at: datetime
@@ -69,6 +69,8 @@ class HistorySpec(WireModel):
         strategy: Managed only: how summaries are prepared.
         summary_model: Managed only: the support model (`provider:model`); the response
             model when `None`.
+        provider_native: Managed only: whether a compatible provider-native summary path
+            may be used; `False` forces the portable path.
     """
 
     kind: Literal["exact", "recent", "managed"] = "exact"
@@ -77,6 +79,7 @@ class HistorySpec(WireModel):
     on_miss: OnMiss = "inline"
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = None
+    provider_native: bool = True
 
 
 class GenerationInput(WireModel):
@@ -170,7 +173,7 @@ class GenerationResult(WireModel):
     thread_id: str | None = None
     output_message_id: str
     thread_commit: ThreadCommit | None = None
-    steps: list[StepRecord] = []
+    steps: tuple[StepRecord, ...] = ()
     usage: Usage = Usage()
     history_source: Literal["thread", "caller-messages", "none"] = "none"
     replayed: bool = False

@@ -44,7 +44,7 @@ from crux.models import (
     InputBudgetSpec,
     workflow_id_for,
 )
-from crux.prompts import Prompt
+from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from planner import preview as plan_preview
@@ -201,9 +201,15 @@ class Runtime:
                     thread_id=thread_id,
                 )
         messages_ref: str | None = None
+        # Call-site messages shadow prompt-level messages, which shadow the Thread.
         if messages is not None:
             normalised = _normalise(messages)
             await self._generations.stage_messages(generation_id, "caller-messages", normalised)
+            messages_ref = generation_id
+        elif prompt.messages is not None:
+            await self._generations.stage_messages(
+                generation_id, "prompt-messages", list(prompt.messages)
+            )
             messages_ref = generation_id
         request = GenerationInput(
             generation_id=generation_id,
@@ -407,13 +413,15 @@ class Runtime:
             input_budget=_merge_budget(prompt.input_budget, input_budget),
             max_output_tokens=max_output_tokens,
             contributors=[c.spec for c in prompt.contexts],
+            tools=[t.name for t in prompt.tools],
         )
+        transcript = prompt.messages if messages is None else _normalise(messages)
         read = await preview_skeleton(
             prompt,
             input,
             request,
             counter,
-            messages=None if messages is None else _normalise(messages),
+            messages=None if transcript is None else list(transcript),
             ceiling=max_input_tokens(profile, request),
             threads=self._threads,
             summaries=SummaryStore(self._pool),
@@ -442,10 +450,7 @@ class Runtime:
 
 
 def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
-    try:
-        return [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
-    except ValueError:
-        raise ConfigurationError("messages must be canonical messages") from None
+    return list(normalise_messages(messages))
 
 
 STREAM_POLL_SECONDS = 0.25

@@ -91,6 +91,8 @@ class HistorySummary(FrozenModel):
             `joined` (an identical preparation already in flight was awaited); the last
             two are receipted as `HISTORY_SUMMARY_INLINE` / `HISTORY_SUMMARY_JOINED`.
         support_request_ids: Ids of the support calls that produced it.
+        path: `portable` (core-managed support calls, the only path today: the adapters
+            offer no native compaction) or `provider-native`.
     """
 
     artifact_id: str = Field(min_length=1)
@@ -99,6 +101,7 @@ class HistorySummary(FrozenModel):
     stale: bool = False
     origin: Literal["stored", "inline", "joined"] = "stored"
     support_request_ids: tuple[str, ...] = ()
+    path: Literal["portable", "provider-native"] = "portable"
 
 
 class ManagedHistory(FrozenModel):
