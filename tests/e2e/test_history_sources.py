@@ -196,3 +196,35 @@ async def test_returned_receipts_and_views_are_deeply_frozen(
     wire = json.loads(result.result.model_dump_json())
     assert isinstance(wire["thread_commit"]["message_ids"], list)
     assert GenerationResult.model_validate(wire) == result.result
+
+
+async def test_the_receipt_says_the_portable_summary_path_ran(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"native:{uuid.uuid4().hex[:6]}"
+    topic = "The logistics review covered warehouse capacity and carrier contracts, item"
+    receipts = []
+    async with new_worker(client, pool, settings) as worker:
+        for turn in range(6):
+            await worker.runtime.generate(
+                f"{topic} {turn} with figures {turn * 17}.", thread=thread_id, model=MODEL
+            )
+        # Native summaries allowed (the default), then forbidden: the adapters offer no
+        # native compaction, so the portable path runs either way, and the receipt says so.
+        for allowed in (True, False):
+            managed = prompt(
+                id=f"managed-{allowed}",
+                use=[history(recent={"messages": 4}, provider_native=allowed)],
+            )
+            result = await worker.runtime.generate(
+                managed,
+                input="What did we decide about carriers?",
+                thread=thread_id,
+                model=MODEL,
+                input_budget={"max": 250},
+            )
+            receipts.append(result.steps[0].request)
+    for receipt in receipts:
+        assert any(a.representation == "summary" for a in receipt.adaptations)
+        assert receipt.summary_path == "portable"
