@@ -8,6 +8,8 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
 
 from crux.config import Settings
@@ -87,6 +89,23 @@ _LAZY = {
     "ThreadSnapshot": "storage",
     "VariantInfo": "storage",
 }
+
+
+class _Package(types.ModuleType):
+    """The `crux` package object, keeping `crux.thread` the builder function.
+
+    Importing the submodule `crux.thread` makes Python set the package attribute `thread`
+    to that module, which would shadow the public `crux.thread(...)` builder for everyone
+    once anything imports the submodule.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "thread" and isinstance(value, types.ModuleType):
+            value = getattr(value, "thread", value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:

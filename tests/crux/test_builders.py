@@ -78,6 +78,7 @@ class _Handle:
         lambda: tool("ok", lambda a: a, parameters={"type": "object", "x": object()}),
         lambda: tool("ok", lambda a: a, parameters=["type"]),  # type: ignore[arg-type]
         lambda: tool("ok", lambda a: a, description=5),  # type: ignore[arg-type]
+        lambda: crux.thread(id="t", storage="postgresql://localhost/db"),  # type: ignore[arg-type]
         lambda: planner.context("", tokens=1),
         lambda: planner.context("a", tokens=-1),
         lambda: planner.context("a", tokens=1, placement="footer"),  # type: ignore[arg-type]
