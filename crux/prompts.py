@@ -136,11 +136,14 @@ def prompt(
                 raise ConfigurationError("two tools share one name")
             tools.append(entry)
         elif isinstance(getattr(entry, "id", None), str) and hasattr(entry, "append"):
+            other = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
             if thread_id is not None:
+                # Programmatic errors name both sources by their exact ids (no content).
                 raise _invalid_history(
-                    "a prompt binds two Threads; bind one (or pass thread= per call)"
+                    f"a prompt binds two Threads ({thread_id!r} and {other!r}); bind one "
+                    "(or pass thread= per call)"
                 )
-            thread_id = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
+            thread_id = other
         else:
             raise ConfigurationError(f"unsupported use[] entry: {type(entry).__name__}")
     return Prompt(

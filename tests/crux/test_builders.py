@@ -111,8 +111,9 @@ def test_two_history_projections_are_invalid_composition() -> None:
 
 def test_two_threads_are_invalid_composition() -> None:
     with pytest.raises(RequestCompositionError) as raised:
-        prompt(id="p", use=[_Handle("a"), _Handle("b")])
+        prompt(id="p", use=[_Handle("thread-a"), _Handle("thread-b")])
     assert raised.value.code == "INVALID_COMPOSITION"
+    assert "thread-a" in str(raised.value) and "thread-b" in str(raised.value)
 
 
 def test_recent_without_caps_has_the_seed_default() -> None:
