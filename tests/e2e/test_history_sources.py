@@ -228,3 +228,31 @@ async def test_the_receipt_says_the_portable_summary_path_ran(
     for receipt in receipts:
         assert any(a.representation == "summary" for a in receipt.adaptations)
         assert receipt.summary_path == "portable"
+
+
+async def test_a_plain_client_recent_policy_without_caps_keeps_twenty_messages(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    transcript = [
+        {"id": f"m{n}", "role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}"}
+        for n in range(30)
+    ]
+    registered = prompt(id="long-transcript", messages=transcript)
+    openai_server.enqueue(TextReply(text="recent only"))
+    async with new_worker(client, pool, settings, prompts=[registered]) as worker:
+        raw = await client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {
+                "generation_id": "recent-default",
+                "prompt_id": "long-transcript",
+                "model": MODEL,
+                "input": "latest question",
+                "history": {"kind": "recent"},
+            },
+            id=workflow_id_for("recent-default", None),
+            task_queue=worker.task_queue,
+        )
+    result = GenerationResult.model_validate(raw)
+    assert result.history_source == "caller-messages"
+    assert _sent(openai_server)[0] == [f"turn {n}" for n in range(10, 30)] + ["latest question"]
