@@ -59,6 +59,9 @@ class _Handle:
         lambda: prompt(id="p", messages="hello"),  # type: ignore[arg-type]
         lambda: prompt(id="p", messages=[{"role": "robot", "content": "x"}]),
         lambda: prompt(id="p", messages=[3]),  # type: ignore[list-item]
+        lambda: prompt(id="p", messages=[{"role": "user", "content": "nul \x00"}]),
+        lambda: prompt(id="p", messages=[{"role": "user", "content": "\ud800"}]),
+        lambda: prompt(id="p", messages=[{"role": "user", "metadata": {"k\x00": 1}}]),
         lambda: history(recent={"messages": -3}),
         lambda: history(recent={}),
         lambda: history(recent={"turns": 3}),
