@@ -95,7 +95,8 @@ class GenerationInput(WireModel):
         input: Inline prompt input. It is recorded in the workflow's start event; callers
             who keep all text out of Temporal stage it instead (`input_ref`).
         input_ref: Id of input staged in PostgreSQL by the facade.
-        messages_ref: Id of call-site messages staged by the facade; when set they shadow the
+        messages_ref: Id under which the facade staged call-site messages (or, when the
+            call passed none, the prompt's prompt-level messages); when set they shadow the
             Thread (the Thread is neither read nor committed).
         owner: Thread owner whose head is read and advanced.
         history: Request-history policy.
@@ -164,7 +165,8 @@ class GenerationResult(WireModel):
         thread_commit: The commit receipt for managed generations.
         steps: One record per provider step.
         usage: Total usage over the steps.
-        history_source: `thread`, `caller-messages` or `none`.
+        history_source: `thread`, `caller-messages` (call-site or prompt-level messages)
+            or `none`.
         replayed: `True` when this generation had already completed and its stored result
             was returned.
     """
