@@ -36,29 +36,47 @@ _R = TypeVar("_R")
 
 
 def maps_errors(method: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
-    """Decorate an activity so every exception leaves through `to_application_error`."""
+    """Decorate an activity so every exception leaves through `to_application_error`.
+
+    A provider error is told which model the call was for (the activity input's `model`),
+    so its message can name it.
+    """
 
     @functools.wraps(method)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return await method(*args, **kwargs)
         except Exception as error:
+            if isinstance(error, ProviderError) and error.model is None:
+                error.model = _model_of(args)
             mapped = to_application_error(error)
             if mapped is error:
-                # Unknown errors go to Temporal as they are (and are retried); chaining an
-                # error to itself would make its cause chain endless.
                 raise
-            raise mapped from error
+            # Never chained: a driver's or handler's message may quote content, and the
+            # cause chain is serialised into workflow history and logged.
+            raise mapped from None
 
     return wrapper
+
+
+def _model_of(args: tuple[object, ...]) -> str | None:
+    for arg in args:
+        model = getattr(arg, "model", None)
+        if isinstance(model, str):
+            return model
+    return None
 
 
 def to_application_error(error: BaseException) -> BaseException:
     """Translate a domain or driver error into what Temporal should see.
 
+    Only what can succeed later is retried: storage outages (connection errors, server
+    shutdown, contention) and retryable provider failures. Data PostgreSQL refuses, and
+    every error nobody classified, fail at once: retrying them would repeat a paid provider
+    call or a tool run for nothing. No message here quotes an exception's arguments.
+
     Returns:
-        An `ApplicationError` for known errors; the original error otherwise (Temporal
-        then retries it under the activity's policy).
+        An `ApplicationError` (or the error itself when it already is one).
     """
     if isinstance(error, ApplicationError):
         return error
@@ -85,15 +103,46 @@ def to_application_error(error: BaseException) -> BaseException:
         )
     if isinstance(error, ConfigurationError):
         return ApplicationError(str(error), type=ErrorType.CONFIGURATION, non_retryable=True)
-    if isinstance(error, StorageUnavailableError | OSError | asyncpg.InterfaceError):
+    if isinstance(error, UnicodeEncodeError | asyncpg.DataError):
+        return ApplicationError(
+            "invalid_message: a value PostgreSQL cannot store (a NUL byte, a lone surrogate"
+            " or an out-of-range number)",
+            "invalid_message",
+            type=ErrorType.THREAD,
+            non_retryable=True,
+        )
+    if isinstance(error, asyncpg.UndefinedTableError | asyncpg.UndefinedColumnError):
+        # Retried like an outage: a migration applied meanwhile (or a table restored) lets
+        # the same statement succeed, and the workflow shows it is blocked.
+        return ApplicationError(
+            "storage unavailable: a table is missing; run `crux db migrate` (or start the"
+            " worker with CRUX_MIGRATE=1)",
+            type=ErrorType.STORAGE_UNAVAILABLE,
+            non_retryable=False,
+        )
+    if _transient_storage(error):
         return ApplicationError(
             "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
         )
-    if isinstance(error, asyncpg.PostgresConnectionError | asyncpg.CannotConnectNowError):
-        return ApplicationError(
-            "storage unavailable", type=ErrorType.STORAGE_UNAVAILABLE, non_retryable=False
-        )
-    return error
+    return ApplicationError(
+        f"internal error ({type(error).__name__})", type=ErrorType.INTERNAL, non_retryable=True
+    )
+
+
+# SQLSTATE classes after which the same statement can succeed later: connection
+# exceptions, insufficient resources, operator intervention (shutdown, restart) and system
+# errors; plus serialisation failures, deadlocks and lock timeouts.
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57", "58")
+_TRANSIENT_SQLSTATES = ("40001", "40P01", "55P03")
+
+
+def _transient_storage(error: BaseException) -> bool:
+    if isinstance(error, StorageUnavailableError | OSError | TimeoutError | asyncpg.InterfaceError):
+        return True
+    if isinstance(error, asyncpg.PostgresError):
+        state = str(getattr(error, "sqlstate", "") or "")
+        return state[:2] in _TRANSIENT_SQLSTATE_CLASSES or state in _TRANSIENT_SQLSTATES
+    return False
 
 
 def _provider_error(error: ProviderError) -> ApplicationError:
@@ -101,16 +150,25 @@ def _provider_error(error: ProviderError) -> ApplicationError:
         error_type = ErrorType.CONTEXT_TOO_LONG
     else:
         known = {member.value: member for member in ErrorType}
-        error_type = known.get(type(error).__name__, ErrorType.PROVIDER)
-    details: list[object] = [error.provider]
+        error_type = next(
+            (known[kind.__name__] for kind in type(error).__mro__ if kind.__name__ in known),
+            ErrorType.PROVIDER,
+        )
     delay: timedelta | None = None
-    if isinstance(error, ProviderHTTPError):
-        details.append(error.status_code)
-        if error.retry_after is not None and error.retry_after >= 0:
-            delay = timedelta(seconds=error.retry_after)
+    if (
+        isinstance(error, ProviderHTTPError)
+        and error.retry_after is not None
+        and error.retry_after >= 0
+    ):
+        delay = timedelta(seconds=error.retry_after)
+    # Details, in order: provider, HTTP status (or None), host, model. `explain()` names
+    # the remedy and never the provider's body text.
     return ApplicationError(
-        str(error),
-        *details,
+        error.explain(),
+        error.provider,
+        error.status,
+        error.host,
+        error.model,
         type=error_type,
         non_retryable=not error.retryable,
         next_retry_delay=delay,

@@ -7,11 +7,12 @@ generation id, so retries see the same text.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 from activities.contracts import ReadRequestInput
 from crux.errors import ThreadError
 from crux.messages import Message
+from crux.models import GenerationResult, generation_key
 from crux.prompts import PromptRegistry
 from storage import GenerationStore
 
@@ -28,9 +29,35 @@ OverrideReason = Literal["explicit-messages", "prompt-messages"]
 """Why a message array shadowed the Thread (the `thread.history.override` reason)."""
 
 
+class _Addressed(Protocol):
+    @property
+    def generation_id(self) -> str: ...
+
+    @property
+    def thread_id(self) -> str | None: ...
+
+
+def scoped_key(request: _Addressed) -> str:
+    """The storage key of the generation an activity input addresses (Thread-scoped)."""
+    return generation_key(request.generation_id, request.thread_id)
+
+
 def user_message_id(generation_id: str) -> str:
     """Deterministic id of a generation's rendered user message."""
     return f"gen:{generation_id}:user"
+
+
+def replayed(result: GenerationResult) -> GenerationResult:
+    """A stored result returned again: it says so, and so does its Thread commit."""
+    commit = result.thread_commit
+    return result.model_copy(
+        update={
+            "replayed": True,
+            "thread_commit": None
+            if commit is None
+            else commit.model_copy(update={"replayed": True}),
+        }
+    )
 
 
 class InputStager:
@@ -71,13 +98,36 @@ class InputStager:
         if declared is None:
             return None
         staged = await self._generations.stage_messages(
-            request.generation_id, PROMPT_MESSAGES, list(declared)
+            scoped_key(request), PROMPT_MESSAGES, list(declared)
         )
         return staged, "prompt-messages"
 
+    async def check_identity(self, request: ReadRequestInput) -> None:
+        """Refuse a reused generation id whose request differs from the first one's.
+
+        The facade records the fingerprint before it stages anything; a plain client's
+        request carries it (`request.fingerprint`, computed by the workflow from the
+        settings and the inline input). The first fingerprint recorded wins.
+
+        Raises:
+            ThreadError: `identity_conflict` when the fingerprints differ.
+        """
+        if request.fingerprint is None:
+            return
+        _, stored = await self._generations.claim_identity(
+            scoped_key(request), request.fingerprint, thread_id=request.thread_id
+        )
+        if stored is not None and stored != request.fingerprint:
+            raise ThreadError(
+                "identity_conflict",
+                "this generation_id was already used with a different request",
+                thread_id=request.thread_id,
+            )
+
     async def stage(self, request: ReadRequestInput) -> tuple[Message, Message | None]:
         """Stage (or find) the rendered user turn and system text under the generation."""
-        generation_id = request.generation_id
+        message_scope = request.generation_id
+        generation_id = scoped_key(request)
         if request.input_ref is not None:
             staged_user = await self._generations.get_staged(request.input_ref, 0, "user")
             if staged_user is None:
@@ -91,7 +141,7 @@ class InputStager:
                 generation_id,
                 0,
                 "user",
-                staged_user.message.model_copy(update={"id": user_message_id(generation_id)}),
+                staged_user.message.model_copy(update={"id": user_message_id(message_scope)}),
                 thread_id=request.thread_id,
             )
             system = None
@@ -113,7 +163,7 @@ class InputStager:
             return user.message, system
         prompt = self._prompts.get(request.prompt_id)
         rendered = Message(
-            id=user_message_id(generation_id), role="user", content=prompt.render(request.input)
+            id=user_message_id(message_scope), role="user", content=prompt.render(request.input)
         )
         user = await self._generations.stage(
             generation_id, 0, "user", rendered, thread_id=request.thread_id

@@ -6,6 +6,7 @@ import time
 
 from temporalio import activity
 
+from activities._inputs import scoped_key
 from activities.contracts import InvokeModelInput
 from crux.errors import ProviderResponseError
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
@@ -39,7 +40,7 @@ async def stream_to_staging(
         due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
         if pending and (due or final is not None):
             await generations.stage_delta(
-                request.generation_id,
+                scoped_key(request),
                 f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
                 "".join(pending),
                 thread_id=request.thread_id,

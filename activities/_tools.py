@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from activities._assembly import turn_kind
+from activities._inputs import scoped_key
 from activities.contracts import RunToolInput, RunToolResult
 from activities.skeleton import content_tokens
 from crux.errors import ThreadError
@@ -35,10 +36,10 @@ class ToolRunner:
     async def run(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call (once: a staged result is reused) and size its result."""
         result_kind = turn_kind(request.result_turn_index)
-        staged = await self._generations.get_staged(request.generation_id, 0, result_kind)
+        staged = await self._generations.get_staged(scoped_key(request), 0, result_kind)
         if staged is None:
             call_message = await self._generations.get_staged(
-                request.generation_id, 0, turn_kind(request.call_turn_index)
+                scoped_key(request), 0, turn_kind(request.call_turn_index)
             )
             if call_message is None:
                 raise ThreadError("not_found", "the staged tool call is missing")
@@ -54,7 +55,7 @@ class ToolRunner:
                     failed = True
                     text = f"error: the tool failed ({type(error).__name__})"
             staged = await self._generations.stage(
-                request.generation_id,
+                scoped_key(request),
                 0,
                 result_kind,
                 Message(

@@ -113,6 +113,9 @@ class ReadRequestInput(WireModel):
     """Tools offered to the model (their schemas count toward the request)."""
     max_input_tokens: int
     """Strict input ceiling for this model and budget; bounds the skeleton's size."""
+    fingerprint: str | None = None
+    """Content-free fingerprint of the request when the workflow can compute it (inline
+    input); a reused generation id with another fingerprint is `identity_conflict`."""
 
 
 class ReadRequestResult(WireModel):

@@ -15,7 +15,7 @@ from temporalio import activity
 
 from activities._assembly import RequestAssembler, turn_kind
 from activities._errors import maps_errors
-from activities._inputs import InputStager
+from activities._inputs import InputStager, replayed, scoped_key
 from activities._providers import ProviderRegistry
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
@@ -142,9 +142,10 @@ class GenerationActivities:
         return await self._commit_turn(request)
 
     async def _read_request(self, request: ReadRequestInput) -> ReadRequestResult:
-        existing = await self._generations.find_result(request.generation_id)
+        await self._inputs.check_identity(request)
+        existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return ReadRequestResult(existing=existing.model_copy(update={"replayed": True}))
+            return ReadRequestResult(existing=replayed(existing))
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         user, system = await self._inputs.stage(request)
@@ -248,7 +249,7 @@ class GenerationActivities:
         if not request.context_source_ids:
             return {}
         texts = await self._assembler.context_messages(
-            request.generation_id, request.context_source_ids
+            scoped_key(request), request.context_source_ids
         )
         counts = content_tokens(counter, texts)
         return dict(zip(request.context_source_ids, counts, strict=True))
@@ -258,7 +259,7 @@ class GenerationActivities:
         if not isinstance(provider, AuthoritativeCounter):
             return CountRequestResult()
         messages = await self._assembler.request_messages(
-            request.generation_id,
+            scoped_key(request),
             request.thread_id,
             request.history_source,
             request.message_ids,
@@ -274,9 +275,7 @@ class GenerationActivities:
         return CountRequestResult(input_tokens=tokens)
 
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
-        staged = await self._generations.get_staged(
-            request.generation_id, request.attempt, "output"
-        )
+        staged = await self._generations.get_staged(scoped_key(request), request.attempt, "output")
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             return InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
@@ -285,7 +284,7 @@ class GenerationActivities:
                 request.thread_id, request.revision, owner=request.owner
             )
         messages = await self._assembler.request_messages(
-            request.generation_id,
+            scoped_key(request),
             request.thread_id,
             request.history_source,
             request.message_ids,
@@ -333,7 +332,7 @@ class GenerationActivities:
                 update={"id": f"gen:{request.generation_id}:turn:{request.turn_messages}"}
             )
             await self._generations.stage(
-                request.generation_id,
+                scoped_key(request),
                 0,
                 turn_kind(request.turn_messages),
                 call_message,
@@ -352,7 +351,7 @@ class GenerationActivities:
             turn_tokens=turn_tokens,
         )
         await self._generations.stage(
-            request.generation_id,
+            scoped_key(request),
             request.attempt,
             "output",
             output,
@@ -387,21 +386,21 @@ class GenerationActivities:
             return  # Nothing changed at all: the common case costs one indexed read.
         except ThreadError as moved:
             if moved.code != "identity_conflict":
-                await self._generations.drop_staged(request.generation_id, request.attempt)
+                await self._generations.drop_staged(scoped_key(request), request.attempt)
                 raise
         try:
             # The Thread moved (new turns are legitimate); check the sources themselves.
             await self._threads.load_messages(request.thread_id, request.message_ids)
         except ThreadError:
-            await self._generations.drop_staged(request.generation_id, request.attempt)
+            await self._generations.drop_staged(scoped_key(request), request.attempt)
             raise
 
     async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
-        existing = await self._generations.find_result(request.generation_id)
+        existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
             return CommitTurnResult(result=existing)
         output = await self._generations.get_staged(
-            request.generation_id, request.accepted_attempt, "output"
+            scoped_key(request), request.accepted_attempt, "output"
         )
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
@@ -411,10 +410,10 @@ class GenerationActivities:
         )
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
-            user = await self._generations.get_staged(request.generation_id, 0, "user")
+            user = await self._generations.get_staged(scoped_key(request), 0, "user")
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
-            turn = await self._assembler.turn_messages(request.generation_id, request.turn_messages)
+            turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)
             commit = await self._threads.commit_managed_turn(
                 request.thread_id,
                 [user.message, *turn, output.message],

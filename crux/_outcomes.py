@@ -6,13 +6,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 
 from crux.errors import (
     ConfigurationError,
+    ContextOverflowError,
     CruxError,
     ErrorType,
+    GenerationFailedError,
+    ProviderAuthError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderNotFoundError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
     RequestCompositionError,
+    StorageUnavailableError,
     ThreadCommitError,
     ThreadError,
 )
@@ -88,29 +99,100 @@ async def await_result(handle: WorkflowHandle[Any, GenerationResult]) -> Generat
         raise domain_error(failure) from None
 
 
-def domain_error(failure: WorkflowFailureError) -> CruxError | WorkflowFailureError:
-    """Rebuild the typed domain error from a workflow failure's cause chain."""
-    cause: BaseException | None = failure.cause
+_PROVIDER_TYPES: dict[str, type[ProviderError]] = {
+    ErrorType.PROVIDER: ProviderError,
+    ErrorType.PROVIDER_HTTP: ProviderHTTPError,
+    ErrorType.PROVIDER_AUTH: ProviderAuthError,
+    ErrorType.PROVIDER_NOT_FOUND: ProviderNotFoundError,
+    ErrorType.PROVIDER_UNAVAILABLE: ProviderUnavailableError,
+    ErrorType.PROVIDER_TIMEOUT: ProviderTimeoutError,
+    ErrorType.PROVIDER_CONNECTION: ProviderConnectionError,
+    ErrorType.PROVIDER_RESPONSE: ProviderResponseError,
+    ErrorType.CONTEXT_TOO_LONG: ContextOverflowError,
+}
+
+
+def domain_error(failure: WorkflowFailureError) -> CruxError:
+    """Rebuild the typed domain error from a workflow failure's cause chain.
+
+    Always a `CruxError`: a failure nobody classified becomes `GenerationFailedError`, so
+    no `WorkflowFailureError` reaches the caller.
+    """
+    cause: BaseException | None = failure.__cause__
     while cause is not None:
         if isinstance(cause, ApplicationError) and cause.type:
-            details = list(cause.details)
-            code = str(details[0]) if details else ""
-            message = cause.message.removeprefix(f"{code}: ") if code else cause.message
-            if cause.type == ErrorType.REQUEST_COMPOSITION:
-                return RequestCompositionError(
-                    code,  # pyright: ignore[reportArgumentType]
-                    message,
-                    request_id=str(details[2]) if len(details) > 2 else None,
-                    diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
-                )
-            if cause.type == ErrorType.THREAD_COMMIT:
-                return ThreadCommitError(message)
-            if cause.type == ErrorType.THREAD:
-                return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
-            if cause.type == ErrorType.CONFIGURATION:
-                return ConfigurationError(message)
+            rebuilt = _from_application_error(cause)
+            if rebuilt is not None:
+                return rebuilt
+        elif isinstance(cause, CancelledError):
+            return GenerationFailedError("cancelled", "the generation was cancelled")
+        elif isinstance(cause, TerminatedError):
+            return GenerationFailedError("terminated", "the generation was terminated")
+        elif isinstance(cause, TimeoutError):
+            return GenerationFailedError("timed_out", "the generation timed out")
         cause = cause.__cause__
-    return failure
+    return GenerationFailedError("internal", "the generation failed")
+
+
+def _from_application_error(cause: ApplicationError) -> CruxError | None:
+    details = list(cause.details)
+    code = str(details[0]) if details else ""
+    message = cause.message.removeprefix(f"{code}: ") if code else cause.message
+    kind = cause.type
+    if kind == ErrorType.REQUEST_COMPOSITION:
+        return RequestCompositionError(
+            code,  # pyright: ignore[reportArgumentType]
+            message,
+            request_id=str(details[2]) if len(details) > 2 else None,
+            diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
+        )
+    if kind == ErrorType.THREAD_COMMIT:
+        return ThreadCommitError(message)
+    if kind == ErrorType.THREAD:
+        return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
+    if kind == ErrorType.CONFIGURATION:
+        return ConfigurationError(cause.message)
+    if kind == ErrorType.STORAGE_UNAVAILABLE:
+        return StorageUnavailableError(cause.message)
+    if kind == ErrorType.INTERNAL:
+        return GenerationFailedError("internal", cause.message)
+    provider_type = _PROVIDER_TYPES.get(kind or "")
+    if provider_type is not None:
+        return _provider_error(provider_type, cause, details)
+    return None
+
+
+def _provider_error(
+    kind: type[ProviderError], cause: ApplicationError, details: list[Any]
+) -> ProviderError:
+    """Rebuild a provider error from `[provider, status, host, model]` details."""
+
+    def detail(index: int) -> Any:
+        return details[index] if len(details) > index else None
+
+    provider = str(detail(0) or "provider")
+    status = detail(1)
+    host = detail(2) if isinstance(detail(2), str) else None
+    model = detail(3) if isinstance(detail(3), str) else None
+    if issubclass(kind, ProviderHTTPError):
+        if kind is ContextOverflowError:
+            error: ProviderError = ContextOverflowError(
+                provider, int(status) if isinstance(status, int) else 400
+            )
+        else:
+            error = kind(
+                provider,
+                int(status) if isinstance(status, int) else 0,
+                should_retry=not cause.non_retryable,
+            )
+    else:
+        error = kind(provider, "call failed")
+    error.host = host
+    error.model = model
+    error.retryable = not cause.non_retryable
+    # The message the worker composed (it names the remedy) is kept as is.
+    error.args = (cause.message,)
+    return error
 
 
 def _diagnostics(raw: object) -> dict[str, object]:

@@ -16,6 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities import GenerationActivities, ProviderRegistry
 from crux.config import Settings
+from crux.errors import CruxError
 from crux.logs import get_logger
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
@@ -71,6 +72,9 @@ def build_worker(
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_PASSTHROUGH_MODULES)
         ),
+        # A domain error raised in workflow code (an unknown model, an invalid budget) can
+        # never succeed on a retried task: it fails the workflow, typed, instead.
+        workflow_failure_exception_types=[CruxError],
     )
 
 

@@ -106,7 +106,10 @@ def context(
         ConfigurationError: An argument is invalid.
     """
     check_id(id, "context id")
-    check_text(content, "context content")
+    # Text PostgreSQL cannot store is refused when the request is staged (a typed
+    # `ThreadError("invalid_message")`, like every other text); here only its type matters.
+    if not isinstance(content, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("context content must be a string")
     if placement not in ("system", "message"):
         raise ConfigurationError("placement must be 'system' or 'message'")
     if not isinstance(contract, bool):  # pyright: ignore[reportUnnecessaryIsInstance]

@@ -6,12 +6,16 @@ every model is frozen, rejects unknown fields and holds no message text.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from planner import Contributor, RequestReceipt
+from planner import ConfigurationError, Contributor, RequestReceipt
 
 DEFAULT_MAX_TOOL_ROUNDS = 4
 """Tool rounds a generation may take before the model must answer in text."""
@@ -45,11 +49,75 @@ class ThreadCommit(WireModel):
     replayed: bool = False
 
 
-class InputBudgetSpec(WireModel):
-    """An input budget on the wire (`optimize_at` soft, `max` strict)."""
+MAX_GENERATION_ID_LENGTH = 256
+"""Longest accepted `generation_id`, in characters."""
 
-    optimize_at: int | None = None
-    max: int | None = None
+MAX_SCOPE_ID_LENGTH = 512
+"""Longest accepted Thread or owner id, in characters (the Thread store's limit)."""
+
+MAX_WORKFLOW_ID_BYTES = 1000
+"""Temporal's default limit on workflow ids, in UTF-8 bytes."""
+
+MAX_MODEL_ID_LENGTH = 256
+"""Longest accepted `provider:model` id."""
+
+MAX_TOKENS = 2**31 - 1
+"""Largest accepted token or message count (what PostgreSQL's `integer` holds)."""
+
+
+def unstorable_text(value: str) -> bool:
+    """Whether PostgreSQL cannot store `value` as text: a NUL byte or a lone surrogate."""
+    return "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+
+
+def check_wire_id(value: object, what: str, *, limit: int) -> str:
+    """Return `value` if it is a usable id; the message names only `what`.
+
+    Raises:
+        ConfigurationError: For a non-string, empty, padded or over-long id, or one with
+            control characters, NUL bytes or lone surrogates.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{what} must be a non-empty string")
+    if len(value) > limit:
+        raise ConfigurationError(f"{what} is longer than {limit} characters")
+    if value != value.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ConfigurationError(f"{what} has surrounding spaces or control characters")
+    if unstorable_text(value):
+        raise ConfigurationError(f"{what} contains a lone surrogate")
+    return value
+
+
+def check_model_id(value: str) -> str:
+    """Return `value` if it has the `provider:model` shape.
+
+    Raises:
+        ConfigurationError: When the provider or the model name is missing.
+    """
+    provider, separator, name = value.partition(":")
+    if not (provider and separator and name):
+        raise ConfigurationError("model ids are 'provider:model'")
+    return value
+
+
+class InputBudgetSpec(WireModel):
+    """An input budget on the wire (`optimize_at` soft, `max` strict).
+
+    Raises:
+        ValueError: (as a validation error) for a value below 1 or `optimize_at > max`.
+    """
+
+    # Validated again when passed as an instance: `model_construct` skips validation.
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
+    optimize_at: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> InputBudgetSpec:
+        if self.optimize_at is not None and self.max is not None and self.optimize_at > self.max:
+            raise ConfigurationError("optimize_at must not exceed max")
+        return self
 
 
 SummaryStrategy = Literal["adaptive", "regenerate", "rolling", "hierarchical"]
@@ -73,21 +141,28 @@ class HistorySpec(WireModel):
             may be used; `False` forces the portable path.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
     kind: Literal["exact", "recent", "managed"] = "exact"
-    messages: int | None = None
-    tokens: int | None = None
+    messages: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     on_miss: OnMiss = "inline"
     strategy: SummaryStrategy = "adaptive"
-    summary_model: str | None = None
+    summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     provider_native: bool = True
+
+    @field_validator("summary_model")
+    @classmethod
+    def _summary_model(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_id(value)
 
 
 class GenerationInput(WireModel):
     """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
 
     Attributes:
-        generation_id: Caller-supplied idempotency key; the workflow id is
-            `crux/gen/<thread_id or "adhoc">/<generation_id>`.
+        generation_id: Caller-supplied idempotency key, scoped to its Thread (ad-hoc
+            generations to their own scope); the workflow id is `workflow_id_for(...)`.
         thread_id: The Thread to read and commit to; `None` for an ad-hoc generation.
         model: `provider:model` id (for example `openai:gpt-4o-mini` or `offline:echo`).
         prompt_id: A prompt registered on the worker; `crux.default` renders `input` as the
@@ -113,20 +188,55 @@ class GenerationInput(WireModel):
 
     generation_id: str
     thread_id: str | None = None
-    model: str = "offline:echo"
-    prompt_id: str = "crux.default"
+    model: str = Field(default="offline:echo", min_length=1, max_length=MAX_MODEL_ID_LENGTH)
+    prompt_id: str = Field(default="crux.default", min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     input: Any = None
     input_ref: str | None = None
     messages_ref: str | None = None
     owner: str = "main"
     history: HistorySpec = HistorySpec()
     input_budget: InputBudgetSpec | None = None
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     contributors: list[Contributor] = []
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None
     max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=0, le=32)
     stream: bool = False
+
+    @field_validator("generation_id")
+    @classmethod
+    def _generation_id(cls, value: str) -> str:
+        return check_wire_id(value, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
+
+    @field_validator("thread_id")
+    @classmethod
+    def _thread_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return check_wire_id(value, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return check_model_id(value)
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str) -> str:
+        return check_wire_id(value, "owner", limit=MAX_SCOPE_ID_LENGTH)
+
+    @model_validator(mode="after")
+    def _addressable(self) -> GenerationInput:
+        # The workflow id must fit Temporal's limit once encoded; checked here so that the
+        # facade refuses before anything is staged.
+        if (
+            len(workflow_id_for(self.generation_id, self.thread_id).encode())
+            > MAX_WORKFLOW_ID_BYTES
+        ):
+            raise ConfigurationError(
+                f"thread_id and generation_id exceed {MAX_WORKFLOW_ID_BYTES} bytes as a workflow id"
+            )
+        return self
 
 
 class Usage(WireModel):
@@ -181,6 +291,52 @@ class GenerationResult(WireModel):
     replayed: bool = False
 
 
+def _encode(component: str) -> str:
+    # Percent-encoding leaves no `/` inside a component, so the segments of an id parse back
+    # unambiguously. Letters, digits, `-._~` and `:` stay readable.
+    return quote(component, safe=":")
+
+
+def generation_key(generation_id: str, thread_id: str | None) -> str:
+    """The storage key of a generation: its id scoped to its Thread, injectively.
+
+    `<thread>/<generation>` for a Thread, `<generation>` for an ad-hoc generation, each
+    component percent-encoded: Thread `X/x` with generation `y` and Thread `X` with
+    generation `x/y` get different keys, and an ad-hoc id never meets a Thread's. Staging
+    rows, the generation ledger and receipts are keyed by it.
+    """
+    if thread_id is None:
+        return _encode(generation_id)
+    return f"{_encode(thread_id)}/{_encode(generation_id)}"
+
+
 def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
-    """The workflow id of a generation: `crux/gen/<thread or adhoc>/<generation_id>`."""
-    return f"crux/gen/{thread_id or 'adhoc'}/{generation_id}"
+    """The workflow id of a generation: `crux/gen/` + `generation_key(...)`.
+
+    `crux/gen/<thread>/<generation>` for a Thread and `crux/gen/<generation>` for an ad-hoc
+    generation, components percent-encoded (so the number of segments tells the scope).
+    """
+    return f"crux/gen/{generation_key(generation_id, thread_id)}"
+
+
+def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
+    """A content-free fingerprint of what a generation asks for.
+
+    Hashes the request's settings (model, prompt, history, budget, contributors, tools)
+    and the JSON of the rendered texts it stages, so a reused `generation_id` with
+    different content is told apart from a replay without storing any of the content.
+
+    Args:
+        request: The generation input (its refs, inline input and stream flag are ignored:
+            they name where the content is, not what it is).
+        texts: The staged messages (or their JSON) in a fixed order.
+    """
+    settings = request.model_dump(
+        mode="json", exclude={"generation_id", "input", "input_ref", "messages_ref", "stream"}
+    )
+    digest = hashlib.sha256()
+    digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
+    for text in texts:
+        encoded = json.dumps(text, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        digest.update(hashlib.sha256(encoded.encode()).digest())
+    return digest.hexdigest()

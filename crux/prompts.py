@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crux.context import ContextContributor, check_id, check_text
+from crux.context import ContextContributor, check_id
 from crux.errors import ConfigurationError, RequestCompositionError
 from crux.messages import Message
 from crux.models import HistorySpec, InputBudgetSpec, SummaryStrategy
@@ -178,23 +178,9 @@ def normalise_messages(messages: Sequence[Message | Mapping[str, Any]]) -> tuple
             normalised.append(Message.model_validate(dict(entry)))
         except (ValidationError, ValueError, TypeError):
             raise ConfigurationError("messages must be a list of canonical messages") from None
-    for message in normalised:
-        _check_storable(message)
+    # Text PostgreSQL cannot store is refused when the request is staged, typed as
+    # `ThreadError("invalid_message")` like every other text.
     return tuple(normalised)
-
-
-def _check_storable(message: Message) -> None:
-    """Reject text PostgreSQL can never store (NUL, lone surrogates) before anything starts."""
-    pending: list[object] = [message.model_dump(mode="json")]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            check_text(value, "a message")
-        elif isinstance(value, dict):
-            pending.extend(value.keys())  # pyright: ignore[reportUnknownArgumentType]
-            pending.extend(value.values())  # pyright: ignore[reportUnknownArgumentType]
-        elif isinstance(value, list):
-            pending.extend(value)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _invalid_history(message: str) -> RequestCompositionError:

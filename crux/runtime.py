@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
 
 import asyncpg
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -38,10 +39,15 @@ from crux.errors import (
 from crux.messages import Message
 from crux.models import (
     DEFAULT_MAX_TOOL_ROUNDS,
+    MAX_GENERATION_ID_LENGTH,
+    MAX_SCOPE_ID_LENGTH,
     GenerationInput,
     GenerationResult,
     HistorySpec,
     InputBudgetSpec,
+    check_wire_id,
+    generation_key,
+    request_fingerprint,
     workflow_id_for,
 )
 from crux.prompts import Prompt, normalise_messages
@@ -51,6 +57,8 @@ from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import GenerationStore, SummaryStore, ThreadStore
 from storage.generations import STREAM_CHANNEL
+from storage.threads._validate import check_storable
+from workflows._decode import describe_invalid
 from workflows._planning import build_plan_request, max_input_tokens
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
@@ -173,51 +181,32 @@ class Runtime:
         max_tool_rounds: int,
         stream: bool = False,
     ) -> GenerationInput:
-        """Render the prompt here, stage its text in PostgreSQL, return the ids-only input."""
+        """Render the prompt here, stage its text in PostgreSQL, return the ids-only input.
+
+        Everything is validated before anything is written: the request (a
+        `ConfigurationError`), the text (`ThreadError("invalid_message")` for text PostgreSQL
+        cannot store) and the generation id's identity (`ThreadError("identity_conflict")`
+        when the id was used for a different request in the same scope).
+        """
         if isinstance(prompt, str):
             text = prompt
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
+        if not isinstance(prompt, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("prompt must be a crux.prompt(...) or a string")
         thread_id = _thread_id(thread) or prompt.thread_id
-        generation_id = generation_id or f"gen_{uuid.uuid4().hex}"
-        rendered = Message(
-            id=f"gen:{generation_id}:user", role="user", content=prompt.render(input)
-        )
-        await self._generations.stage(generation_id, 0, "user", rendered, thread_id=thread_id)
-        if prompt.system:
-            await self._generations.stage(
-                generation_id,
-                0,
-                "system",
-                Message(role="system", content=prompt.system),
-                thread_id=thread_id,
-            )
-        for contributor in prompt.contexts:
-            for source_id, text in contributor.texts.items():
-                await self._generations.stage(
-                    generation_id,
-                    0,
-                    f"context:{source_id}",
-                    Message(role="system", content=text),
-                    thread_id=thread_id,
-                )
-        messages_ref: str | None = None
-        # Call-site messages shadow prompt-level messages, which shadow the Thread.
-        if messages is not None:
-            normalised = _normalise(messages)
-            await self._generations.stage_messages(generation_id, "caller-messages", normalised)
-            messages_ref = generation_id
-        elif prompt.messages is not None:
-            await self._generations.stage_messages(
-                generation_id, "prompt-messages", list(prompt.messages)
-            )
-            messages_ref = generation_id
-        request = GenerationInput(
+        generation_id = f"gen_{uuid.uuid4().hex}" if generation_id is None else generation_id
+        check_wire_id(generation_id, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
+        if thread_id is not None:
+            check_wire_id(thread_id, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
+        key = generation_key(generation_id, thread_id)
+        request = validated_input(
             generation_id=generation_id,
             thread_id=thread_id,
             model=model or self._default_model,
             prompt_id=prompt.id,
-            input_ref=generation_id,
-            messages_ref=messages_ref,
+            input_ref=key,
+            # Call-site messages shadow prompt-level messages, which shadow the Thread.
+            messages_ref=key if messages is not None or prompt.messages is not None else None,
             owner=owner,
             history=history or prompt.history,
             input_budget=_merge_budget(prompt.input_budget, input_budget),
@@ -228,6 +217,52 @@ class Runtime:
             max_tool_rounds=max_tool_rounds,
             stream=stream,
         )
+        rendered = Message(
+            id=f"gen:{generation_id}:user", role="user", content=prompt.render(input)
+        )
+        staged: list[tuple[str, Message]] = [("user", rendered)]
+        if prompt.system:
+            staged.append(("system", Message(role="system", content=prompt.system)))
+        for contributor in prompt.contexts:
+            for source_id, source_text in contributor.texts.items():
+                staged.append((f"context:{source_id}", Message(role="system", content=source_text)))
+        caller = None if messages is None else _normalise(messages)
+        declared = list(prompt.messages) if caller is None and prompt.messages is not None else None
+        for _, message in staged:
+            check_storable(message, thread_id=thread_id)
+        for message in [*(caller or ()), *(declared or ())]:
+            check_storable(message, thread_id=thread_id)
+        fingerprint = request_fingerprint(
+            request,
+            [
+                *([kind, message.model_dump(mode="json")] for kind, message in staged),
+                *([m.model_dump(mode="json") for m in caller] if caller is not None else []),
+                *(
+                    [["prompt-messages", m.model_dump(mode="json")] for m in declared]
+                    if declared is not None
+                    else []
+                ),
+            ],
+        )
+        claimed, stored = await self._generations.claim_identity(
+            key, fingerprint, thread_id=thread_id
+        )
+        if stored != fingerprint:
+            raise ThreadError(
+                "identity_conflict",
+                "this generation_id was already used with a different request",
+                thread_id=thread_id,
+            )
+        if not claimed and await self._generations.find_result(key) is not None:
+            # A completed generation asked again: the workflow replays its stored result;
+            # staging its text again would only leave rows nobody drops.
+            return request
+        for kind, message in staged:
+            await self._generations.stage(key, 0, kind, message, thread_id=thread_id)
+        if caller is not None:
+            await self._generations.stage_messages(key, "caller-messages", caller)
+        elif declared is not None:
+            await self._generations.stage_messages(key, "prompt-messages", declared)
         return request
 
     async def stream(
@@ -274,8 +309,10 @@ class Runtime:
         outcome = asyncio.ensure_future(await_result(handle))
         wake = asyncio.Event()
 
+        key = generation_key(request.generation_id, request.thread_id)
+
         def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
-            if payload == request.generation_id:
+            if payload == key:
                 wake.set()
 
         connection = await self._pool.acquire()
@@ -285,11 +322,11 @@ class Runtime:
             current: str | None = None
             while True:
                 finished = outcome.done()
-                for key, text in await self._generations.deltas_after(request.generation_id, last):
-                    stream_id, _, _ = key.rpartition(":")
+                for delta_key, text in await self._generations.deltas_after(key, last):
+                    stream_id, _, _ = delta_key.rpartition(":")
                     if current is not None and stream_id != current:
                         yield StreamReset(attempt=int(stream_id.split(":")[0]))
-                    current, last = stream_id, key
+                    current, last = stream_id, delta_key
                     yield StreamDelta(text=text)
                 if finished:
                     break
@@ -403,7 +440,7 @@ class Runtime:
         profile = self._catalog.resolve(model_id)
         counter = TokenCounter.for_encoding(profile.encoding)
         thread_id = _thread_id(thread) or prompt.thread_id
-        request = GenerationInput(
+        request = validated_input(
             generation_id="preview",
             thread_id=thread_id,
             model=model_id,
@@ -442,7 +479,9 @@ class Runtime:
                 result.thread_id, [result.output_message_id]
             )
         else:
-            staged = await self._generations.get_staged(result.generation_id, 0, "final")
+            staged = await self._generations.get_staged(
+                generation_key(result.generation_id, result.thread_id), 0, "final"
+            )
             if staged is None:
                 raise ThreadError("not_found", "the generation's output is no longer stored")
             message = staged.message
@@ -474,14 +513,33 @@ def _merge_budget(
     if override is None:
         return base
     if not isinstance(override, InputBudgetSpec):
+        if not isinstance(override, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("input_budget must be a mapping of optimize_at and max")
         try:
             override = InputBudgetSpec.model_validate(dict(override))
-        except ValueError:
-            raise ConfigurationError("input_budget accepts only optimize_at and max") from None
+        except ValidationError as error:
+            raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
     if base is None:
         return override
     # Field by field: the invocation wins where it speaks.
-    return InputBudgetSpec(
-        optimize_at=override.optimize_at if override.optimize_at is not None else base.optimize_at,
-        max=override.max if override.max is not None else base.max,
-    )
+    try:
+        return InputBudgetSpec(
+            optimize_at=(
+                override.optimize_at if override.optimize_at is not None else base.optimize_at
+            ),
+            max=override.max if override.max is not None else base.max,
+        )
+    except ValidationError as error:
+        raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
+
+
+def validated_input(**fields: Any) -> GenerationInput:
+    """Build a `GenerationInput`, raising a content-free `ConfigurationError` if invalid.
+
+    Raises:
+        ConfigurationError: Names the invalid fields and the kind of each defect.
+    """
+    try:
+        return GenerationInput(**fields)
+    except ValidationError as error:
+        raise ConfigurationError(f"invalid generation request: {describe_invalid(error)}") from None

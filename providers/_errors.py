@@ -26,6 +26,7 @@ from crux.errors import (
     ProviderHTTPError,
     ProviderResponseError,
     ProviderTimeoutError,
+    http_error,
 )
 from providers._json import as_object
 
@@ -235,7 +236,7 @@ def error_from_response(
             requested_tokens=requested,
             limit_tokens=limit,
         )
-    return ProviderHTTPError(
+    return http_error(
         provider,
         status_code,
         retry_after=parse_retry_after(headers),

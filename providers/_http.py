@@ -13,10 +13,22 @@ from typing import Any, cast
 
 import httpx
 
+from crux.errors import ProviderError
 from providers import _json
 from providers._errors import error_from_exception, error_from_response, malformed
 from providers._sse import SSEEvent, iter_sse
 from providers.types import ChatResponse, StreamDone, StreamEvent
+
+
+def _at(error: ProviderError, url: str) -> ProviderError:
+    """Name the host an error came from (never the path or query: keys may live there)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        return error
+    if parsed.host:
+        error.host = f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host
+    return error
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -35,10 +47,11 @@ async def post_json(
     try:
         response = await http.post(url, content=_json.dumps_bytes(body), headers=dict(headers))
     except httpx.HTTPError as exc:
-        raise error_from_exception(provider, exc) from None
+        raise _at(error_from_exception(provider, exc), url) from None
     if response.status_code >= 300:
-        raise error_from_response(
-            provider, response.status_code, response.headers, response.content
+        raise _at(
+            error_from_response(provider, response.status_code, response.headers, response.content),
+            url,
         )
     try:
         data: Any = json.loads(response.content)
@@ -64,14 +77,17 @@ async def post_sse(
     try:
         response = await http.send(request, stream=True)
     except httpx.HTTPError as exc:
-        raise error_from_exception(provider, exc) from None
+        raise _at(error_from_exception(provider, exc), url) from None
     try:
         if response.status_code >= 300:
             try:
                 content = await response.aread()
             except httpx.HTTPError as exc:
-                raise error_from_exception(provider, exc) from None
-            raise error_from_response(provider, response.status_code, response.headers, content)
+                raise _at(error_from_exception(provider, exc), url) from None
+            raise _at(
+                error_from_response(provider, response.status_code, response.headers, content),
+                url,
+            )
         yield _guarded(provider, iter_sse(response.aiter_bytes()))
     finally:
         await response.aclose()

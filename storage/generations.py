@@ -4,6 +4,10 @@ Staged rows hold text only while a managed generation is in flight (the rendered
 each attempt's output); the ledger row written at completion is content-free and answers
 "did this `generation_id` already produce a turn?" for as long as the database keeps it,
 which outlives Temporal's retention.
+
+Every `generation_id` argument and column here holds the generation's *scoped key*
+(`crux.models.generation_key`: the caller's id scoped to its Thread, or to the ad-hoc scope),
+so the same caller id on two Threads is two generations. Results keep the caller's id.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 import asyncpg
 
 from crux.messages import Message
-from crux.models import GenerationResult
+from crux.models import GenerationResult, generation_key, unstorable_text
+from storage.threads._validate import check_storable
 
 _STAGE = """
 INSERT INTO crux_generation_staging
@@ -48,7 +53,26 @@ _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE requ
 STREAM_CHANNEL = "crux_stream"
 """`NOTIFY` channel on which a generation's id is sent whenever a delta is staged."""
 
-_DROP_STAGING = "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind <> 'final'"
+_DROP_STAGING = """
+DELETE FROM crux_generation_staging
+WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
+"""
+
+IDENTITY_KIND = "identity"
+"""Staging kind of a generation's content-free fingerprint, kept as long as its ledger row."""
+
+_CLAIM_IDENTITY = """
+INSERT INTO crux_generation_staging
+    (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
+ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+RETURNING 1
+"""
+
+_GET_IDENTITY = """
+SELECT info ->> 'fingerprint' FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity'
+"""
 
 
 @dataclass(frozen=True)
@@ -99,7 +123,12 @@ class GenerationStore:
 
         Returns:
             The staged row (the earlier one when it already existed).
+
+        Raises:
+            ThreadError: `invalid_message` for text PostgreSQL cannot store (a provider
+                reply or tool result with a NUL byte, say): never retried.
         """
+        check_storable(message, thread_id=thread_id)
         async with self._pool.acquire() as connection:
             await connection.execute(
                 _STAGE,
@@ -117,6 +146,27 @@ class GenerationStore:
             raise KeyError(generation_id)
         return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
 
+    async def claim_identity(
+        self, generation_id: str, fingerprint: str, *, thread_id: str | None
+    ) -> tuple[bool, str | None]:
+        """Record the fingerprint of what a generation asks for, once.
+
+        Args:
+            generation_id: The generation's scoped key.
+            fingerprint: `crux.models.request_fingerprint` of the request.
+            thread_id: The Thread (so deleting it removes the row too).
+
+        Returns:
+            `(claimed, stored)`: `claimed` is `True` when this call recorded the fingerprint;
+            `stored` is the fingerprint on record (compare it to detect a reused id).
+        """
+        async with self._pool.acquire() as connection:
+            claimed = await connection.fetchval(
+                _CLAIM_IDENTITY, generation_id, thread_id, {"fingerprint": fingerprint}
+            )
+            stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
+        return claimed is not None, stored
+
     async def get_staged(self, generation_id: str, attempt: int, kind: str) -> StagedMessage | None:
         """Return a staged row, or `None` when nothing is staged under that key."""
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, attempt, kind)
@@ -127,7 +177,13 @@ class GenerationStore:
     async def stage_messages(
         self, generation_id: str, kind: str, messages: Sequence[Message]
     ) -> list[Message]:
-        """Stage an ordered list of messages (call-site transcripts) as one row."""
+        """Stage an ordered list of messages (call-site transcripts) as one row.
+
+        Raises:
+            ThreadError: `invalid_message` for text PostgreSQL cannot store.
+        """
+        for message in messages:
+            check_storable(message)
         payload = {"messages": [m.model_dump(mode="json") for m in messages]}
         async with self._pool.acquire() as connection:
             await connection.execute(_STAGE, generation_id, 0, kind, None, payload, [], None)
@@ -166,11 +222,12 @@ class GenerationStore:
         Returns:
             The result stored for this generation id.
         """
+        key = generation_key(result.generation_id, result.thread_id)
         async with self._pool.acquire() as connection, connection.transaction():
             if keep_final is not None:
                 await connection.execute(
                     _STAGE,
-                    result.generation_id,
+                    key,
                     0,
                     "final",
                     result.thread_id,
@@ -180,7 +237,7 @@ class GenerationStore:
                 )
             await connection.execute(
                 _RECORD_RESULT,
-                result.generation_id,
+                key,
                 result.thread_id,
                 workflow_id,
                 result.model_dump(mode="json"),
@@ -189,13 +246,13 @@ class GenerationStore:
                 await connection.execute(
                     _RECORD_RECEIPT,
                     request_id,
-                    result.generation_id,
+                    key,
                     result.thread_id,
                     receipt,
                     inspection,
                 )
-            await connection.execute(_DROP_STAGING, result.generation_id)
-            stored: Any = await connection.fetchval(_FIND_RESULT, result.generation_id)
+            await connection.execute(_DROP_STAGING, key)
+            stored: Any = await connection.fetchval(_FIND_RESULT, key)
         return GenerationResult.model_validate(stored)
 
     async def stage_delta(
@@ -210,7 +267,11 @@ class GenerationStore:
         """Stage one streamed delta under `delta:<key>` and wake followers.
 
         Deltas are staging rows, so redaction cascades and the commit's cleanup reach them.
+        A delta PostgreSQL cannot store is skipped: deltas are progress only, and the
+        staged output is checked (and refused) as a whole.
         """
+        if unstorable_text(text):
+            return
         async with self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
                 _STAGE,
@@ -253,10 +314,17 @@ class GenerationStore:
         thread_id: str | None,
         receipt: dict[str, Any],
     ) -> None:
-        """Record a support call's content-free receipt (linked from inspections)."""
-        await self._pool.execute(
-            _RECORD_RECEIPT, request_id, generation_id, thread_id, receipt, None
-        )
+        """Record a support call's content-free receipt (linked from inspections).
+
+        Args:
+            request_id: The support call's request id.
+            generation_id: The caller's id of the generation that asked (it is scoped to
+                `thread_id` here, like every generation key).
+            thread_id: The Thread summarised.
+            receipt: The content-free receipt.
+        """
+        key = None if generation_id is None else generation_key(generation_id, thread_id)
+        await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
 
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Return `(receipt, inspection)` JSON for a request id.

@@ -47,6 +47,8 @@ WORKFLOW_ALLOWED_PREFIXES = (
     "collections",
     "dataclasses",
     "enum",
+    "json",
+    "re",
 )
 
 

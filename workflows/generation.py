@@ -10,9 +10,8 @@ import contextlib
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
+from temporalio.common import RawValue, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -39,11 +38,12 @@ with workflow.unsafe.imports_passed_through():
         RunToolInput,
         RunToolResult,
     )
-    from crux.errors import ErrorType, RequestCompositionError
+    from crux.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
     from crux.models import (
         GenerationInput,
         GenerationResult,
         StepRecord,
+        request_fingerprint,
         workflow_id_for,
     )
     from planner import (
@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         source_ids,
     )
     from workflows import _options
+    from workflows._decode import decode_input
     from workflows._planning import (
         all_sources,
         build_plan_request,
@@ -66,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         selected_sources,
     )
     from workflows._progress import TurnProgress
-    from workflows.summary import SummaryWorkflow, summary_workflow_id
+    from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
 
 # The starter sets thread, generation and model; the workflow keeps the stage current.
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
@@ -79,7 +80,9 @@ AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
 OVERFLOW_RECOVERY_FACTOR = 0.85
 
 
-@workflow.defn(name="ManagedGenerationWorkflow")
+# Domain errors raised in workflow code (an invalid budget found while planning, say) fail
+# the workflow, typed; they never fail the task, which Temporal would retry forever.
+@workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
 class ManagedGenerationWorkflow:
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
@@ -96,12 +99,13 @@ class ManagedGenerationWorkflow:
         return self._stage
 
     @workflow.run
-    async def run(self, raw: dict[str, Any]) -> GenerationResult:
+    async def run(self, raw: RawValue) -> GenerationResult:
         """Run the generation and return its content-free result.
 
-        The input is validated here rather than by the data converter: malformed JSON from
-        any client then fails the workflow with a typed, content-free `ConfigurationError`
-        instead of retrying its first task forever.
+        The input is taken raw and decoded and validated here rather than by the data
+        converter: whatever a client sends (a list, invalid UTF-8, lone surrogates, deep
+        nesting, `optimize_at > max`) fails the workflow promptly with a typed,
+        content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = _validated(raw)
         profile = resolve_profile(request.model)
@@ -125,6 +129,13 @@ class ManagedGenerationWorkflow:
                     for source in source_ids(contributor)
                 ],
                 max_input_tokens=max_input_tokens(profile, request),
+                # Inline input is in the workflow input already: its fingerprint lets the
+                # read refuse a reused id with other content. The facade records its own.
+                fingerprint=(
+                    request_fingerprint(request, [request.input])
+                    if request.input_ref is None
+                    else None
+                ),
             ),
             result_type=ReadRequestResult,
             **_options.with_summary(_options.READ_REQUEST, "read request"),
@@ -326,7 +337,7 @@ class ManagedGenerationWorkflow:
             # Another generation may already have scheduled this artifact: that is enough.
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await workflow.start_child_workflow(
-                    SummaryWorkflow.run,
+                    SUMMARY_WORKFLOW,
                     summary_input,
                     id=child_id,
                     parent_close_policy=ParentClosePolicy.ABANDON,
@@ -335,7 +346,7 @@ class ManagedGenerationWorkflow:
         self._set_stage("summarising", "inline history summary")
         try:
             prepared = await workflow.execute_child_workflow(
-                SummaryWorkflow.run, summary_input, id=child_id
+                SUMMARY_WORKFLOW, summary_input, id=child_id, result_type=PrepareSummaryResult
             )
             origin = "joined" if prepared.reused else "inline"
         except WorkflowAlreadyStartedError:
@@ -415,23 +426,10 @@ class ManagedGenerationWorkflow:
 
 def _validated(raw: object) -> GenerationInput:
     try:
-        return GenerationInput.model_validate(raw)
-    except ValidationError as error:
-        # Name schema fields only: an unknown key or a value could carry content.
-        known = GenerationInput.model_fields
-        fields = sorted(
-            {
-                str(e["loc"][0])
-                if e["loc"] and e["loc"][0] in known and e["type"] != "extra_forbidden"
-                else "unknown field"
-                for e in error.errors()
-            }
-        )
+        return decode_input(raw, GenerationInput, what="generation input")
+    except ConfigurationError as error:
         raise ApplicationError(
-            f"invalid generation input: {', '.join(fields)}",
-            fields,
-            type=ErrorType.CONFIGURATION,
-            non_retryable=True,
+            str(error), type=ErrorType.CONFIGURATION, non_retryable=True
         ) from None
 
 

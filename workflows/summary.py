@@ -8,6 +8,8 @@ concurrent requests for the same artifact coalesce on one run.
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
@@ -16,7 +18,13 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
+    from crux.errors import ConfigurationError, CruxError, ErrorType
     from workflows import _options
+    from workflows._decode import decode_input
+
+
+SUMMARY_WORKFLOW = "SummaryWorkflow"
+"""Workflow type name (children are started by name: the run takes a raw payload)."""
 
 
 def summary_workflow_id(request: PrepareSummaryInput) -> str:
@@ -26,13 +34,23 @@ def summary_workflow_id(request: PrepareSummaryInput) -> str:
     )
 
 
-@workflow.defn(name="SummaryWorkflow")
+@workflow.defn(name=SUMMARY_WORKFLOW, failure_exception_types=[CruxError])
 class SummaryWorkflow:
     """Prepare (or find) the summary of a Thread prefix; text stays in PostgreSQL."""
 
     @workflow.run
-    async def run(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
-        """Run the preparation activity and return the content-free artifact."""
+    async def run(self, raw: RawValue) -> PrepareSummaryResult:
+        """Run the preparation activity and return the content-free artifact.
+
+        The input is decoded and validated here, so malformed input from any client fails
+        the workflow with a content-free `ConfigurationError` instead of its task.
+        """
+        try:
+            request = decode_input(raw, PrepareSummaryInput, what="summary input")
+        except ConfigurationError as error:
+            raise ApplicationError(
+                str(error), type=ErrorType.CONFIGURATION, non_retryable=True
+            ) from None
         workflow.set_current_details(f"summarising through {request.through_id}")
         return await workflow.execute_activity(
             ACTIVITY_PREPARE_SUMMARY,

@@ -54,6 +54,20 @@ _CONNECTION_ERRORS = (
 _SERVER_ERRORS = (asyncpg.PostgresError,)
 
 
+# Values the server can never accept (NUL bytes, lone surrogates, out-of-range numbers):
+# repeating the call cannot help, so they are `invalid_message`, never "repeat the call".
+_DATA_ERRORS = (asyncpg.DataError, UnicodeEncodeError)
+
+
+def _unstorable(thread_id: str) -> ThreadError:
+    # Content-free: the driver's message may quote the value.
+    return ThreadError(
+        "invalid_message",
+        "a value PostgreSQL cannot store (a NUL byte, a lone surrogate or an out-of-range number)",
+        thread_id=thread_id,
+    )
+
+
 def _unsupported(thread_id: str, exc: Exception) -> ThreadError:
     error = ThreadError(
         "unsupported_capability",
@@ -77,6 +91,8 @@ async def write_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connect
             yield cast(Connection, raw)
     except ThreadError:
         raise
+    except _DATA_ERRORS:
+        raise _unstorable(thread_id) from None
     except asyncpg.UndefinedTableError as exc:
         raise _unsupported(thread_id, exc) from exc
     except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
@@ -98,6 +114,8 @@ async def single_statement(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
             yield cast(Connection, raw)
     except ThreadError:
         raise
+    except _DATA_ERRORS:
+        raise _unstorable(thread_id) from None
     except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
         raise ThreadCommitError(
             "publication failed; history may or may not contain it (repeat the call)",
@@ -120,6 +138,8 @@ async def read_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
             yield cast(Connection, raw)
     except ThreadError:
         raise
+    except _DATA_ERRORS:
+        raise _unstorable(thread_id) from None
     except asyncpg.UndefinedTableError as exc:
         raise _unsupported(thread_id, exc) from exc
     except _CONNECTION_ERRORS as exc:

@@ -87,6 +87,10 @@ class _Step:
     child_groups: int
 
 
+MAX_PAGE_LIMIT = 2**31 - 1
+"""Largest page size (PostgreSQL's `integer`); a larger one could never be sent."""
+
+
 def check_page_options(thread_id: str, *, before: str | None, limit: int | None) -> None:
     """Validate `before`/`limit` before any I/O.
 
@@ -99,6 +103,10 @@ def check_page_options(thread_id: str, *, before: str | None, limit: int | None)
     ):
         raise ThreadError(
             "invalid_message", "limit must be a positive integer", thread_id=thread_id
+        )
+    if limit is not None and limit > MAX_PAGE_LIMIT:
+        raise ThreadError(
+            "invalid_message", f"limit must not exceed {MAX_PAGE_LIMIT}", thread_id=thread_id
         )
     if before is not None and limit is None:
         raise ThreadError("invalid_group", "before requires limit", thread_id=thread_id)

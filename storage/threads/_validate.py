@@ -14,6 +14,7 @@ from typing import Any
 
 from crux.errors import ThreadError
 from crux.messages import FilePart, ImagePart, Message
+from crux.models import unstorable_text
 
 MAX_ID_LENGTH = 512
 MAIN_OWNER = "main"
@@ -36,9 +37,45 @@ def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
         or len(value) > MAX_ID_LENGTH
         or value != value.strip()
         or _has_control_character(value)
+        or unstorable_text(value)
     ):
         raise ThreadError("invalid_message", f"invalid {what} id", thread_id=thread_id)
     return value
+
+
+UNSTORABLE_TEXT = "text PostgreSQL cannot store (a NUL byte or a lone surrogate)"
+"""The content-free reason given when a message holds such text."""
+
+
+def has_unstorable_text(value: object) -> bool:
+    """Whether any string in a JSON-like value (keys included) is unstorable text."""
+    stack: list[object] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if unstorable_text(node):
+                return True
+        elif isinstance(node, dict):
+            items: dict[object, object] = node  # pyright: ignore[reportUnknownVariableType]
+            stack.extend(items.keys())
+            stack.extend(items.values())
+        elif isinstance(node, list | tuple):
+            children: list[object] = list(node)  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend(children)
+    return False
+
+
+def check_storable(message: Message, *, thread_id: str | None = None) -> None:
+    """Refuse a message PostgreSQL could never store, before any I/O.
+
+    Raises:
+        ThreadError: `invalid_message` (content-free) for a NUL byte or a lone surrogate
+            anywhere in the message.
+    """
+    if has_unstorable_text(message.model_dump(mode="python")):
+        raise ThreadError(
+            "invalid_message", f"message holds {UNSTORABLE_TEXT}", thread_id=thread_id
+        )
 
 
 def canonical_json(value: Any) -> str:
@@ -102,6 +139,7 @@ def prepare_message(message: Message, *, thread_id: str) -> PreparedMessage:
             f"message {message_id} has tool calls but is not an assistant message",
             thread_id=thread_id,
         )
+    check_storable(message, thread_id=thread_id)
     try:
         body = message_body(message)
         body_json = canonical_json(body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import asyncpg
 import pytest
 from temporalio.exceptions import ApplicationError
 
@@ -15,9 +16,11 @@ from crux.errors import (
     ProviderHTTPError,
     ProviderResponseError,
     ProviderTimeoutError,
+    ProviderUnavailableError,
     RequestCompositionError,
     ThreadCommitError,
     ThreadError,
+    http_error,
 )
 
 
@@ -64,18 +67,111 @@ def test_thread_error_code_is_the_first_detail() -> None:
     assert mapped.details[0] == "identity_conflict"
 
 
-def test_unknown_errors_pass_through_for_temporal_to_retry() -> None:
-    error = RuntimeError("boom")
-    assert to_application_error(error) is error
+def test_unknown_errors_fail_at_once_naming_only_their_class() -> None:
+    mapped = to_application_error(RuntimeError("secret text"))
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.type == "InternalError"
+    assert mapped.non_retryable
+    assert "secret" not in str(mapped)
 
 
-async def test_decorated_activity_reraises_unknown_errors_without_a_self_cause() -> None:
+@pytest.mark.parametrize(
+    "error",
+    [
+        UnicodeEncodeError("utf-8", "secret \ud800", 7, 8, "surrogates not allowed"),
+        asyncpg.UntranslatableCharacterError("unsupported Unicode escape: secret"),
+        asyncpg.NumericValueOutOfRangeError("value secret out of range"),
+    ],
+)
+def test_data_postgresql_cannot_store_is_never_retried(error: Exception) -> None:
+    mapped = to_application_error(error)
+    assert isinstance(mapped, ApplicationError)
+    assert (mapped.type, mapped.details[0], mapped.non_retryable) == (
+        "ThreadError",
+        "invalid_message",
+        True,
+    )
+    assert "secret" not in str(mapped)
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (ConnectionRefusedError(), True),
+        (TimeoutError(), True),
+        (asyncpg.AdminShutdownError("shutting down"), True),
+        (asyncpg.SerializationError("conflict"), True),
+        (asyncpg.TooManyConnectionsError("busy"), True),
+        (asyncpg.UndefinedTableError("no table"), True),
+        (asyncpg.SyntaxOrAccessError("bug"), False),
+    ],
+)
+def test_only_storage_errors_that_can_pass_are_retried(error: Exception, retryable: bool) -> None:
+    mapped = to_application_error(error)
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.non_retryable is (not retryable)
+
+
+def test_undefined_table_names_the_migration_command() -> None:
+    mapped = to_application_error(asyncpg.UndefinedTableError("x"))
+    assert isinstance(mapped, ApplicationError)
+    assert "crux db migrate" in str(mapped) and "CRUX_MIGRATE" in str(mapped)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected_type", "remedy"),
+    [
+        (401, "ProviderAuthError", "OPENAI_API_KEY"),
+        (403, "ProviderAuthError", "OPENAI_API_KEY"),
+        (404, "ProviderNotFoundError", "openai:gpt-x"),
+    ],
+)
+def test_provider_http_errors_name_status_host_model_and_remedy(
+    status: int, expected_type: str, remedy: str
+) -> None:
+    error = http_error("openai", status)
+    error.host = "127.0.0.1:9"
+    error.model = "openai:gpt-x"
+    mapped = to_application_error(error)
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.type == expected_type
+    assert mapped.non_retryable
+    assert list(mapped.details) == ["openai", status, "127.0.0.1:9", "openai:gpt-x"]
+    assert remedy in str(mapped) and "127.0.0.1:9" in str(mapped)
+
+
+def test_refused_connection_names_the_base_url_variable() -> None:
+    error = ProviderConnectionError("openai", "connection failed (ConnectError)")
+    assert isinstance(error, ProviderUnavailableError)
+    mapped = to_application_error(error)
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.type == "ProviderConnectionError" and not mapped.non_retryable
+    assert "OPENAI_BASE_URL" in str(mapped)
+
+
+async def test_decorated_activity_fails_unknown_errors_without_their_text() -> None:
     from activities._errors import maps_errors
 
     @maps_errors
     async def broken() -> None:
-        raise RuntimeError("boom")
+        raise RuntimeError("secret text")
 
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(ApplicationError) as raised:
         await broken()
-    assert raised.value.__cause__ is not raised.value
+    assert raised.value.__cause__ is None
+    assert "secret" not in str(raised.value)
+
+
+async def test_decorated_activity_tells_provider_errors_the_model() -> None:
+    from activities._errors import maps_errors
+
+    class Request:
+        model = "openai:gpt-x"
+
+    @maps_errors
+    async def call(request: Request) -> None:
+        raise http_error("openai", 404)
+
+    with pytest.raises(ApplicationError) as raised:
+        await call(Request())
+    assert raised.value.details[3] == "openai:gpt-x"

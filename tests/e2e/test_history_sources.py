@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
+from crux.errors import ThreadError
 from crux.logs import configure_logging
 from crux.models import GenerationResult, ThreadCommit, workflow_id_for
 from crux.prompts import history, prompt
@@ -256,3 +257,15 @@ async def test_a_plain_client_recent_policy_without_caps_keeps_twenty_messages(
     result = GenerationResult.model_validate(raw)
     assert result.history_source == "caller-messages"
     assert _sent(openai_server)[0] == [f"turn {n}" for n in range(10, 30)] + ["latest question"]
+
+
+async def test_unstorable_prompt_level_messages_are_refused_before_anything_starts(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    broken = prompt(id="broken", messages=[{"role": "user", "content": "nul \x00 inside"}])
+    async with new_worker(client, pool, settings) as worker:
+        with pytest.raises(ThreadError) as raised:
+            await worker.runtime.generate(broken, input="hello", model=MODEL)
+    assert raised.value.code == "invalid_message"
+    assert openai_server.requests == []

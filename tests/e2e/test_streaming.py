@@ -38,8 +38,10 @@ async def test_stream_yields_progress_then_the_committed_turn(
     streamed = "".join(u.text for u in updates if isinstance(u, crux.StreamDelta))
     assert REPLY.startswith(streamed)
     assert openai_server.requests[0].body["stream"] is True
-    # Deltas are staging rows: nothing is left once the turn is committed.
-    assert await pool.fetchval("SELECT count(*) FROM crux_generation_staging") == 0
+    # Deltas are staging rows: nothing is left once the turn is committed but the
+    # content-free identity fingerprint of the generation id.
+    assert await pool.fetchval("SELECT count(*) FROM crux_generation_staging") == 1
+    assert await pool.fetchval("SELECT kind FROM crux_generation_staging") == "identity"
     history = await client.get_workflow_handle(workflow_id_for("s1", thread_id)).fetch_history()
     assert "custard" not in history.to_json()
     view = await ThreadStore(pool).read_history_view(thread_id)

@@ -11,9 +11,11 @@ import pytest_asyncio
 
 from crux.errors import (
     ContextOverflowError,
+    ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
     ProviderHTTPError,
+    ProviderNotFoundError,
     ProviderResponseError,
     ProviderTimeoutError,
 )
@@ -95,7 +97,10 @@ async def test_status_maps_to_error_class(
     with pytest.raises(ProviderHTTPError) as caught:
         await endpoint.provider.complete(REQUEST)
     error = caught.value
-    assert type(error) is ProviderHTTPError
+    expected = {401: ProviderAuthError, 403: ProviderAuthError, 404: ProviderNotFoundError}
+    assert type(error) is expected.get(status, ProviderHTTPError)
+    assert error.status == status
+    assert error.host is not None and error.host.startswith("127.0.0.1:")
     assert error.provider == endpoint.name
     assert error.status_code == status
     assert error.retryable is retryable

@@ -1,0 +1,118 @@
+"""Decode and validate a workflow's raw input payload, content-free.
+
+Workflows take their parameter as a `RawValue` so that nothing a client sends can fail in the
+SDK's argument decoding (which fails the workflow *task*, retried forever). Every defect,
+from invalid UTF-8 to a budget with `optimize_at > max`, becomes a `ConfigurationError` that
+names schema fields and error kinds only, never a value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from temporalio.common import RawValue
+
+from crux.errors import ConfigurationError
+from crux.models import unstorable_text
+
+MAX_INPUT_BYTES = 2 * 1024 * 1024
+"""Largest accepted input payload; bigger content belongs in PostgreSQL (`input_ref`)."""
+
+MAX_NESTING = 64
+"""Deepest accepted JSON nesting (well inside pydantic's own recursion limit)."""
+
+_JSON_ENCODINGS = (b"json/plain",)
+_FIELD = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
+    """Decode a JSON payload and validate it as `model`.
+
+    Args:
+        raw: The run parameter (a `RawValue`; an already decoded value is accepted too).
+        model: The pydantic model the input must satisfy.
+        what: Name of the input in error messages (for example `generation input`).
+
+    Raises:
+        ConfigurationError: For anything but a valid JSON object of `model`'s schema whose
+            strings PostgreSQL can store.
+    """
+    value = _json_value(raw, what=what)
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{what} must be a JSON object")
+    _check_tree(value, what=what)  # pyright: ignore[reportUnknownArgumentType]
+    try:
+        return model.model_validate(value)
+    except ValidationError as error:
+        raise ConfigurationError(f"invalid {what}: {describe_invalid(error)}") from None
+    except RecursionError:
+        raise ConfigurationError(f"{what} is nested too deeply") from None
+
+
+def describe_invalid(error: ValidationError) -> str:
+    """Name the invalid fields and the kind of each defect, never a value.
+
+    Unknown keys are reported as `unknown field` (a key can carry content too).
+    """
+    parts: set[str] = set()
+    for item in error.errors(include_url=False, include_input=False):
+        if item["type"] == "extra_forbidden":
+            parts.add("unknown field")
+            continue
+        path = ".".join(
+            str(part) for part in item["loc"] if isinstance(part, int) or _FIELD.match(part)
+        )
+        reason = item["type"]
+        raised = item.get("ctx", {}).get("error")
+        if isinstance(raised, ConfigurationError):
+            # Our own validators word their messages without values.
+            reason = str(raised)
+        parts.add(f"{path or 'input'} ({reason})")
+    return ", ".join(sorted(parts))
+
+
+def _json_value(raw: object, *, what: str) -> Any:
+    if not isinstance(raw, RawValue):
+        return raw
+    payload = raw.payload
+    if payload.metadata.get("encoding", b"") not in _JSON_ENCODINGS:
+        raise ConfigurationError(f"{what} must be JSON (encoding json/plain)")
+    if len(payload.data) > MAX_INPUT_BYTES:
+        raise ConfigurationError(f"{what} is larger than {MAX_INPUT_BYTES} bytes")
+    try:
+        text = payload.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"{what} is not valid UTF-8") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ConfigurationError(f"{what} is nested too deeply") from None
+    except ValueError:
+        raise ConfigurationError(f"{what} is not valid JSON") from None
+
+
+def _check_tree(value: object, *, what: str) -> None:
+    """Reject nesting deeper than `MAX_NESTING` and strings PostgreSQL cannot store."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ConfigurationError(f"{what} is nested deeper than {MAX_NESTING} levels")
+        if isinstance(node, str):
+            if unstorable_text(node):
+                raise ConfigurationError(
+                    f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)"
+                )
+        elif isinstance(node, dict):
+            items: dict[object, object] = node  # pyright: ignore[reportUnknownVariableType]
+            for key, child in items.items():
+                stack.append((key, depth + 1))
+                stack.append((child, depth + 1))
+        elif isinstance(node, list):
+            children: list[object] = node  # pyright: ignore[reportUnknownVariableType]
+            stack.extend((child, depth + 1) for child in children)
