@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 from crux._worker import run_worker
 from crux.config import Settings
+from crux.errors import CruxError
 from crux.logs import configure_logging
 
 
@@ -21,5 +23,22 @@ async def _main() -> None:
     await run_worker(settings, stop=stop)
 
 
+def main() -> int:
+    """Run the worker; a failed start-up check ends it with one line and exit code 1."""
+    try:
+        asyncio.run(_main())
+    except CruxError as error:
+        print(f"crux worker: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
 if __name__ == "__main__":
-    asyncio.run(_main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter finalisation: the Temporal runtime's threads can abort a process
+    # that exits right after a failed start (see crux.cli).
+    os._exit(code)

@@ -3,11 +3,13 @@
 from activities._errors import to_application_error
 from activities._inputs import user_message_id
 from activities._providers import ProviderRegistry
+from activities.cleanup import StagingCleanup
 from activities.generation import GenerationActivities, assistant_message_id
 
 __all__ = [
     "GenerationActivities",
     "ProviderRegistry",
+    "StagingCleanup",
     "assistant_message_id",
     "to_application_error",
     "user_message_id",

@@ -98,7 +98,7 @@ class InputStager:
         if declared is None:
             return None
         staged = await self._generations.stage_messages(
-            scoped_key(request), PROMPT_MESSAGES, list(declared)
+            scoped_key(request), PROMPT_MESSAGES, list(declared), thread_id=request.thread_id
         )
         return staged, "prompt-messages"
 

@@ -32,7 +32,10 @@ class ProviderRegistry:
         self._providers: dict[str, ChatProvider] = {
             "offline": OfflineChatProvider(),
             "openai": OpenAIChatProvider(
-                http, base_url=settings.openai_base_url, api_key=openai_key
+                http,
+                base_url=settings.openai_base_url,
+                api_key=openai_key,
+                max_tokens_field=settings.openai_output_cap_field,
             ),
             "anthropic": AnthropicMessagesProvider(
                 http, base_url=settings.anthropic_base_url, api_key=anthropic_key

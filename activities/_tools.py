@@ -68,10 +68,13 @@ class ToolRunner:
                 thread_id=request.thread_id,
                 info={"failed": failed},
             )
+            # The name is the model's choice: log a registered name as is, never an
+            # invented one (it could carry anything the model was shown).
             _log.info(
                 "tool.call.completed",
                 generation_id=request.generation_id,
-                tool=call.tool_name,
+                tool=call.tool_name if entry is not None else None,
+                tool_known=entry is not None,
                 failed=failed,
             )
         counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)

@@ -293,3 +293,24 @@ ACTIVITY_COMMIT_TURN = "crux.commit_turn"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
+
+
+class DiscardGenerationInput(WireModel):
+    """Remove what a failed or cancelled generation staged.
+
+    Attributes:
+        generation_id: The generation.
+        thread_id: Its Thread (`None` ad hoc).
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+
+
+class DiscardGenerationResult(WireModel):
+    """How many staged rows were removed."""
+
+    deleted: int
+
+
+ACTIVITY_DISCARD_GENERATION = "crux.discard_generation"

@@ -105,6 +105,11 @@ class GenerationActivities:
         self._inputs = InputStager(generations, prompts)
         self._tool_runner = ToolRunner(generations, self._tools, catalog)
 
+    @property
+    def generations(self) -> GenerationStore:
+        """The staging store (shared with the cleanup activities)."""
+        return self._generations
+
     @activity.defn(name=ACTIVITY_READ_REQUEST)
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:

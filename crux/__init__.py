@@ -98,16 +98,17 @@ _LAZY = {
 
 
 class _Package(types.ModuleType):
-    """The `crux` package object, keeping `crux.thread` the builder function.
+    """The `crux` module, whose lazy names win over same-named submodules.
 
-    Importing the submodule `crux.thread` makes Python set the package attribute `thread`
-    to that module, which would shadow the public `crux.thread(...)` builder for everyone
-    once anything imports the submodule.
+    Importing `crux.thread` (directly, or to resolve `crux.Thread`) makes the import system
+    bind the submodule on the package as `thread`, which would shadow the `crux.thread(...)`
+    function for everyone afterwards; such bindings are skipped, the submodule stays
+    reachable through `sys.modules` and `import crux.thread`.
     """
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name == "thread" and isinstance(value, types.ModuleType):
-            value = getattr(value, "thread", value)
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
+            return
         super().__setattr__(name, value)
 
 

@@ -5,18 +5,27 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
+from crux._checks import StartupCheckError, check_database, check_providers, describe_database
 from crux._embedded import embedded_stack
 from crux.config import Settings
 from crux.context import context, droppable, prefer
-from crux.prompts import prompt
+from crux.prompts import history, prompt, summarize
 from crux.runtime import Runtime
-from crux.tools import tool
-from storage import ThreadStore, create_pool, migrate_url
+from crux.tools import Tool, tool
+from planner import ModelCatalog, derive_budget
+from storage import GenerationStore, ThreadStore, create_pool, migrate_url
 
-DEMO_INPUT_BUDGET = 240
+DEMO_MAX_OUTPUT_TOKENS = 400
+"""Output cap of each demo turn (answers are asked to be short; real models still ramble)."""
+DEMO_INPUT_CEILING = 6_000
+"""Upper bound of the demo's strict input maximum, to keep a paid demo cheap."""
+DEMO_SOFT_WATERMARK_PERCENT = 75
 HOUSE_RULES = "Answer in at most three sentences. Never invent opening hours."
 CITY_GUIDE = (
     "Lisbon guide: Alfama is the oldest district, with the castle and fado houses; Belem has "
@@ -63,12 +72,38 @@ async def dev(settings: Settings, *, stack_dir: Path, stop: asyncio.Event) -> in
     return 0
 
 
-async def demo(
-    settings: Settings, *, stack_dir: Path, turns: int, keep: bool, stop: asyncio.Event
-) -> int:
-    """Run a multi-turn managed conversation on the embedded stack and print receipts."""
-    turns = max(1, min(turns, len(DEMO_QUESTIONS)))
-    weather = tool(
+@dataclass(frozen=True)
+class DemoBudget:
+    """The demo's limits, derived from the model's profile.
+
+    Attributes:
+        max_output_tokens: Output cap of each turn.
+        optimize_at: Soft input watermark (managed history starts summarising above it).
+        max: Strict input maximum.
+    """
+
+    max_output_tokens: int
+    optimize_at: int
+    max: int
+
+
+def demo_budget(model: str, catalog: ModelCatalog | None = None) -> DemoBudget:
+    """Budgets that suit `model`: its window less the output cap and counting margin.
+
+    A fixed budget only suits one model (a small one made real models fail as soon as the
+    conversation grew); derived from the profile it fits any model, known or not.
+    """
+    profile = (catalog or ModelCatalog.default()).resolve(model)
+    output = min(DEMO_MAX_OUTPUT_TOKENS, profile.default_output_reserve)
+    capacity = derive_budget(profile, output_reserve=output).capacity_max
+    strict = max(1, min(capacity, DEMO_INPUT_CEILING))
+    soft = max(1, strict * DEMO_SOFT_WATERMARK_PERCENT // 100)
+    return DemoBudget(max_output_tokens=output, optimize_at=soft, max=strict)
+
+
+def demo_weather_tool() -> Tool:
+    """The demo's tool: a stand-in forecast, so the tool round needs no network."""
+    return tool(
         "get_weather",
         _demo_weather,
         description="Tomorrow's forecast for a city",
@@ -78,76 +113,19 @@ async def demo(
             "required": ["city"],
         },
     )
+
+
+async def demo(
+    settings: Settings, *, stack_dir: Path, turns: int, keep: bool, stop: asyncio.Event
+) -> int:
+    """Run a multi-turn managed conversation on the embedded stack and print receipts."""
+    check_providers(settings)
+    weather = demo_weather_tool()
     async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
         _banner(stack.ui_url, stack.settings)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
-        thread_id = f"demo:{uuid.uuid4().hex[:8]}"
-        # A small strict input budget makes whole-request planning visible: once the
-        # conversation grows, the droppable travel notes give way (see the adaptations).
-        support = prompt(
-            id="demo-trip-planner",
-            system="You are a concise travel assistant.",
-            use=[
-                context("house-rules", HOUSE_RULES, contract=True, priority=10),
-                prefer(context("city-guide", CITY_GUIDE), context("city-guide-short", CITY_SHORT)),
-                droppable(context("travel-notes", TRAVEL_NOTES, placement="message")),
-            ],
-            input_budget={"max": DEMO_INPUT_BUDGET},
-            prompt=lambda value: str(value["message"]),
-        )
-        print(f"\nThread {thread_id} (model {stack.settings.default_model})\n")
-        generation_ids: list[str] = []
-        for number, question in enumerate(DEMO_QUESTIONS[:turns], start=1):
-            generation_id = f"{thread_id}:turn-{number}"
-            generation_ids.append(generation_id)
-            result = await runtime.generate(
-                support,
-                input={"message": question},
-                thread=thread_id,
-                generation_id=generation_id,
-            )
-            print(f"--- turn {number} " + "-" * 60)
-            print(f"user      : {question}")
-            print(f"assistant : {result.text}")
-            print("commit receipt :", _json(result.thread_commit))
-            for step in result.steps:
-                print(f"request receipt (attempt {step.attempt}):", _json(step.request))
-                for adaptation in step.request.adaptations:
-                    print(
-                        f"  adaptation: {adaptation.contributor} -> {adaptation.representation}"
-                        f" ({adaptation.contributor_full_tokens} ->"
-                        f" {adaptation.contributor_selected_tokens} tokens)"
-                    )
-            print()
-
-        forecast = await runtime.generate(
-            prompt(id="demo-weather", use=[weather], prompt=lambda value: str(value)),
-            input="Will it rain in Lisbon tomorrow?",
-            thread=thread_id,
-            generation_id=f"{thread_id}:weather",
-            tool_choice="required",
-        )
-        print("--- a tool round " + "-" * 60)
-        print(f"assistant : {forecast.text}")
-        print("commit receipt :", _json(forecast.thread_commit))
-        for step in forecast.steps:
-            print(
-                f"request receipt (attempt {step.attempt}, finish {step.finish_reason}):",
-                _json(step.request),
-            )
-        print()
-
-        again = await runtime.generate(
-            support,
-            input={"message": DEMO_QUESTIONS[0]},
-            thread=thread_id,
-            generation_id=generation_ids[0],
-        )
-        commit = again.thread_commit
-        print("Starting turn 1 again with the same generation_id returns the stored turn:")
-        print(
-            f"  replayed={again.result.replayed} "
-            f"message_ids={commit.message_ids if commit else None}\n"
+        thread_id = await converse(
+            runtime, model=stack.settings.default_model, turns=turns, weather=weather
         )
         print(f"Temporal UI: {stack.ui_url}  (workflow ids start with crux/gen/{thread_id}/)")
         print(f"Show the thread later: crux thread show {thread_id}")
@@ -155,6 +133,107 @@ async def demo(
             print("Stack kept running; press Ctrl-C to stop.", flush=True)
             await stop.wait()
     return 0
+
+
+async def converse(runtime: Runtime, *, model: str, turns: int, weather: Tool) -> str:
+    """The demo conversation on any runtime: managed turns, a tool round, a replay.
+
+    Args:
+        runtime: A runtime whose worker has `weather` registered.
+        model: The model to talk to (`provider:model`); budgets derive from its profile.
+        turns: How many of the demo questions to ask (1-5).
+        weather: The demo's tool.
+
+    Returns:
+        The Thread id of the conversation.
+    """
+    turns = max(1, min(turns, len(DEMO_QUESTIONS)))
+    budget = demo_budget(model)
+    thread_id = f"demo:{uuid.uuid4().hex[:8]}"
+    # Managed history keeps the conversation inside the model's window however long it
+    # runs: older turns are summarised above the soft watermark, the recent ones stay exact.
+    # The context ladder (a short guide, droppable notes) gives way first under pressure.
+    support = prompt(
+        id="demo-trip-planner",
+        system="You are a concise travel assistant.",
+        use=[
+            context("house-rules", HOUSE_RULES, contract=True, priority=10),
+            prefer(context("city-guide", CITY_GUIDE), context("city-guide-short", CITY_SHORT)),
+            droppable(context("travel-notes", TRAVEL_NOTES, placement="message")),
+            history(summary={"strategy": summarize.adaptive()}, on_miss="inline"),
+        ],
+        input_budget={"optimize_at": budget.optimize_at, "max": budget.max},
+        prompt=lambda value: str(value["message"]),
+    )
+    print(f"\nThread {thread_id} (model {model})")
+    print(
+        f"Budget from the model profile: optimize_at={budget.optimize_at} max={budget.max} "
+        f"input tokens, {budget.max_output_tokens} output tokens per turn\n"
+    )
+    generation_ids: list[str] = []
+    for number, question in enumerate(DEMO_QUESTIONS[:turns], start=1):
+        generation_id = f"{thread_id}:turn-{number}"
+        generation_ids.append(generation_id)
+        result = await runtime.generate(
+            support,
+            input={"message": question},
+            thread=thread_id,
+            model=model,
+            generation_id=generation_id,
+            max_output_tokens=budget.max_output_tokens,
+        )
+        print(f"--- turn {number} " + "-" * 60)
+        print(f"user      : {question}")
+        print(f"assistant : {result.text}")
+        print("commit receipt :", _json(result.thread_commit))
+        for step in result.steps:
+            print(f"request receipt (attempt {step.attempt}):", _json(step.request))
+            for adaptation in step.request.adaptations:
+                print(
+                    f"  adaptation: {adaptation.contributor} -> {adaptation.representation}"
+                    f" ({adaptation.contributor_full_tokens} ->"
+                    f" {adaptation.contributor_selected_tokens} tokens)"
+                )
+        print()
+
+    forecast = await runtime.generate(
+        prompt(
+            id="demo-weather",
+            use=[weather, history(summary={"strategy": summarize.adaptive()})],
+            input_budget={"optimize_at": budget.optimize_at, "max": budget.max},
+            prompt=lambda value: str(value),
+        ),
+        input="Will it rain in Lisbon tomorrow?",
+        thread=thread_id,
+        model=model,
+        generation_id=f"{thread_id}:weather",
+        tool_choice="required",
+        max_output_tokens=budget.max_output_tokens,
+    )
+    print("--- a tool round " + "-" * 60)
+    print(f"assistant : {forecast.text}")
+    print("commit receipt :", _json(forecast.thread_commit))
+    for step in forecast.steps:
+        print(
+            f"request receipt (attempt {step.attempt}, finish {step.finish_reason}):",
+            _json(step.request),
+        )
+    print()
+
+    again = await runtime.generate(
+        support,
+        input={"message": DEMO_QUESTIONS[0]},
+        thread=thread_id,
+        model=model,
+        generation_id=generation_ids[0],
+        max_output_tokens=budget.max_output_tokens,
+    )
+    commit = again.thread_commit
+    print("Starting turn 1 again with the same generation_id returns the stored turn:")
+    print(
+        f"  replayed={again.result.replayed} message_ids={commit.message_ids if commit else None}\n"
+    )
+    return thread_id
 
 
 async def thread_show(settings: Settings, thread_id: str, stack_dir: Path) -> int:
@@ -175,6 +254,7 @@ async def thread_show(settings: Settings, thread_id: str, stack_dir: Path) -> in
 
 
 async def _print_thread(database_url: str, thread_id: str) -> int:
+    await check_database(database_url)
     pool = await create_pool(database_url)
     try:
         snapshot = await ThreadStore(pool).read(thread_id)
@@ -198,8 +278,31 @@ async def _print_thread(database_url: str, thread_id: str) -> int:
 
 async def db_migrate(settings: Settings) -> int:
     """Apply pending migrations to `CRUX_DATABASE_URL`."""
-    applied = await migrate_url(settings.require_database_url())
+    url = settings.require_database_url()
+    try:
+        applied = await migrate_url(url)
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
+        raise StartupCheckError(
+            f"cannot connect to PostgreSQL at {describe_database(url)} (CRUX_DATABASE_URL): "
+            f"{type(error).__name__}"
+        ) from None
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none'}")
+    return 0
+
+
+async def db_sweep(settings: Settings, *, older_than: float | None) -> int:
+    """Delete staged text of generations that never finished, older than the retention."""
+    url = settings.require_database_url()
+    await check_database(url)
+    age = settings.staging_retention_seconds if older_than is None else older_than
+    if age < 0:
+        raise StartupCheckError("--older-than must be zero or more seconds")
+    pool = await create_pool(url, min_size=1, max_size=1)
+    try:
+        deleted = await GenerationStore(pool).sweep_orphans(age)
+    finally:
+        await pool.close()
+    print(f"swept {deleted} staged row(s) older than {age:g} s")
     return 0
 
 

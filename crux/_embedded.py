@@ -13,6 +13,7 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from crux._checks import check_providers
 from crux._worker import run_worker
 from crux.config import Settings
 from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
@@ -57,6 +58,17 @@ async def _ensure_database(postgres: EmbeddedPostgres) -> str:
     return postgres.database_url(STACK_DATABASE)
 
 
+async def _until_started(worker_task: asyncio.Task[None], started: asyncio.Event) -> None:
+    """Wait until the worker polls; a failed start-up check is raised here, not swallowed."""
+    waiter = asyncio.create_task(started.wait())
+    try:
+        await asyncio.wait({worker_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if worker_task.done():
+        worker_task.result()
+
+
 @asynccontextmanager
 async def embedded_stack(
     base: Settings,
@@ -75,6 +87,8 @@ async def embedded_stack(
         with_worker: Also run a Crux worker in this process.
         tools: Tools registered on that worker.
     """
+    # Fail before starting anything when the provider settings cannot work.
+    check_providers(base)
     postgres = await start_postgres(stack_dir / "pgdata")
     env: WorkflowEnvironment | None = None
     stop = asyncio.Event()
@@ -98,9 +112,11 @@ async def embedded_stack(
             ui_url = "(Temporal UI on a free port; see the dev server's output)"
         pool = await create_pool(database_url)
         if with_worker:
+            started = asyncio.Event()
             worker_task = asyncio.create_task(
-                run_worker(settings, client=env.client, stop=stop, tools=tools)
+                run_worker(settings, client=env.client, stop=stop, tools=tools, started=started)
             )
+            await _until_started(worker_task, started)
         yield EmbeddedStack(settings=settings, client=env.client, pool=pool, ui_url=ui_url)
     finally:
         stop.set()

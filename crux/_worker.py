@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
@@ -10,18 +11,23 @@ from contextlib import asynccontextmanager
 import asyncpg
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import GenerationActivities, ProviderRegistry
+from activities import GenerationActivities, ProviderRegistry, StagingCleanup
+from crux._checks import (
+    check_database,
+    check_providers,
+    connect_temporal,
+    ensure_search_attributes,
+)
 from crux.config import Settings
 from crux.errors import CruxError
 from crux.logs import get_logger
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
-from storage import GenerationStore, ThreadStore, create_pool, migrate
+from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
 from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 _log = get_logger(__name__)
@@ -42,12 +48,12 @@ _PASSTHROUGH_MODULES = (
 
 
 async def connect_client(settings: Settings) -> Client:
-    """Connect to Temporal with the pydantic data converter."""
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
+    """Connect to Temporal with the pydantic data converter.
+
+    Raises:
+        StartupCheckError: Temporal is unreachable (the message names TEMPORAL_ADDRESS).
+    """
+    return await connect_temporal(settings)
 
 
 def build_worker(
@@ -57,6 +63,7 @@ def build_worker(
     activities: GenerationActivities,
 ) -> Worker:
     """Create a worker for the generation workflow and its activities."""
+    cleanup = StagingCleanup(activities.generations)
     return Worker(
         client,
         task_queue=task_queue,
@@ -68,6 +75,7 @@ def build_worker(
             activities.prepare_summary,
             activities.invoke_model,
             activities.commit_turn,
+            cleanup.discard_generation,
         ],
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*_PASSTHROUGH_MODULES)
@@ -126,6 +134,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     prompts: Iterable[Prompt] = (),
     tools: Iterable[Tool] = (),
+    started: asyncio.Event | None = None,
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -135,11 +144,23 @@ async def run_worker(
         stop: Set it to shut the worker down gracefully.
         prompts: Prompts that plain Temporal clients may name by id.
         tools: Tools the model may call; their handlers run on this worker.
+        started: Set once the start-up checks passed and the worker polls.
+
+    Raises:
+        StartupCheckError: A start-up check failed (the message names the remedy).
     """
-    settings.require_database_url()
+    # Fail fast, one line each, before accepting any work: a worker that starts against
+    # an unmigrated schema or without its search attributes would fail every turn later.
+    database_url = settings.require_database_url()
+    check_providers(settings)
+    if settings.migrate_on_start:
+        await migrate_url(database_url)
+    await check_database(database_url)
     client = client or await connect_client(settings)
+    await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
+        sweeper = asyncio.create_task(_sweep_periodically(activities.generations, settings))
         # Everything imported and built so far lives as long as the process; keeping it
         # out of full collections takes the collector's pauses out of read latency.
         gc.freeze()
@@ -148,6 +169,27 @@ async def run_worker(
             task_queue=settings.task_queue,
             namespace=settings.temporal_namespace,
         )
-        async with worker:
-            await (stop or asyncio.Event()).wait()
+        try:
+            async with worker:
+                if started is not None:
+                    started.set()
+                await (stop or asyncio.Event()).wait()
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         _log.info("worker.stopped", task_queue=settings.task_queue)
+
+
+async def _sweep_periodically(generations: GenerationStore, settings: Settings) -> None:
+    """Remove orphaned staging older than the retention, every `sweep_interval_seconds`."""
+    if settings.sweep_interval_seconds <= 0:
+        return
+    while True:
+        try:
+            deleted = await generations.sweep_orphans(settings.staging_retention_seconds)
+            _log.info("generation.staging.swept", rows=deleted)
+        except Exception as error:  # a failed sweep must never stop the worker
+            # Storage may be away for a while; the next round catches up.
+            _log.warning("generation.staging.sweep_failed", error=type(error).__name__)
+        await asyncio.sleep(settings.sweep_interval_seconds)

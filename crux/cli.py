@@ -1,4 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`."""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def _parser() -> argparse.ArgumentParser:
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     database_commands.add_parser("migrate", help="apply pending SQL migrations")
+    sweep = database_commands.add_parser(
+        "sweep", help="delete staged text of generations that never finished"
+    )
+    sweep.add_argument(
+        "--older-than",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="minimum age of staged rows to delete (CRUX_STAGING_RETENTION_SECONDS by default)",
+    )
     return parser
 
 
@@ -91,6 +101,8 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return 0
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "db" and arguments.db_command == "sweep":
+        return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":
         return await _commands.db_migrate(settings)
     return 2

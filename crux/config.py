@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -28,12 +29,23 @@ class Settings(BaseModel):
         database_url: PostgreSQL URL (`CRUX_DATABASE_URL`); `None` means "not configured".
         openai_base_url: Base URL of an OpenAI-compatible API (`OPENAI_BASE_URL`).
         openai_api_key: Key for that API (`OPENAI_API_KEY`).
+        openai_output_cap_field: Body field carrying the output cap
+            (`OPENAI_OUTPUT_CAP_FIELD`): `auto` sends `max_completion_tokens` to api.openai.com
+            and `max_tokens` elsewhere (llama.cpp, vLLM, Ollama); `max_tokens`,
+            `max_completion_tokens` or `both` force one.
         anthropic_base_url: Base URL of the Anthropic API (`ANTHROPIC_BASE_URL`).
         anthropic_api_key: Key for the Anthropic API (`ANTHROPIC_API_KEY`).
         default_model: Model used when a caller names none (`CRUX_MODEL`).
         log_format: `json` or `console` (`CRUX_LOG_FORMAT`); `auto` picks by terminal.
         log_level: Minimum log level (`CRUX_LOG_LEVEL`).
         migrate_on_start: Apply SQL migrations when a worker starts (`CRUX_MIGRATE`).
+        register_search_attributes: Register missing search attributes at worker start
+            (`CRUX_REGISTER_SEARCH_ATTRIBUTES`): `auto` does so on a loopback (dev) server
+            only and otherwise stops with the `temporal operator` command to run.
+        staging_retention_seconds: Age after which staged text of generations that never
+            finished is swept (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
+        sweep_interval_seconds: How often a worker sweeps (`CRUX_SWEEP_INTERVAL_SECONDS`;
+            0 turns the periodic sweep off, `crux db sweep` still works).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,12 +56,16 @@ class Settings(BaseModel):
     database_url: str | None = None
     openai_base_url: str = DEFAULT_OPENAI_BASE_URL
     openai_api_key: SecretStr | None = None
+    openai_output_cap_field: Literal["auto", "max_tokens", "max_completion_tokens", "both"] = "auto"
     anthropic_base_url: str = DEFAULT_ANTHROPIC_BASE_URL
     anthropic_api_key: SecretStr | None = None
     default_model: str = "offline:echo"
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "info"
     migrate_on_start: bool = False
+    register_search_attributes: Literal["auto", "true", "false"] = "auto"
+    staging_retention_seconds: float = Field(default=86_400.0, gt=0)
+    sweep_interval_seconds: float = Field(default=3_600.0, ge=0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -72,11 +88,15 @@ class Settings(BaseModel):
             "CRUX_DATABASE_URL": "database_url",
             "OPENAI_BASE_URL": "openai_base_url",
             "OPENAI_API_KEY": "openai_api_key",
+            "OPENAI_OUTPUT_CAP_FIELD": "openai_output_cap_field",
             "ANTHROPIC_BASE_URL": "anthropic_base_url",
             "ANTHROPIC_API_KEY": "anthropic_api_key",
             "CRUX_MODEL": "default_model",
             "CRUX_LOG_FORMAT": "log_format",
             "CRUX_LOG_LEVEL": "log_level",
+            "CRUX_REGISTER_SEARCH_ATTRIBUTES": "register_search_attributes",
+            "CRUX_STAGING_RETENTION_SECONDS": "staging_retention_seconds",
+            "CRUX_SWEEP_INTERVAL_SECONDS": "sweep_interval_seconds",
         }
         for variable, field in names.items():
             raw = env.get(variable)

@@ -260,9 +260,13 @@ class Runtime:
         for kind, message in staged:
             await self._generations.stage(key, 0, kind, message, thread_id=thread_id)
         if caller is not None:
-            await self._generations.stage_messages(key, "caller-messages", caller)
+            await self._generations.stage_messages(
+                key, "caller-messages", caller, thread_id=thread_id
+            )
         elif declared is not None:
-            await self._generations.stage_messages(key, "prompt-messages", declared)
+            await self._generations.stage_messages(
+                key, "prompt-messages", declared, thread_id=thread_id
+            )
         return request
 
     async def stream(

@@ -20,8 +20,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from crux.errors import ConfigurationError
+from workflows._search import NAMES
 
-SEARCH_ATTRIBUTES = ("CruxThreadId", "CruxGenerationId", "CruxStage", "CruxModel")
+SEARCH_ATTRIBUTES = NAMES
 """Keyword search attributes the workflows set; registered on the dev server at start."""
 
 DEFAULT_UI_PORT = 8233

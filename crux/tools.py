@@ -15,7 +15,7 @@ from typing import Any
 
 from crux.context import check_text
 from crux.errors import ConfigurationError
-from providers import ToolSpec
+from providers.types import ToolSpec
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 """Receives the parsed arguments; returns a string or any JSON value."""

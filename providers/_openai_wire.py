@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 from crux.errors import ConfigurationError
 from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
@@ -15,7 +16,15 @@ from providers.types import ChatRequest, ChatResponse, ToolChoiceTool, Usage
 
 PROVIDER = "openai"
 
-MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
+MaxTokensField = Literal["max_completion_tokens", "max_tokens", "both"]
+"""Where the output cap goes: OpenAI reads `max_completion_tokens`; llama.cpp, vLLM, Ollama
+and most other OpenAI-compatible servers read only `max_tokens`; `both` sends the two."""
+
+OutputCapField = Literal["auto", "max_completion_tokens", "max_tokens", "both"]
+"""A configured cap field; `auto` picks by host (see `output_cap_field_for`)."""
+
+OPENAI_HOSTS = frozenset({"api.openai.com"})
+"""Hosts that are OpenAI itself (and reject `max_tokens` for reasoning models)."""
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -94,6 +103,24 @@ def response_format_body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": spec}
 
 
+def output_cap_field_for(base_url: str, configured: OutputCapField = "auto") -> MaxTokensField:
+    """The body field that carries the output cap for a server.
+
+    Args:
+        base_url: The API root the adapter posts to.
+        configured: An explicit choice, or `auto` to pick by host: `max_completion_tokens`
+            for OpenAI itself, `max_tokens` for every other OpenAI-compatible server (they
+            ignore the newer field and would generate without a cap).
+
+    Returns:
+        The field (or `both`) to send.
+    """
+    if configured != "auto":
+        return configured
+    host = (urlsplit(base_url).hostname or "").lower()
+    return "max_completion_tokens" if host in OPENAI_HOSTS else "max_tokens"
+
+
 def encode_request(
     request: ChatRequest,
     *,
@@ -106,7 +133,10 @@ def encode_request(
         "messages": [encode_message(m) for m in request.messages],
     }
     if request.max_output_tokens is not None:
-        body[max_tokens_field] = request.max_output_tokens
+        if max_tokens_field in ("max_completion_tokens", "both"):
+            body["max_completion_tokens"] = request.max_output_tokens
+        if max_tokens_field in ("max_tokens", "both"):
+            body["max_tokens"] = request.max_output_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.tools:

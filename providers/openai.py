@@ -39,8 +39,10 @@ class OpenAIChatProvider:
         base_url: API root including the version, e.g. `http://127.0.0.1:8000/v1`.
         api_key: Sent as a bearer token when given (local servers often need none).
         headers: Extra headers sent with every call (organisation, project, gateway keys).
-        max_tokens_field: `max_completion_tokens` (current OpenAI) or `max_tokens` (servers
-            that predate it).
+        max_tokens_field: Where the output cap goes: `auto` (default) sends
+            `max_completion_tokens` to api.openai.com and `max_tokens` to every other host
+            (llama.cpp, vLLM, Ollama read only that one); `max_completion_tokens`,
+            `max_tokens` or `both` force a choice.
         stream_usage: Ask for usage in streams (`stream_options.include_usage`); turn off for
             servers that reject the option (streamed usage is then reported as zero).
         extra_body: Server-specific fields added to every request body (for example vLLM's
@@ -55,7 +57,7 @@ class OpenAIChatProvider:
         base_url: str = DEFAULT_OPENAI_BASE_URL,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
-        max_tokens_field: wire.MaxTokensField = "max_completion_tokens",
+        max_tokens_field: wire.OutputCapField = "auto",
         stream_usage: bool = True,
         extra_body: Mapping[str, Any] | None = None,
         provider: str = wire.PROVIDER,
@@ -63,7 +65,9 @@ class OpenAIChatProvider:
         self._http = http
         self.base_url = base_url
         self.provider = provider
-        self._max_tokens_field: wire.MaxTokensField = max_tokens_field
+        self._max_tokens_field: wire.MaxTokensField = wire.output_cap_field_for(
+            base_url, max_tokens_field
+        )
         self._stream_usage = stream_usage
         self._extra_body = dict(extra_body or {})
         self._headers = {"content-type": "application/json", **(headers or {})}

@@ -74,6 +74,31 @@ SELECT info ->> 'fingerprint' FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity'
 """
 
+# A generation that produced a turn keeps its ledger row (and, ad hoc, its `final` row);
+# everything else staged under its id is text of a run that will never publish it. Rows
+# are matched on the Thread too, so another Thread's generation with the same id is spared.
+# The content-free identity row stays: the id was used, and reusing it with another request
+# remains a conflict; the sweep removes it with the rest once it is old.
+_DISCARD_UNFINISHED = """
+DELETE FROM crux_generation_staging AS s
+WHERE s.generation_id = $1
+  AND s.thread_id IS NOT DISTINCT FROM $2
+  AND s.kind <> 'identity'
+  AND NOT EXISTS (
+      SELECT 1 FROM crux_generations g
+      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+  )
+"""
+
+_SWEEP_ORPHANS = """
+DELETE FROM crux_generation_staging AS s
+WHERE s.created_at < now() - make_interval(secs => $1)
+  AND NOT EXISTS (
+      SELECT 1 FROM crux_generations g
+      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+  )
+"""
+
 
 @dataclass(frozen=True)
 class StagedMessage:
@@ -81,6 +106,11 @@ class StagedMessage:
 
     message: Message
     info: dict[str, Any] | None
+
+
+def _deleted(status: str) -> int:
+    """The row count of a `DELETE n` command status."""
+    return int(status.rsplit(" ", 1)[-1])
 
 
 def _messages(row: Any) -> list[Message]:
@@ -175,9 +205,20 @@ class GenerationStore:
         return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
 
     async def stage_messages(
-        self, generation_id: str, kind: str, messages: Sequence[Message]
+        self,
+        generation_id: str,
+        kind: str,
+        messages: Sequence[Message],
+        *,
+        thread_id: str | None = None,
     ) -> list[Message]:
         """Stage an ordered list of messages (call-site transcripts) as one row.
+
+        Args:
+            generation_id: The generation's key the row is staged under.
+            kind: The row kind (`caller-messages`).
+            messages: The messages, in order.
+            thread_id: The generation's Thread, so deleting the Thread reaches the row.
 
         Raises:
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
@@ -186,7 +227,7 @@ class GenerationStore:
             check_storable(message)
         payload = {"messages": [m.model_dump(mode="json") for m in messages]}
         async with self._pool.acquire() as connection:
-            await connection.execute(_STAGE, generation_id, 0, kind, None, payload, [], None)
+            await connection.execute(_STAGE, generation_id, 0, kind, thread_id, payload, [], None)
             row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return _messages(row)
 
@@ -305,6 +346,38 @@ class GenerationStore:
             generation_id,
             attempt,
         )
+
+    async def discard_unfinished(self, generation_id: str, thread_id: str | None) -> int:
+        """Delete everything staged for a generation that produced no turn.
+
+        Called when a run fails or is cancelled; a completed generation (ledger row) is left
+        alone, so a late or repeated call is harmless.
+
+        Args:
+            generation_id: The generation's key (`crux.models.generation_key`).
+            thread_id: Its Thread (`None` for an ad-hoc generation).
+
+        Returns:
+            How many staged rows were deleted.
+        """
+        status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id, thread_id)
+        return _deleted(status)
+
+    async def sweep_orphans(self, older_than_seconds: float) -> int:
+        """Delete staging older than the given age of generations that never completed.
+
+        Catches what no failure path reached: runs terminated or timed out, workers lost
+        for good, starts that never reached Temporal after the facade staged the input.
+
+        Args:
+            older_than_seconds: Minimum age of a row to delete; keep it well above the
+                longest a generation may legitimately run (including commit retries).
+
+        Returns:
+            How many staged rows were deleted.
+        """
+        status = await self._pool.execute(_SWEEP_ORPHANS, float(older_than_seconds))
+        return _deleted(status)
 
     async def record_support_request(
         self,

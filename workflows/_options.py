@@ -83,3 +83,15 @@ def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:
     """`config` plus the one-line summary the Temporal UI shows for the activity."""
     merged: ActivityConfig = {**config, "summary": summary}
     return merged
+
+
+DISCARD_GENERATION = ActivityConfig(
+    # One DELETE on the failure path. Bounded: if storage stays away the run still ends
+    # (with its own error) and the retention sweep removes the rows later.
+    start_to_close_timeout=timedelta(seconds=30),
+    schedule_to_close_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=10),
+    ),
+)

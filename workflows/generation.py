@@ -11,8 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.common import RawValue
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -21,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
+        ACTIVITY_DISCARD_GENERATION,
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
@@ -29,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
         CommitTurnResult,
         CountRequestInput,
         CountRequestResult,
+        DiscardGenerationInput,
+        DiscardGenerationResult,
         InvokeModelInput,
         InvokeModelResult,
         PrepareSummaryInput,
@@ -56,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
         plan,
         source_ids,
     )
-    from workflows import _options
+    from workflows import _options, _search
     from workflows._decode import decode_input
     from workflows._planning import (
         all_sources,
@@ -69,11 +78,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows._progress import TurnProgress
     from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
 
-# The starter sets thread, generation and model; the workflow keeps the stage current.
-STAGE = SearchAttributeKey.for_keyword("CruxStage")
+# The stage attribute, kept current by the workflow (see `workflows._search`).
+STAGE = _search.STAGE
 
 # Versioning marker for the authoritative-count step added to the planning stage.
 AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
+
+# Versioning marker for the cleanup activity on the failure and cancellation path.
+DISCARD_ON_FAILURE_PATCH = "discard-staging-on-failure-v1"
 
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
@@ -88,13 +100,14 @@ class ManagedGenerationWorkflow:
 
     def __init__(self) -> None:
         self._stage = "starting"
+        self._own_attributes = False
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
         """The current stage.
 
         One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `committing`, `commit_blocked`, `maintenance`, `completed` or `failed`.
+        `committing`, `commit_blocked`, `maintenance`, `completed`, `failed` or `cancelled`.
         """
         return self._stage
 
@@ -108,6 +121,14 @@ class ManagedGenerationWorkflow:
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = _validated(raw)
+        self._publish_identity(request)
+        try:
+            return await self._generate(request)
+        except BaseException as error:
+            await self._discard_after(request, error)
+            raise
+
+    async def _generate(self, request: GenerationInput) -> GenerationResult:
         profile = resolve_profile(request.model)
         self._set_stage("reading")
         read: ReadRequestResult = await workflow.execute_activity(
@@ -415,13 +436,51 @@ class ManagedGenerationWorkflow:
                 await workflow.sleep(backoff)
                 backoff = min(backoff * 2, _options.COMMIT_BLOCKED_MAX_BACKOFF)
 
+    async def _discard_after(self, request: GenerationInput, error: BaseException) -> None:
+        """Remove what a failed or cancelled run staged; nothing of it may stay behind.
+
+        Only for outcomes that end the run: Temporal failures, typed domain errors and
+        cancellation. A bug that fails the workflow task (and is retried) keeps its
+        staging, and an eviction unwinds without issuing commands.
+        """
+        cancelled = is_cancelled_exception(error)
+        if not (cancelled or isinstance(error, FailureError | CruxError)):
+            return
+        if not workflow.patched(DISCARD_ON_FAILURE_PATCH):
+            return
+        self._set_stage("cancelled" if cancelled else "failed", "discarding staged content")
+        # After a cancellation was delivered, new activities run normally; a second
+        # cancellation request would not reach this one either way (it is the last step).
+        with contextlib.suppress(ActivityError):
+            await workflow.execute_activity(
+                ACTIVITY_DISCARD_GENERATION,
+                DiscardGenerationInput(
+                    generation_id=request.generation_id, thread_id=request.thread_id
+                ),
+                result_type=DiscardGenerationResult,
+                **_options.with_summary(_options.DISCARD_GENERATION, "discard staging"),
+            )
+
+    def _publish_identity(self, request: GenerationInput) -> None:
+        """Name this run in search attributes, whatever the starter passed."""
+        self._own_attributes = workflow.patched(_search.PATCH)
+        if self._own_attributes:
+            _search.upsert(
+                _search.identity(
+                    thread_id=request.thread_id,
+                    generation_id=request.generation_id,
+                    model=request.model,
+                    stage="starting",
+                )
+            )
+
     def _set_stage(self, stage: str, details: str | None = None) -> None:
         self._stage = stage
         workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
-        # Search attributes are set only when the starter registered them; upserting an
-        # unregistered attribute would fail the workflow task on a production cluster.
-        if workflow.info().typed_search_attributes.get(STAGE) is not None:
-            workflow.upsert_search_attributes([STAGE.value_set(stage)])  # pyright: ignore[reportUnknownMemberType]
+        # The worker verified at start that the attributes are registered. Runs started
+        # before the workflow set them itself kept them only when the starter had.
+        if self._own_attributes or workflow.info().typed_search_attributes.get(STAGE) is not None:
+            _search.upsert([STAGE.value_set(stage)])
 
 
 def _validated(raw: object) -> GenerationInput:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryResult,
     )
     from crux.errors import ConfigurationError, CruxError, ErrorType
-    from workflows import _options
+    from workflows import _options, _search
     from workflows._decode import decode_input
 
 
@@ -52,9 +52,29 @@ class SummaryWorkflow:
                 str(error), type=ErrorType.CONFIGURATION, non_retryable=True
             ) from None
         workflow.set_current_details(f"summarising through {request.through_id}")
-        return await workflow.execute_activity(
-            ACTIVITY_PREPARE_SUMMARY,
-            request,
-            result_type=PrepareSummaryResult,
-            **_options.with_summary(_options.PREPARE_SUMMARY, f"summary {request.strategy}"),
-        )
+        own_attributes = workflow.patched(_search.PATCH)
+        if own_attributes:
+            _search.upsert(
+                _search.identity(
+                    thread_id=request.thread_id,
+                    generation_id=request.generation_id,
+                    model=request.model,
+                    stage="summarising",
+                )
+            )
+        try:
+            prepared = await workflow.execute_activity(
+                ACTIVITY_PREPARE_SUMMARY,
+                request,
+                result_type=PrepareSummaryResult,
+                **_options.with_summary(_options.PREPARE_SUMMARY, f"summary {request.strategy}"),
+            )
+        except BaseException as error:
+            # Failures and cancellations only: an eviction must unwind without commands.
+            if own_attributes and (isinstance(error, Exception) or is_cancelled_exception(error)):
+                stage = "cancelled" if is_cancelled_exception(error) else "failed"
+                _search.upsert([_search.STAGE.value_set(stage)])
+            raise
+        if own_attributes:
+            _search.upsert([_search.STAGE.value_set("completed")])
+        return prepared

@@ -48,3 +48,21 @@ def test_invalid_values_raise_a_configuration_error_naming_no_value(
     assert value not in str(raised.value)
     assert isinstance(raised.value, TypeError)
     assert isinstance(raised.value, ValueError)
+
+
+def test_operational_variables() -> None:
+    settings = Settings.from_env(
+        {
+            "OPENAI_OUTPUT_CAP_FIELD": "both",
+            "CRUX_REGISTER_SEARCH_ATTRIBUTES": "false",
+            "CRUX_STAGING_RETENTION_SECONDS": "600",
+            "CRUX_SWEEP_INTERVAL_SECONDS": "0",
+        }
+    )
+    assert settings.openai_output_cap_field == "both"
+    assert settings.register_search_attributes == "false"
+    assert settings.staging_retention_seconds == 600
+    assert settings.sweep_interval_seconds == 0
+    assert Settings.from_env({}).openai_output_cap_field == "auto"
+    with pytest.raises(ConfigurationError, match="openai_output_cap_field"):
+        Settings.from_env({"OPENAI_OUTPUT_CAP_FIELD": "max_output"})

@@ -37,8 +37,13 @@ async def anthropic_server() -> AsyncIterator[LoopbackAnthropicServer]:
 async def openai_provider(
     http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
 ) -> OpenAIChatProvider:
+    # Stands in for OpenAI itself, so the cap goes where OpenAI reads it.
     return OpenAIChatProvider(
-        http, base_url=openai_server.base_url, api_key="sk-test", headers={"x-team": "crux"}
+        http,
+        base_url=openai_server.base_url,
+        api_key="sk-test",
+        headers={"x-team": "crux"},
+        max_tokens_field="max_completion_tokens",
     )
 
 

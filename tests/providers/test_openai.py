@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -452,3 +453,41 @@ async def test_abandoning_a_stream_releases_the_connection(
     await events.aclose()
     response = await openai_provider.complete(request)
     assert response.message.text.startswith("[loopback echo]")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "configured", "expected"),
+    [
+        ("https://api.openai.com/v1", "auto", {"max_completion_tokens": 120}),
+        ("http://127.0.0.1:8080/v1", "auto", {"max_tokens": 120}),
+        ("http://ollama.internal:11434/v1", "auto", {"max_tokens": 120}),
+        ("https://api.openai.com/v1", "max_tokens", {"max_tokens": 120}),
+        ("http://127.0.0.1:8080/v1", "max_completion_tokens", {"max_completion_tokens": 120}),
+        ("http://127.0.0.1:8080/v1", "both", {"max_tokens": 120, "max_completion_tokens": 120}),
+    ],
+)
+def test_output_cap_field_follows_the_host(
+    http: httpx.AsyncClient, base_url: str, configured: Any, expected: dict[str, int]
+) -> None:
+    provider = OpenAIChatProvider(http, base_url=base_url, max_tokens_field=configured)
+    body = provider.encode(
+        ChatRequest(model="m", messages=[Message(role="user", content="hi")], max_output_tokens=120)
+    )
+    caps = {k: v for k, v in body.items() if k in ("max_tokens", "max_completion_tokens")}
+    assert caps == expected
+
+
+async def test_output_cap_reaches_a_compatible_server_as_max_tokens(
+    http: httpx.AsyncClient, openai_server: LoopbackOpenAIServer
+) -> None:
+    # A llama.cpp/vLLM/Ollama server on any non-OpenAI host reads only `max_tokens`.
+    provider = OpenAIChatProvider(http, base_url=openai_server.base_url)
+    openai_server.enqueue(TextReply(text="short"))
+    await provider.complete(
+        ChatRequest(
+            model="local", messages=[Message(role="user", content="hi")], max_output_tokens=120
+        )
+    )
+    body = openai_server.requests[-1].body
+    assert body["max_tokens"] == 120
+    assert "max_completion_tokens" not in body

@@ -1,0 +1,48 @@
+"""Cleanup of staged text: the failure path of a generation removes what it staged.
+
+Staged rows hold user text, call-site messages, context documents and provider output
+only while a generation is in flight; a run that ends without publishing must not leave
+them behind. What no failure path reaches is swept by age (`crux db sweep`, the worker's
+periodic sweep).
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities._errors import maps_errors
+from activities.contracts import (
+    ACTIVITY_DISCARD_GENERATION,
+    DiscardGenerationInput,
+    DiscardGenerationResult,
+)
+from crux.logs import get_logger
+from crux.models import generation_key
+from storage import GenerationStore
+
+_log = get_logger(__name__)
+
+
+class StagingCleanup:
+    """Activities that remove staged content.
+
+    Args:
+        generations: Generation staging.
+    """
+
+    def __init__(self, generations: GenerationStore) -> None:
+        self._generations = generations
+
+    @activity.defn(name=ACTIVITY_DISCARD_GENERATION)
+    @maps_errors
+    async def discard_generation(self, request: DiscardGenerationInput) -> DiscardGenerationResult:
+        """Delete everything staged for a generation that produced no turn."""
+        key = generation_key(request.generation_id, request.thread_id)
+        deleted = await self._generations.discard_unfinished(key, request.thread_id)
+        _log.info(
+            "generation.staging.discarded",
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            rows=deleted,
+        )
+        return DiscardGenerationResult(deleted=deleted)

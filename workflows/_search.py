@@ -1,0 +1,47 @@
+"""Crux search attributes: the names, and upserts made by the workflows themselves.
+
+The workflows set these whatever the starter passed, so a plain Temporal client sees a run's
+stage (`commit_blocked`, ...) in the UI too. Values are ids, model names and stage names:
+never content. The worker checks at start that every name is registered, because upserting
+an unregistered attribute fails the workflow task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+
+STAGE = SearchAttributeKey.for_keyword("CruxStage")
+THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
+GENERATION_ID = SearchAttributeKey.for_keyword("CruxGenerationId")
+MODEL = SearchAttributeKey.for_keyword("CruxModel")
+
+KEYS: tuple[SearchAttributeKey[str], ...] = (THREAD_ID, GENERATION_ID, STAGE, MODEL)
+"""Every Keyword attribute the workflows set (register these on the namespace)."""
+
+NAMES: tuple[str, ...] = tuple(key.name for key in KEYS)
+
+PATCH = "crux-own-search-attributes-v1"
+"""Versioning marker: runs started before it set attributes only when the starter had."""
+
+# Temporal caps a Keyword value at 2 KB; ids beyond that are rejected earlier anyway, the
+# cut only keeps an upsert from failing a workflow task.
+_MAX_VALUE_CHARS = 1_000
+
+
+def identity(
+    *, thread_id: str | None, generation_id: str | None, model: str | None, stage: str
+) -> list[SearchAttributeUpdate[Any]]:
+    """The updates naming one run: thread, generation, model and the first stage."""
+    updates: list[SearchAttributeUpdate[Any]] = [STAGE.value_set(stage)]
+    for key, value in ((THREAD_ID, thread_id), (GENERATION_ID, generation_id), (MODEL, model)):
+        if value:
+            updates.append(key.value_set(value[:_MAX_VALUE_CHARS]))
+    return updates
+
+
+def upsert(updates: list[SearchAttributeUpdate[Any]]) -> None:
+    """Apply updates from inside a workflow."""
+    workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
