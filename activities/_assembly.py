@@ -130,7 +130,12 @@ class RequestAssembler:
         if history_source == "thread" and thread_id:
             return await self._threads.load_messages(thread_id, message_ids)
         if history_source == "caller-messages":
+            # Call-site or prompt-level messages: only one of the two is ever staged.
             caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
+            if caller is None:
+                caller = await self._generations.get_staged_messages(
+                    generation_id, "prompt-messages"
+                )
             if caller is None:
                 raise ThreadError("not_found", "staged call-site messages are missing")
             by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}

@@ -172,19 +172,21 @@ class GenerationActivities:
             for tool in self._tools.require(request.tools)
         )
 
-        if request.messages_ref is not None:
-            caller = await self._generations.get_staged_messages(
-                request.messages_ref, "caller-messages"
-            )
-            if caller is None:
-                raise ThreadError("not_found", "staged call-site messages are missing")
+        # History source precedence: call-site messages > prompt-level messages > the
+        # Thread's selected path > none. Arrays are never merged.
+        transcript = await self._inputs.transcript(request)
+        if transcript is not None:
+            caller, reason = transcript
             history, older = caller_skeleton(counter, caller, request.max_input_tokens)
             if request.thread_id is not None:
-                # Shadowing is deliberate but must be visible while debugging.
+                # Shadowing is deliberate but must be visible in every environment.
                 _log.info(
                     "thread.history.override",
                     generation_id=request.generation_id,
                     thread_id=request.thread_id,
+                    reason=reason,
+                    source="call-site" if reason == "explicit-messages" else "prompt",
+                    shadowed="thread",
                     messages=len(caller),
                 )
             return ReadRequestResult(
@@ -201,6 +203,13 @@ class GenerationActivities:
             )
 
         if request.thread_id is None:
+            if request.history.kind != "exact":
+                # The receipt carries HISTORY_SOURCE_MISSING too; this is the operator's copy.
+                _log.warning(
+                    "history.source.missing",
+                    generation_id=request.generation_id,
+                    policy=request.history.kind,
+                )
             return ReadRequestResult(
                 profile=profile,
                 history_source="none",
@@ -438,7 +447,7 @@ class GenerationActivities:
             thread_id=request.thread_id,
             output_message_id=assistant_message_id(request.generation_id),
             thread_commit=commit,
-            steps=request.steps,
+            steps=tuple(request.steps),
             usage=usage,
             history_source=request.history_source,
         )

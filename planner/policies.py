@@ -94,6 +94,8 @@ class HistorySummary(FrozenModel):
         support_request_ids: Ids of the support calls that produced it.
         support_requests: Their content-free receipts (listed in the inspection of a
             request that sends the summary).
+        path: `portable` (core-managed support calls, the only path today: the adapters
+            offer no native compaction) or `provider-native`.
     """
 
     artifact_id: str = Field(min_length=1)
@@ -103,6 +105,7 @@ class HistorySummary(FrozenModel):
     origin: Literal["stored", "inline", "joined"] = "stored"
     support_request_ids: tuple[str, ...] = ()
     support_requests: tuple[SupportRequestRecord, ...] = ()
+    path: Literal["portable", "provider-native"] = "portable"
 
 
 class ManagedHistory(FrozenModel):

@@ -16,6 +16,8 @@ from planner._base import Confidence, FrozenModel
 from planner.ladder import RungKind
 
 AdaptedKind = Literal["authored", "summary", "offload", "omitted"]
+SummaryPath = Literal["portable", "provider-native"]
+"""How a history summary was prepared."""
 
 
 class Adaptation(FrozenModel):
@@ -82,6 +84,9 @@ class RequestReceipt(FrozenModel):
         adaptations: Deviations from full exact representation; `[]` for an exact request.
         warnings: Content-free warnings.
         previous_request_id: The previous semantic call of the same loop, if any.
+        summary_path: Which path prepared the managed-history summary sent with this
+            request: `portable` (core-managed support calls) or `provider-native`; `None`
+            when no summary was sent.
     """
 
     id: str
@@ -92,6 +97,7 @@ class RequestReceipt(FrozenModel):
     adaptations: tuple[Adaptation, ...] = ()
     warnings: tuple[ReceiptWarning, ...] = ()
     previous_request_id: str | None = None
+    summary_path: SummaryPath | None = None
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

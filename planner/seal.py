@@ -14,6 +14,7 @@ from planner.receipt import (
     ReceiptWarning,
     RequestInspection,
     RequestReceipt,
+    SummaryPath,
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest
@@ -189,6 +190,16 @@ def plan(request: PlanRequest) -> SealedPlan:
     span: Span | None = comp.history_span
     summary: HistorySummaryPlacement | None = None
     warnings = [ReceiptWarning(code=w.code, message=w.message) for w in comp.history_warnings]
+    summary_path: SummaryPath | None = None
+    if comp.policy != "exact" and request.history_source == "none":
+        # A projection with nothing to project is a configuration slip, not a silent no-op.
+        warnings.append(
+            ReceiptWarning(
+                code="HISTORY_SOURCE_MISSING",
+                message="the history projection has no source: pass messages= or bind a "
+                "Thread (prompt use=[thread] or thread=)",
+            )
+        )
     for position, (ladder, index) in enumerate(zip(comp.ladders, chosen, strict=True)):
         rung = ladder.rungs[index]
         gone = ladder.tools if rung.kind == "omitted" else ()
@@ -236,6 +247,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                             "before dispatch",
                         )
                     )
+                summary_path = policy_summary.path
                 if policy_summary.stale or comp.managed.stale:
                     warnings.append(
                         ReceiptWarning(
@@ -299,6 +311,7 @@ def plan(request: PlanRequest) -> SealedPlan:
         adaptations=tuple(adaptations),
         warnings=tuple(warnings),
         previous_request_id=request.previous_request_id,
+        summary_path=summary_path,
     )
     record = history_record(comp, span, summary.tokens if summary else 0)
     inspection = build_inspection(comp, chosen, tier, receipt, record)

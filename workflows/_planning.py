@@ -31,6 +31,7 @@ from planner import (
     with_source_tokens,
 )
 from planner.ladder import Placement
+from planner.policies import DEFAULT_RECENT_MESSAGES
 
 _CATALOG = ModelCatalog.default()
 
@@ -60,6 +61,9 @@ def history_policy(
 ) -> ExactHistory | RecentHistory | ManagedHistory:
     """The planner's history policy for a wire policy (with the stored summary, if any)."""
     if spec.kind == "recent":
+        if spec.messages is None and spec.tokens is None:
+            # A plain client's `{"kind": "recent"}` means `history.recent()`: the default cap.
+            return RecentHistory(messages=DEFAULT_RECENT_MESSAGES)
         return RecentHistory(messages=spec.messages, tokens=spec.tokens)
     if spec.kind == "managed":
         return ManagedHistory(
@@ -129,6 +133,9 @@ def build_plan_request(
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
         epoch=epoch,
+        history_source="messages"
+        if read.history_source == "caller-messages"
+        else read.history_source,
     )
 
 
