@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz soak bench migrate all clean
+.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ fuzz: $(STAMP) ## Longer property-based runs
 
 soak: $(STAMP) ## Longer concurrency and crash suite: worker kills and a PostgreSQL outage
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py $(PYTEST_ARGS)
+
+soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
+	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)
 
 bench: $(STAMP) ## Run the benchmarks (prints ratios against in-run anchors)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -66,10 +66,12 @@ class RequestAssembler:
             generation_id, thread_id, history_source, message_ids
         )
         if older_through_id is not None and thread_id is not None:
-            history = [
-                *await self._older(thread_id, owner, older_through_id),
-                *history,
-            ]
+            # The listed leading system prefix precedes the aggregated older messages.
+            listed = set(message_ids)
+            path = await self._older(thread_id, owner, older_through_id)
+            older = [m for m in path if m.id not in listed]
+            prefix = len(path) - len(older)
+            history = [*history[:prefix], *older, *history[prefix:]]
         artifact_id, position = summary
         if artifact_id is not None and thread_id is not None:
             artifact = await self._summaries.get(thread_id, artifact_id)
@@ -128,7 +130,12 @@ class RequestAssembler:
         if history_source == "thread" and thread_id:
             return await self._threads.load_messages(thread_id, message_ids)
         if history_source == "caller-messages":
+            # Call-site or prompt-level messages: only one of the two is ever staged.
             caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
+            if caller is None:
+                caller = await self._generations.get_staged_messages(
+                    generation_id, "prompt-messages"
+                )
             if caller is None:
                 raise ThreadError("not_found", "staged call-site messages are missing")
             by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}

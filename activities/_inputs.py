@@ -7,7 +7,7 @@ generation id, so retries see the same text.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 from activities.contracts import ReadRequestInput
 from crux.errors import ThreadError
@@ -15,6 +15,18 @@ from crux.messages import Message
 from crux.models import GenerationResult, generation_key
 from crux.prompts import PromptRegistry
 from storage import GenerationStore
+
+CALLER_MESSAGES = "caller-messages"
+"""Staging kind of call-site messages (first in the history-source precedence)."""
+
+PROMPT_MESSAGES = "prompt-messages"
+"""Staging kind of prompt-level messages (second, after call-site messages)."""
+
+MESSAGE_KINDS = (CALLER_MESSAGES, PROMPT_MESSAGES)
+"""Staging kinds of a message-array history source, in precedence order."""
+
+OverrideReason = Literal["explicit-messages", "prompt-messages"]
+"""Why a message array shadowed the Thread (the `thread.history.override` reason)."""
 
 
 class _Addressed(Protocol):
@@ -59,6 +71,36 @@ class InputStager:
     def __init__(self, generations: GenerationStore, prompts: PromptRegistry) -> None:
         self._generations = generations
         self._prompts = prompts
+
+    async def transcript(
+        self, request: ReadRequestInput
+    ) -> tuple[list[Message], OverrideReason] | None:
+        """Select a message-array history source by precedence, or `None` when there is none.
+
+        Call-site messages come first, then prompt-level messages (staged by the facade, or
+        declared on a prompt registered on this worker); arrays are never merged. The
+        winning array is staged under the generation, where the assembler reads it.
+
+        Raises:
+            ThreadError: `not_found` when the referenced staging is missing.
+        """
+        if request.messages_ref is not None:
+            reasons: tuple[OverrideReason, ...] = ("explicit-messages", "prompt-messages")
+            for kind, reason in zip(MESSAGE_KINDS, reasons, strict=True):
+                staged = await self._generations.get_staged_messages(request.messages_ref, kind)
+                if staged is not None:
+                    return staged, reason
+            raise ThreadError("not_found", "staged call-site messages are missing")
+        if request.input_ref is not None:
+            # The facade rendered this prompt and staged its messages, if it had any.
+            return None
+        declared = self._prompts.get(request.prompt_id).messages
+        if declared is None:
+            return None
+        staged = await self._generations.stage_messages(
+            scoped_key(request), PROMPT_MESSAGES, list(declared), thread_id=request.thread_id
+        )
+        return staged, "prompt-messages"
 
     async def check_identity(self, request: ReadRequestInput) -> None:
         """Refuse a reused generation id whose request differs from the first one's.

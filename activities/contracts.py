@@ -9,6 +9,7 @@ from crux.messages import Role
 from crux.models import (
     GenerationResult,
     HistorySpec,
+    InputBudgetSpec,
     StepRecord,
     SummaryStrategy,
     Usage,
@@ -18,6 +19,7 @@ from planner import (
     HistoryAggregate,
     HistoryItem,
     HistorySummary,
+    ModelProfile,
     RequestInspection,
     RequestReceipt,
 )
@@ -119,6 +121,12 @@ class ReadRequestInput(WireModel):
     """Tools offered to the model (their schemas count toward the request)."""
     max_input_tokens: int
     """Strict input ceiling for this model and budget; bounds the skeleton's size."""
+    input_budget: InputBudgetSpec | None = None
+    """The generation's budget; with `derive_ceiling`, the reader derives the ceiling."""
+    max_output_tokens: int | None = None
+    """The generation's output cap (the reserve the ceiling leaves)."""
+    derive_ceiling: bool = False
+    """Derive the ceiling from the worker's own catalog instead of `max_input_tokens`."""
     fingerprint: str | None = None
     """Content-free fingerprint of the request when the workflow can compute it (inline
     input); a reused generation id with another fingerprint is `identity_conflict`."""
@@ -158,6 +166,9 @@ class ReadRequestResult(WireModel):
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
     """Tokens of the offered tools' schemas."""
+    profile: ModelProfile | None = None
+    """The worker catalog's profile of the model: the workflow plans with it (custom
+    profiles included), never with a module-global default."""
 
 
 class InvokeModelInput(WireModel):
@@ -240,6 +251,8 @@ class PrepareSummaryInput(WireModel):
         model: Support model (`provider:model`).
         counting_model: The response model, whose tokenizer sizes the summary.
         generation_id: The generation that asked (receipts link to it).
+        max_summary_tokens: The most the rendered summary may take in the request that
+            needs it (lowers the support calls' output cap).
     """
 
     thread_id: str
@@ -249,6 +262,19 @@ class PrepareSummaryInput(WireModel):
     model: str
     counting_model: str
     generation_id: str | None = None
+    max_summary_tokens: int | None = None
+
+
+class AwaitSummaryInput(WireModel):
+    """Wait for a running summary preparation and return its artifact.
+
+    Attributes:
+        workflow_id: The running `SummaryWorkflow`.
+        request: What it prepares (to find the artifact once it is done).
+    """
+
+    workflow_id: str
+    request: PrepareSummaryInput
 
 
 class PrepareSummaryResult(WireModel):
@@ -312,6 +338,7 @@ ACTIVITY_COMMIT_TURN = "crux.commit_turn"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
+ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"
 
 
 class DiscardGenerationInput(WireModel):

@@ -22,12 +22,14 @@ from activities._providers import ProviderRegistry
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
 from activities.contracts import (
+    ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
     ACTIVITY_PREPARE_SUMMARY,
     ACTIVITY_READ_REQUEST,
     ACTIVITY_RUN_TOOL,
+    AwaitSummaryInput,
     CommitTurnInput,
     CommitTurnResult,
     CompactHistory,
@@ -43,14 +45,14 @@ from activities.contracts import (
     RunToolResult,
 )
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from activities.summaries import SummaryPreparer
+from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
 from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
 from crux.models import GenerationResult, Usage
 from crux.prompts import PromptRegistry
 from crux.tools import ToolRegistry
-from planner import HistorySummary, ModelCatalog
+from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import (
     AuthoritativeCounter,
     ChatRequest,
@@ -146,6 +148,12 @@ class GenerationActivities:
         """Prepare (or find) the summary artifact of a Thread prefix."""
         return await self._preparer.prepare(request)
 
+    @activity.defn(name=ACTIVITY_AWAIT_SUMMARY)
+    @maps_errors
+    async def await_summary(self, request: AwaitSummaryInput) -> PrepareSummaryResult:
+        """Wait for an identical summary preparation already running and return its artifact."""
+        return await await_running_summary(request)
+
     @activity.defn(name=ACTIVITY_COUNT_REQUEST)
     @maps_errors
     async def count_request(self, request: CountRequestInput) -> CountRequestResult:
@@ -165,6 +173,8 @@ class GenerationActivities:
             return ReadRequestResult(existing=replayed(existing))
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
+        ceiling = _ceiling(request, profile)
+        request = request.model_copy(update={"max_input_tokens": ceiling})
         user, system = await self._inputs.stage(request)
         [turn_tokens, *rest] = content_tokens(counter, [user, *([system] if system else [])])
         system_tokens = rest[0] if rest else 0
@@ -174,22 +184,25 @@ class GenerationActivities:
             for tool in self._tools.require(request.tools)
         )
 
-        if request.messages_ref is not None:
-            caller = await self._generations.get_staged_messages(
-                request.messages_ref, "caller-messages"
-            )
-            if caller is None:
-                raise ThreadError("not_found", "staged call-site messages are missing")
+        # History source precedence: call-site messages > prompt-level messages > the
+        # Thread's selected path > none. Arrays are never merged.
+        transcript = await self._inputs.transcript(request)
+        if transcript is not None:
+            caller, reason = transcript
             history, older = caller_skeleton(counter, caller, request.max_input_tokens)
             if request.thread_id is not None:
-                # Shadowing is deliberate but must be visible while debugging.
+                # Shadowing is deliberate but must be visible in every environment.
                 _log.info(
                     "thread.history.override",
                     generation_id=request.generation_id,
                     thread_id=request.thread_id,
+                    reason=reason,
+                    source="call-site" if reason == "explicit-messages" else "prompt",
+                    shadowed="thread",
                     messages=len(caller),
                 )
             return ReadRequestResult(
+                profile=profile,
                 history_source="caller-messages",
                 history=CompactHistory.from_items(history),
                 older_history=older,
@@ -202,7 +215,15 @@ class GenerationActivities:
             )
 
         if request.thread_id is None:
+            if request.history.kind != "exact":
+                # The receipt carries HISTORY_SOURCE_MISSING too; this is the operator's copy.
+                _log.warning(
+                    "history.source.missing",
+                    generation_id=request.generation_id,
+                    policy=request.history.kind,
+                )
             return ReadRequestResult(
+                profile=profile,
                 history_source="none",
                 system_tokens=system_tokens,
                 current_turn_tokens=turn_tokens,
@@ -229,13 +250,9 @@ class GenerationActivities:
                 model=request.history.summary_model or request.model,
             )
             if found is not None:
-                summary = HistorySummary(
-                    artifact_id=found.artifact_id,
-                    tokens=found.tokens,
-                    covers=found.covers,
-                    support_request_ids=tuple(found.support_request_ids),
-                )
+                summary = as_history_summary(found)
         return ReadRequestResult(
+            profile=profile,
             history_source="thread",
             summary=summary,
             revision=skeleton.view.revision,
@@ -488,7 +505,7 @@ class GenerationActivities:
             thread_id=request.thread_id,
             output_message_id=assistant_message_id(request.generation_id),
             thread_commit=commit,
-            steps=request.steps,
+            steps=tuple(request.steps),
             usage=usage,
             history_source=request.history_source,
         )
@@ -524,3 +541,12 @@ async def _with_heartbeat(call: Awaitable[_T]) -> _T:
         if done:
             return task.result()
         activity.heartbeat()
+
+
+def _ceiling(request: ReadRequestInput, profile: ModelProfile) -> int:
+    """The skeleton's bound: from this worker's profile when the workflow asks for it."""
+    if not request.derive_ceiling:
+        return request.max_input_tokens
+    spec = request.input_budget
+    budget = None if spec is None else InputBudget(optimize_at=spec.optimize_at, max=spec.max)
+    return derive_budget(profile, budget, output_reserve=request.max_output_tokens).max

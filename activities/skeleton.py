@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from crux.messages import Message
 from planner import HistoryAggregate, HistoryItem
+from planner.history import leading_system_prefix
 from providers import TokenCounter
 from storage import HistoryEntry, HistoryView, ThreadStore
 
@@ -72,6 +73,13 @@ async def thread_skeleton(
         for e in view.messages
     ]
     recent, older_entries = newest_groups(entries, ceiling)
+    prefix = leading_system_prefix(entries)
+    if older_entries and prefix:
+        # The leading system prefix is listed always, so no cap can drop it: the aggregate
+        # then lies between it and the newest groups.
+        prefix = min(prefix, len(older_entries))
+        recent = [*older_entries[:prefix], *recent]
+        older_entries = older_entries[prefix:]
     history = [
         HistoryItem(
             id=e.id,
@@ -88,6 +96,7 @@ async def thread_skeleton(
         tokens=sum(e.tokens or 0 for e in older_entries),
         first_id=older_entries[0].id if older_entries else None,
         last_id=older_entries[-1].id if older_entries else None,
+        prefix_items=prefix if older_entries else 0,
     )
     return ThreadSkeleton(view=view, history=history, older=older, counted=len(counted))
 
@@ -138,41 +147,42 @@ def caller_skeleton(
 ) -> tuple[list[HistoryItem], HistoryAggregate]:
     """Size call-site messages the way `thread_skeleton` sizes a Thread path.
 
-    Each caller message is its own group, except that tool results join the assistant
-    message whose calls they answer, so a suffix never starts with an orphaned result.
+    Call-site messages carry no stored groups, so groups are inferred as turns: every user
+    or system message opens a group and the assistant replies, tool calls and tool results
+    after it join it. A recent suffix therefore never separates a question from its answer
+    or a tool call from its result, and the leading system prefix is listed always.
     """
     counts = content_tokens(counter, messages)
     items: list[HistoryItem] = []
     group = ""
-    pending: set[str] = set()
     for index, (message, tokens) in enumerate(zip(messages, counts, strict=True)):
-        calls = tuple(c.tool_call_id for c in message.tool_calls)
-        if not (message.role == "tool" and message.tool_call_id in pending):
+        if not group or message.role in ("user", "system"):
             group = f"caller:{index}"
-        pending = set(calls) if calls else pending
         items.append(
             HistoryItem(
                 id=message.id or f"caller:{index}",
                 role=message.role,
                 group_id=group,
                 tokens=tokens,
-                tool_call_ids=calls,
+                tool_call_ids=tuple(c.tool_call_id for c in message.tool_calls),
                 tool_call_id=message.tool_call_id,
             )
         )
-    total = 0
+    prefix = leading_system_prefix(items)
+    total = sum(item.tokens for item in items[:prefix])
     cut = len(items)
-    for index in range(len(items) - 1, -1, -1):
+    for index in range(len(items) - 1, prefix - 1, -1):
         total += items[index].tokens
         if total > ceiling:
             break
         # Cut only at a group start, so the suffix never splits a group.
-        if index == 0 or items[index - 1].group_id != items[index].group_id:
+        if index == prefix or items[index - 1].group_id != items[index].group_id:
             cut = index
-    older = items[:cut]
-    return items[cut:], HistoryAggregate(
+    older = items[prefix:cut]
+    return [*items[:prefix], *items[cut:]], HistoryAggregate(
         count=len(older),
         tokens=sum(i.tokens for i in older),
         first_id=older[0].id if older else None,
         last_id=older[-1].id if older else None,
+        prefix_items=prefix if older else 0,
     )

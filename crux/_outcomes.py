@@ -56,7 +56,7 @@ class Generation:
         return self.result.thread_commit
 
     @property
-    def steps(self) -> list[StepRecord]:
+    def steps(self) -> tuple[StepRecord, ...]:
         """One record per provider step; `steps[i].request` is the request receipt."""
         return self.result.steps
 

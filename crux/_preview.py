@@ -32,7 +32,7 @@ async def preview_skeleton(
         input: Its input.
         request: The generation input the preview stands for.
         counter: The model's counter.
-        messages: Call-site messages, when they shadow the Thread.
+        messages: Call-site or prompt-level messages, when they shadow the Thread.
         ceiling: The strict input maximum bounding the skeleton.
         threads: The Thread store (read only).
         summaries: Summary artifacts (read only).
@@ -46,6 +46,10 @@ async def preview_skeleton(
         for source_id, text in contributor.texts.items()
     ]
     context_counts = content_tokens(counter, [message for _, message in sources])
+    # Tool schemas are measured exactly as the read activity measures them.
+    tool_schema_tokens = sum(
+        counter.count_definition(entry.spec.model_dump_json()) for entry in prompt.tools
+    )
     read = ReadRequestResult(
         history_source="none",
         context_tokens={
@@ -55,6 +59,7 @@ async def preview_skeleton(
         current_turn_tokens=turn_tokens,
         counting_confidence=counter.confidence,
         encoding=counter.encoding_name,
+        tool_schema_tokens=tool_schema_tokens,
     )
     if messages is not None:
         items, older = caller_skeleton(counter, messages, ceiling)

@@ -73,6 +73,7 @@ def build_worker(
             activities.count_request,
             activities.run_tool,
             activities.prepare_summary,
+            activities.await_summary,
             activities.invoke_model,
             activities.commit_turn,
             cleanup.discard_generation,

@@ -42,7 +42,7 @@ class ThreadCommit(WireModel):
     """
 
     status: Literal["selected", "alternative"]
-    message_ids: list[str]
+    message_ids: tuple[str, ...]
     parent_id: str | None = None
     selected_head: str
     committed_at: datetime
@@ -137,6 +137,8 @@ class HistorySpec(WireModel):
         strategy: Managed only: how summaries are prepared.
         summary_model: Managed only: the support model (`provider:model`); the response
             model when `None`.
+        provider_native: Managed only: whether a compatible provider-native summary path
+            may be used; `False` forces the portable path.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
@@ -147,6 +149,7 @@ class HistorySpec(WireModel):
     on_miss: OnMiss = "inline"
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
+    provider_native: bool = True
 
     @field_validator("summary_model")
     @classmethod
@@ -171,7 +174,8 @@ class GenerationInput(WireModel):
         input: Inline prompt input. It is recorded in the workflow's start event; callers
             who keep all text out of Temporal stage it instead (`input_ref`).
         input_ref: Id of input staged in PostgreSQL by the facade.
-        messages_ref: Id of call-site messages staged by the facade; when set they shadow the
+        messages_ref: Id under which the facade staged call-site messages (or, when the
+            call passed none, the prompt's prompt-level messages); when set they shadow the
             Thread (the Thread is neither read nor committed).
         owner: Thread owner whose head is read and advanced.
         history: Request-history policy.
@@ -284,7 +288,8 @@ class GenerationResult(WireModel):
         thread_commit: The commit receipt for managed generations.
         steps: One record per provider step.
         usage: Total usage over the steps.
-        history_source: `thread`, `caller-messages` or `none`.
+        history_source: `thread`, `caller-messages` (call-site or prompt-level messages)
+            or `none`.
         replayed: `True` when this generation had already completed and its stored result
             was returned.
     """
@@ -293,7 +298,7 @@ class GenerationResult(WireModel):
     thread_id: str | None = None
     output_message_id: str
     thread_commit: ThreadCommit | None = None
-    steps: list[StepRecord] = []
+    steps: tuple[StepRecord, ...] = ()
     usage: Usage = Usage()
     history_source: Literal["thread", "caller-messages", "none"] = "none"
     replayed: bool = False

@@ -12,11 +12,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crux.context import ContextContributor
-from crux.errors import ConfigurationError
+from pydantic import ValidationError
+
+from crux.context import ContextContributor, check_id
+from crux.errors import ConfigurationError, RequestCompositionError
+from crux.messages import Message
 from crux.models import HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.tools import Tool
-from planner.policies import check_cap
+from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 
 DEFAULT_PROMPT_ID = "crux.default"
 
@@ -56,6 +59,8 @@ class Prompt:
         input_budget: Definition-level input budget.
         contexts: Context contributors, in declaration order.
         tools: Tools the model may call (registered on the worker by the same name).
+        messages: Prompt-level messages: a transcript that shadows the Thread (but not
+            call-site messages) for every invocation of this prompt; `None` when unset.
     """
 
     id: str
@@ -66,6 +71,7 @@ class Prompt:
     input_budget: InputBudgetSpec | None = None
     contexts: tuple[ContextContributor, ...] = ()
     tools: tuple[Tool, ...] = ()
+    messages: tuple[Message, ...] | None = None
 
 
 def prompt(
@@ -75,6 +81,7 @@ def prompt(
     system: str | None = None,
     use: Sequence[object] = (),
     input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+    messages: Sequence[Message | Mapping[str, Any]] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -86,12 +93,21 @@ def prompt(
         use: Contributors: a Thread handle, a history policy (`history.recent(...)`),
             context contributors (`context(...)`, `prefer(...)`, `droppable(...)`, ...).
         input_budget: `{"optimize_at": ..., "max": ...}`.
+        messages: Prompt-level messages. They come second in the history-source precedence
+            (call-site messages > prompt-level messages > the Thread's selected path >
+            none; arrays are never merged): when present and the call passes no messages,
+            they are the transcript and the Thread is neither read nor committed.
 
     Raises:
         ConfigurationError: An argument is invalid.
+        RequestCompositionError: `INVALID_COMPOSITION` when `use` activates two history
+            projections or two Threads.
     """
-    if not id or id != id.strip():
-        raise ConfigurationError("prompt id must be a non-empty string without outer spaces")
+    check_id(id, "prompt id")
+    if system is not None and not isinstance(system, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("system must be a string or None")
+    if isinstance(use, str | bytes) or not isinstance(use, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("use must be a list of contributors")
     renderer: Renderer
     if prompt is None:
         renderer = render_default
@@ -105,9 +121,12 @@ def prompt(
     history = HistorySpec()
     contexts: list[ContextContributor] = []
     tools: list[Tool] = []
+    history_bound = False
     for entry in use:
         if isinstance(entry, HistorySpec):
-            history = entry
+            if history_bound:
+                raise _invalid_history("a prompt activates more than one history projection")
+            history, history_bound = entry, True
         elif isinstance(entry, ContextContributor):
             if any(c.id == entry.id for c in contexts):
                 raise ConfigurationError("two context contributors share one id")
@@ -117,7 +136,14 @@ def prompt(
                 raise ConfigurationError("two tools share one name")
             tools.append(entry)
         elif isinstance(getattr(entry, "id", None), str) and hasattr(entry, "append"):
-            thread_id = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
+            other = str(getattr(entry, "id"))  # noqa: B009 - duck-typed Thread handle
+            if thread_id is not None:
+                # Programmatic errors name both sources by their exact ids (no content).
+                raise _invalid_history(
+                    f"a prompt binds two Threads ({thread_id!r} and {other!r}); bind one "
+                    "(or pass thread= per call)"
+                )
+            thread_id = other
         else:
             raise ConfigurationError(f"unsupported use[] entry: {type(entry).__name__}")
     return Prompt(
@@ -129,6 +155,50 @@ def prompt(
         input_budget=_budget(input_budget),
         contexts=tuple(contexts),
         tools=tuple(tools),
+        messages=None if messages is None else normalise_messages(messages),
+    )
+
+
+def normalise_messages(messages: Sequence[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
+    """Validate a transcript given as messages or message mappings.
+
+    Raises:
+        ConfigurationError: An entry is not a canonical message (content-free message).
+    """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("messages must be a list of canonical messages")
+    normalised: list[Message] = []
+    for entry in messages:
+        if isinstance(entry, Message):
+            normalised.append(entry)
+            continue
+        if not isinstance(entry, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("messages must be a list of canonical messages")
+        try:
+            normalised.append(Message.model_validate(dict(entry)))
+        except (ValidationError, ValueError, TypeError):
+            raise ConfigurationError("messages must be a list of canonical messages") from None
+    # Text PostgreSQL cannot store is refused when the request is staged, typed as
+    # `ThreadError("invalid_message")` like every other text.
+    return tuple(normalised)
+
+
+def _invalid_history(message: str) -> RequestCompositionError:
+    """The `INVALID_COMPOSITION` error for bad history ownership (content-free)."""
+    return RequestCompositionError(
+        "INVALID_COMPOSITION",
+        message,
+        diagnostics={
+            "items": [
+                {
+                    "id": "definition:history",
+                    "code": "INVALID_HISTORY_COMPOSITION",
+                    "contributor": "history",
+                    "tokens": None,
+                    "message": message,
+                }
+            ]
+        },
     )
 
 
@@ -143,12 +213,26 @@ class _Fixed:
 
 
 def _budget(value: Mapping[str, int] | InputBudgetSpec | None) -> InputBudgetSpec | None:
-    if value is None or isinstance(value, InputBudgetSpec):
-        return value
-    try:
-        return InputBudgetSpec.model_validate(dict(value))
-    except ValueError:
-        raise ConfigurationError("input_budget accepts only optimize_at and max") from None
+    if value is None:
+        return None
+    if isinstance(value, InputBudgetSpec):
+        spec = value
+    else:
+        if not isinstance(value, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("input_budget must be a mapping")
+        if set(value) - {"optimize_at", "max"}:
+            raise ConfigurationError("input_budget accepts only optimize_at and max")
+        for name in ("optimize_at", "max"):
+            check_cap(f"input_budget {name}", value.get(name))
+        try:
+            spec = InputBudgetSpec.model_validate(dict(value))
+        except (ValidationError, ValueError, TypeError):
+            raise ConfigurationError("input_budget accepts only optimize_at and max") from None
+    check_cap("input_budget optimize_at", spec.optimize_at)
+    check_cap("input_budget max", spec.max)
+    if spec.optimize_at is not None and spec.max is not None and spec.optimize_at > spec.max:
+        raise ConfigurationError("input_budget optimize_at must not exceed max")
+    return spec
 
 
 class PromptRegistry:
@@ -180,6 +264,7 @@ class _HistoryPolicies:
         recent: int | Mapping[str, int] | None = None,
         summary: Mapping[str, Any] | None = None,
         on_miss: str = "inline",
+        provider_native: bool = True,
     ) -> HistorySpec:
         """Managed history: a derived summary of older turns plus an exact recent suffix.
 
@@ -189,41 +274,47 @@ class _HistoryPolicies:
             summary: `{"model": "provider:model", "strategy": summarize.adaptive()}`; both
                 optional (the response model and `adaptive` by default).
             on_miss: `inline`, `recent-only` or `fail`.
+            provider_native: Allow a compatible provider-native summary path; `False` forces
+                the portable path (replay or compliance). The receipt says which path ran.
 
         Raises:
-            ConfigurationError: A cap, strategy or miss policy is invalid.
+            ConfigurationError: A cap, strategy, miss policy or flag is invalid.
         """
-        messages: int | None
-        tokens: int | None
+        messages: object
+        tokens: object
         if recent is None:
             messages, tokens = None, None
         elif isinstance(recent, Mapping):
             unknown = set(recent) - {"messages", "tokens"}
-            if unknown:
-                raise ConfigurationError("recent accepts only messages and tokens")
+            if unknown or not recent:
+                raise ConfigurationError("recent accepts messages and/or tokens")
             messages, tokens = recent.get("messages"), recent.get("tokens")
         else:
             messages, tokens = recent, None
         _check_caps(messages, tokens, required=recent is not None)
-        if on_miss not in ("inline", "recent-only", "fail"):
+        if not isinstance(on_miss, str) or on_miss not in ("inline", "recent-only", "fail"):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("on_miss must be 'inline', 'recent-only' or 'fail'")
-        options = dict(summary or {})
-        unknown = set(options) - {"model", "strategy"}
-        if unknown:
+        if not isinstance(provider_native, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("provider_native must be a boolean")
+        if summary is not None and not isinstance(summary, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError("summary must be a mapping of model and strategy")
+        options: dict[str, Any] = dict(summary or {})
+        if set(options) - {"model", "strategy"}:
             raise ConfigurationError("summary accepts only model and strategy")
         strategy = options.get("strategy", "adaptive")
-        if strategy not in ("adaptive", "regenerate", "rolling", "hierarchical"):
-            raise ConfigurationError("unknown summary strategy")
+        if not isinstance(strategy, str) or strategy not in _STRATEGIES:
+            raise ConfigurationError("unknown summary strategy; build one with summarize.*()")
         model = options.get("model")
-        if model is not None and (not isinstance(model, str) or ":" not in model):
+        if model is not None and (not isinstance(model, str) or not _is_model_id(model)):
             raise ConfigurationError("the summary model is a 'provider:model' id")
         return HistorySpec(
             kind="managed",
-            messages=messages,
-            tokens=tokens,
+            messages=_as_cap(messages),
+            tokens=_as_cap(tokens),
             on_miss=on_miss,
             strategy=strategy,
             summary_model=model,
+            provider_native=provider_native,
         )
 
     def recent(
@@ -231,14 +322,18 @@ class _HistoryPolicies:
     ) -> HistorySpec:
         """A causal-group-safe exact suffix bounded by message count and/or tokens.
 
+        Without any cap the suffix keeps the newest 20 messages (the seed's default).
+
         Raises:
-            ConfigurationError: A bound is not a positive integer, or none is given.
+            ConfigurationError: A bound is not a positive integer, or is given twice.
         """
         if limit is not None:
             if messages is not None:
                 raise ConfigurationError("give the message cap once")
             messages = limit
-        _check_caps(messages, tokens, required=True)
+        _check_caps(messages, tokens, required=False)
+        if messages is None and tokens is None:
+            messages = DEFAULT_RECENT_MESSAGES
         return HistorySpec(kind="recent", messages=messages, tokens=tokens)
 
     def exact(self) -> HistorySpec:
@@ -246,11 +341,24 @@ class _HistoryPolicies:
         return HistorySpec()
 
 
+_STRATEGIES = ("adaptive", "regenerate", "rolling", "hierarchical")
+
+
+def _is_model_id(value: str) -> bool:
+    provider, _, name = value.partition(":")
+    return bool(provider) and bool(name) and value == value.strip()
+
+
+def _as_cap(value: object) -> int | None:
+    """A cap already checked by `check_cap` (a positive int or `None`)."""
+    return value if isinstance(value, int) else None
+
+
 def _check_caps(messages: object, tokens: object, *, required: bool) -> None:
     check_cap("messages", messages)
     check_cap("tokens", tokens)
     if required and messages is None and tokens is None:
-        raise ConfigurationError("history.recent needs a messages or tokens cap")
+        raise ConfigurationError("recent needs a messages or tokens cap")
 
 
 history = _HistoryPolicies()

@@ -51,7 +51,7 @@ from crux.models import (
     request_fingerprint,
     workflow_id_for,
 )
-from crux.prompts import Prompt
+from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from planner import preview as plan_preview
@@ -217,7 +217,8 @@ class Runtime:
             model=model or self._default_model,
             prompt_id=prompt.id,
             input_ref=key,
-            messages_ref=key if messages is not None else None,
+            # Call-site messages shadow prompt-level messages, which shadow the Thread.
+            messages_ref=key if messages is not None or prompt.messages is not None else None,
             owner=owner,
             history=history or prompt.history,
             input_budget=_merge_budget(prompt.input_budget, input_budget),
@@ -240,15 +241,21 @@ class Runtime:
             for source_id, source_text in contributor.texts.items():
                 staged.append((f"context:{source_id}", Message(role="system", content=source_text)))
         caller = None if messages is None else _normalise(messages)
+        declared = list(prompt.messages) if caller is None and prompt.messages is not None else None
         for _, message in staged:
             check_storable(message, thread_id=thread_id)
-        for message in caller or ():
+        for message in [*(caller or ()), *(declared or ())]:
             check_storable(message, thread_id=thread_id)
         fingerprint = request_fingerprint(
             request,
             [
                 *([kind, message.model_dump(mode="json")] for kind, message in staged),
                 *([m.model_dump(mode="json") for m in caller] if caller is not None else []),
+                *(
+                    [["prompt-messages", m.model_dump(mode="json")] for m in declared]
+                    if declared is not None
+                    else []
+                ),
             ],
         )
         claimed, stored = await self._generations.claim_identity(
@@ -269,6 +276,10 @@ class Runtime:
         if caller is not None:
             await self._generations.stage_messages(
                 key, "caller-messages", caller, thread_id=thread_id
+            )
+        elif declared is not None:
+            await self._generations.stage_messages(
+                key, "prompt-messages", declared, thread_id=thread_id
             )
         return request
 
@@ -461,13 +472,15 @@ class Runtime:
             input_budget=_merge_budget(prompt.input_budget, input_budget),
             max_output_tokens=max_output_tokens,
             contributors=[c.spec for c in prompt.contexts],
+            tools=[t.name for t in prompt.tools],
         )
+        transcript = prompt.messages if messages is None else _normalise(messages)
         read = await preview_skeleton(
             prompt,
             input,
             request,
             counter,
-            messages=None if messages is None else _normalise(messages),
+            messages=None if transcript is None else list(transcript),
             ceiling=max_input_tokens(profile, request),
             threads=self._threads,
             summaries=SummaryStore(self._pool),
@@ -498,10 +511,7 @@ class Runtime:
 
 
 def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
-    try:
-        return [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
-    except ValueError:
-        raise ConfigurationError("messages must be canonical messages") from None
+    return list(normalise_messages(messages))
 
 
 STREAM_POLL_SECONDS = 0.25

@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
-from crux.errors import ThreadError
+from crux.errors import ConfigurationError, ThreadError
 from crux.messages import JsonValue, Message, Part
 from crux.models import ThreadCommit
 from storage.threads import (
@@ -147,9 +147,12 @@ def thread(*, id: str, storage: ThreadStore | asyncpg.Pool | None = None) -> Thr
 
     Raises:
         ThreadError: `invalid_message` for an invalid id.
+        ConfigurationError: `storage` is neither a `ThreadStore` nor an asyncpg pool.
     """
     if storage is None or isinstance(storage, ThreadStore):
         return Thread(id=id, store=storage)
+    if not isinstance(storage, asyncpg.Pool):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("storage must be a ThreadStore or an asyncpg pool")
     return Thread(id=id, store=ThreadStore(storage))
 
 

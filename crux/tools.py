@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crux.context import check_text
 from crux.errors import ConfigurationError
 from providers.types import ToolSpec
 
@@ -73,14 +74,27 @@ def tool(
     Raises:
         ConfigurationError: The name or schema is invalid.
     """
-    valid = name and len(name) <= 64 and all(ch.isalnum() or ch in "_-" for ch in name)
+    valid = (
+        isinstance(name, str)  # pyright: ignore[reportUnnecessaryIsInstance]
+        and 0 < len(name) <= 64
+        and all(ch.isascii() and (ch.isalnum() or ch in "_-") for ch in name)
+    )
     if not valid:
         raise ConfigurationError("tool names use letters, digits, '_' and '-' (at most 64)")
     if not callable(handler):
         raise ConfigurationError("a tool needs a callable handler")
+    if description is not None:
+        check_text(description, "tool description")
+    if parameters is not None and not isinstance(parameters, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("tool parameters must be a JSON schema object")
     schema = dict(parameters) if parameters is not None else dict(DEFAULT_PARAMETERS)
     if schema.get("type") != "object":
         raise ConfigurationError("tool parameters must be a JSON schema of type 'object'")
+    try:
+        # The schema is sent to providers and counted: it must be plain, storable JSON.
+        check_text(json.dumps(schema, allow_nan=False), "tool parameters")
+    except (TypeError, ValueError, RecursionError):
+        raise ConfigurationError("tool parameters must be a JSON-serialisable schema") from None
     return Tool(name=name, handler=handler, description=description, parameters=schema)
 
 

@@ -68,7 +68,13 @@ from planner.receipt import (
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
-from planner.seal import inline_preparations, inspect_plan, needs_authoritative_count, plan
+from planner.seal import (
+    background_preparations,
+    inline_preparations,
+    inspect_plan,
+    needs_authoritative_count,
+    plan,
+)
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 from planner.summaries import (
     SUMMARY_CHUNK_TOKENS,
@@ -134,6 +140,7 @@ __all__ = [
     "SummaryChunk",
     "SupportRequestRecord",
     "Tool",
+    "background_preparations",
     "conservative_profile",
     "context",
     "contributor_id",

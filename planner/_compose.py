@@ -31,6 +31,10 @@ class Managed:
     prefix_messages: int
     refresh_due: bool
     through_id: str | None = None
+    suffix: Span | None = None
+    stale: bool = False
+    next_prefix_messages: int = 0
+    next_through_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +95,44 @@ def _duplicate(message: str, request_id: str, contributor: str) -> RequestCompos
     )
 
 
+def _next_suffix_start(
+    projector: Projector,
+    caps: tuple[int | None, int | None],
+    first_group: int,
+    turn: tuple[int, int],
+) -> int:
+    """Where the exact suffix of the next request will start, once this turn is committed.
+
+    The committed turn becomes the newest group (`turn` is its expected messages and
+    tokens), so the suffix moves forward; a refresh after the response summarises up to
+    there, and the next request finds a summary that is not stale.
+    """
+    messages_cap, tokens_cap = caps
+    count, total = turn
+    start = projector.group_count
+    g = start - 1
+    while g >= max(first_group, projector.scan.prefix_groups):
+        if (messages_cap is not None and count >= messages_cap) or (
+            tokens_cap is not None and total >= tokens_cap
+        ):
+            break
+        size, tokens = projector.group_size(g), projector.group_tokens(g)
+        if (messages_cap is not None and count + size > messages_cap) or (
+            tokens_cap is not None and total + tokens > tokens_cap
+        ):
+            break
+        count += size
+        total += tokens
+        start = g
+        g -= 1
+    return start
+
+
 def _managed_ladder(
-    policy: ManagedHistory, projector: Projector, budget: DerivedBudget
+    policy: ManagedHistory,
+    projector: Projector,
+    budget: DerivedBudget,
+    turn: tuple[int, int] = (2, 0),
 ) -> tuple[Ladder, Managed, tuple[HistoryWarning, ...]] | None:
     messages, tokens = policy.recent_messages, policy.recent_tokens
     if messages is None and tokens is None:
@@ -137,8 +177,10 @@ def _managed_ladder(
     if policy.on_miss == "recent-only":
         rungs.append(Rung("omitted", None, suffix.tokens, True))
         spans.append(suffix)
-    covered = summary.covers if summary else 0
-    refresh_due = summary is None or prefix_messages - covered >= max(4, -(-covered * 25 // 100))
+    # A summary that ends before the exact suffix starts (or cannot be placed at all) is
+    # stale: reusing it sends the uncovered gap raw. A fresher one is then always possible.
+    stale = summary is not None and (summary.covers < prefix_messages or not rungs[1].available)
+    refresh_due = summary is None or stale
     ladder = Ladder(
         id=HISTORY_ID,
         priority=HISTORY_PRIORITY,
@@ -154,7 +196,26 @@ def _managed_ladder(
         through_id: str | None = projector.items[suffix_start - 1].id
     else:
         through_id = older.last_id
-    facts = Managed(policy, tuple(spans), prefix_messages, refresh_due, through_id)
+    # Maintenance runs after the commit: aim at the suffix the next request will keep.
+    next_start = _next_suffix_start(projector, (messages, tokens), suffix.first_group, turn)
+    next_at = projector.bounds[next_start]
+    if next_at > projector.prefix_items:
+        next_through: str | None = projector.items[next_at - 1].id
+    else:
+        next_through = older.last_id
+    if stale and summary is not None and not summary.stale:
+        policy = policy.model_copy(update={"summary": summary.model_copy(update={"stale": True})})
+    facts = Managed(
+        policy,
+        tuple(spans),
+        prefix_messages,
+        refresh_due,
+        through_id,
+        suffix,
+        stale,
+        offset + next_at,
+        next_through,
+    )
     return ladder, facts, warnings
 
 
@@ -180,7 +241,12 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     ]
     policy = request.history_policy
     older = request.older_history
-    scan = scan_history(request.history, has_older=older.count > 0, request_id=request.request_id)
+    scan = scan_history(
+        request.history,
+        has_older=older.count > 0,
+        request_id=request.request_id,
+        prefix_items=older.prefix_items,
+    )
     projector = Projector(request.history, older, scan, fmt)
     history_span: Span | None = None
     managed: Managed | None = None
@@ -210,7 +276,12 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         measurement=measurement,
     )
     if isinstance(policy, ManagedHistory):
-        built = _managed_ladder(policy, projector, budget)
+        # The committed turn: the user message, any tool rounds, and an answer about as
+        # large as the question (the best guess before the reply exists).
+        turn_messages = (request.current_turn_messages or 1) + 1
+        built = _managed_ladder(
+            policy, projector, budget, (turn_messages, 2 * request.current_turn_tokens)
+        )
         if built is None:
             history_span = projector.full()
         else:

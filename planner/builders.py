@@ -8,6 +8,11 @@ full -> authored -> summary -> offload -> omitted; illegal nesting raises
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import ValidationError
+
 from planner.errors import ConfigurationError
 from planner.ladder import (
     Droppable,
@@ -21,6 +26,20 @@ from planner.ladder import (
     invalid_ladder,
 )
 
+_M = TypeVar("_M")
+
+
+def _build(what: str, make: Callable[[], _M]) -> _M:
+    """Run a model constructor, turning pydantic's error into a content-free one.
+
+    pydantic's message echoes the offending value; callers get `ConfigurationError`
+    naming the builder instead.
+    """
+    try:
+        return make()
+    except ValidationError:
+        raise ConfigurationError(f"invalid {what} arguments") from None
+
 
 def context(
     id: str,
@@ -31,9 +50,28 @@ def context(
     tools: tuple[Tool, ...] = (),
     priority: int = 0,
 ) -> Source:
-    """Declare an exact, required context source (see `Source`)."""
-    return Source(
-        id=id, tokens=tokens, placement=placement, contract=contract, tools=tools, priority=priority
+    """Declare an exact, required context source (see `Source`).
+
+    Raises:
+        ConfigurationError: An argument is invalid.
+        RequestCompositionError: `INVALID_COMPOSITION` when a tool is declared twice.
+    """
+    if not isinstance(id, str) or not id:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("context id must be a non-empty string")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("tokens must be a non-negative integer")
+    if isinstance(priority, bool) or not isinstance(priority, int):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("priority must be an integer")
+    return _build(
+        "context",
+        lambda: Source(
+            id=id,
+            tokens=tokens,
+            placement=placement,
+            contract=contract,
+            tools=tools,
+            priority=priority,
+        ),
     )
 
 
@@ -49,7 +87,7 @@ def prefer(primary: Source, *alternatives: Source) -> Prefer:
             raise invalid_ladder("prefer accepts exact sources only")
     if not alternatives:
         raise invalid_ladder("prefer needs at least one alternative", primary.id)
-    return Prefer(primary=primary, alternatives=alternatives)
+    return _build("prefer", lambda: Prefer(primary=primary, alternatives=alternatives))
 
 
 def summarizable(
@@ -86,13 +124,17 @@ def summarizable(
             if not isinstance(target, Source):
                 raise invalid_ladder("summarizable accepts a source, prefer(...) or sources")
             members.append(target)
-        unit = SourceGroup(id=id or members[0].id, members=tuple(members))
-    return Summarizable(
-        target=unit,
-        summary_tokens=summary_tokens,
-        artifact_id=artifact_id,
-        support_request_ids=support_request_ids,
-        expected_tokens=expected_tokens,
+        group_id = id or members[0].id
+        unit = _build("summarizable", lambda: SourceGroup(id=group_id, members=tuple(members)))
+    return _build(
+        "summarizable",
+        lambda: Summarizable(
+            target=unit,
+            summary_tokens=summary_tokens,
+            artifact_id=artifact_id,
+            support_request_ids=support_request_ids,
+            expected_tokens=expected_tokens,
+        ),
     )
 
 
@@ -115,11 +157,14 @@ def offloadable(
         isinstance(above_tokens, bool) or not isinstance(above_tokens, int) or above_tokens <= 0  # pyright: ignore[reportUnnecessaryIsInstance]
     ):
         raise ConfigurationError("above_tokens must be a positive integer")
-    return Offloadable(
-        target=target,
-        above_tokens=above_tokens,
-        reference_tokens=reference_tokens,
-        handle_id=handle_id,
+    return _build(
+        "offloadable",
+        lambda: Offloadable(
+            target=target,
+            above_tokens=above_tokens,
+            reference_tokens=reference_tokens,
+            handle_id=handle_id,
+        ),
     )
 
 
@@ -131,4 +176,4 @@ def droppable(target: Source | Prefer | Summarizable | Offloadable) -> Droppable
     """
     if not isinstance(target, Source | Prefer | Summarizable | Offloadable):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise invalid_ladder("droppable accepts a source or a ladder that is not droppable")
-    return Droppable(target=target)
+    return _build("droppable", lambda: Droppable(target=target))

@@ -17,8 +17,9 @@ Policies:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field
 
@@ -64,6 +65,48 @@ class HistoryAggregate(FrozenModel):
     tokens: int = Field(default=0, ge=0)
     first_id: str | None = None
     last_id: str | None = None
+    prefix_items: int = Field(default=0, ge=0)
+    """Listed items before the aggregate: the transcript's leading system prefix.
+
+    A reader always lists the leading system prefix, even when the groups after it are
+    aggregated, so no cap and no summary can drop it; the aggregate lies between it and
+    the remaining listed items.
+    """
+
+
+class _Roled(Protocol):
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def group_id(self) -> str: ...
+
+
+def leading_system_prefix(messages: Sequence[_Roled]) -> int:
+    """Messages in the leading groups made only of `system` messages.
+
+    The leading system prefix is kept outside every cap and never summarised; a group that
+    mixes a system message with conversation is conversation. Readers, the planner and the
+    summary preparer all use this one definition, so their positions line up.
+
+    Args:
+        messages: A transcript, oldest first (anything with `role` and `group_id`).
+
+    Returns:
+        The prefix length in messages (a group boundary).
+    """
+    end = 0
+    index = 0
+    count = len(messages)
+    while index < count:
+        group = messages[index].group_id
+        stop = index
+        while stop < count and messages[stop].group_id == group:
+            if messages[stop].role != "system":
+                return end
+            stop += 1
+        end = index = stop
+    return end
 
 
 class HistoryWarning(FrozenModel):
@@ -109,8 +152,8 @@ class HistoryScan:
         calls_before: Tool calls made before each entry of `group_starts`. A group never
             ends with calls pending, so as many tool results precede each boundary.
         prefix_groups: Number of leading groups made only of `system` messages (the leading
-            prefix, kept outside recent caps). Zero when older history exists, because the
-            transcript's true start then lies in the aggregate.
+            prefix, kept outside recent caps). When older history is aggregated, the prefix
+            is the aggregate's `prefix_items` (the reader lists it before the aggregate).
     """
 
     group_starts: tuple[int, ...]
@@ -125,7 +168,11 @@ class HistoryScan:
 
 
 def scan_history(
-    items: tuple[HistoryItem, ...], *, has_older: bool, request_id: str | None
+    items: tuple[HistoryItem, ...],
+    *,
+    has_older: bool,
+    request_id: str | None,
+    prefix_items: int = 0,
 ) -> HistoryScan:
     """Validate the tool lifecycle and causal grouping of `items` in one pass.
 
@@ -140,8 +187,11 @@ def scan_history(
 
     Args:
         items: History items, oldest first.
-        has_older: Whether an aggregate of older messages precedes `items`.
+        has_older: Whether an aggregate of older messages precedes `items` (after their
+            first `prefix_items`).
         request_id: For error attribution.
+        prefix_items: With older history, how many listed items form the leading system
+            prefix before the aggregate.
 
     Returns:
         Group boundaries with token and tool-call sums at each boundary.
@@ -192,12 +242,14 @@ def scan_history(
     tokens_before.append(total)
     calls_before.append(calls)
     prefix_groups = 0
-    if not has_older:
-        first_other = 0
-        while first_other < index and items[first_other].role == "system":
-            first_other += 1
-        while prefix_groups < len(starts) - 1 and starts[prefix_groups + 1] <= first_other:
-            prefix_groups += 1
+    prefix_end = leading_system_prefix(items)
+    if has_older:
+        # The transcript's start is known only through the reader's statement.
+        if prefix_items > prefix_end:
+            raise invalid_transcript("the listed system prefix is not a system prefix", request_id)
+        prefix_end = prefix_items
+    while prefix_groups < len(starts) - 1 and starts[prefix_groups + 1] <= prefix_end:
+        prefix_groups += 1
     return HistoryScan(
         group_starts=tuple(starts),
         tokens_before=tuple(tokens_before),

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from planner._base import FrozenModel
 from planner.errors import ConfigurationError
+from planner.receipt import SupportRequestRecord
 
 DEFAULT_RECENT_MESSAGES = 20
 """Message cap of `history.recent()` called without arguments."""
@@ -91,6 +92,10 @@ class HistorySummary(FrozenModel):
             `joined` (an identical preparation already in flight was awaited); the last
             two are receipted as `HISTORY_SUMMARY_INLINE` / `HISTORY_SUMMARY_JOINED`.
         support_request_ids: Ids of the support calls that produced it.
+        support_requests: Their content-free receipts (listed in the inspection of a
+            request that sends the summary).
+        path: `portable` (core-managed support calls, the only path today: the adapters
+            offer no native compaction) or `provider-native`.
     """
 
     artifact_id: str = Field(min_length=1)
@@ -99,6 +104,8 @@ class HistorySummary(FrozenModel):
     stale: bool = False
     origin: Literal["stored", "inline", "joined"] = "stored"
     support_request_ids: tuple[str, ...] = ()
+    support_requests: tuple[SupportRequestRecord, ...] = ()
+    path: Literal["portable", "provider-native"] = "portable"
 
 
 class ManagedHistory(FrozenModel):

@@ -16,6 +16,8 @@ from planner._base import Confidence, FrozenModel
 from planner.ladder import RungKind
 
 AdaptedKind = Literal["authored", "summary", "offload", "omitted"]
+SummaryPath = Literal["portable", "provider-native"]
+"""How a history summary was prepared."""
 
 
 class Adaptation(FrozenModel):
@@ -84,6 +86,9 @@ class RequestReceipt(FrozenModel):
         previous_request_id: The previous semantic call of the same loop, if any.
         previous_reason: Why this request follows `previous_request_id` when that one was
             never sent: `revision-moved` when the Thread moved before its dispatch.
+        summary_path: Which path prepared the managed-history summary sent with this
+            request: `portable` (core-managed support calls) or `provider-native`; `None`
+            when no summary was sent.
     """
 
     id: str
@@ -95,6 +100,7 @@ class RequestReceipt(FrozenModel):
     warnings: tuple[ReceiptWarning, ...] = ()
     previous_request_id: str | None = None
     previous_reason: str | None = None
+    summary_path: SummaryPath | None = None
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

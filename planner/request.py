@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from planner._base import Confidence, FrozenModel
@@ -81,6 +83,9 @@ class PlanRequest(FrozenModel):
         support_requests: Support calls (e.g. summaries) to link from the inspection.
         message_format: Formatting overhead to use instead of the provider family's
             (for calibrated or custom providers).
+        history_source: Which history source won by precedence: `thread`, `messages`
+            (call-site or prompt-level) or `none`; `None` when the caller does not say.
+            A projection over `none` is receipted as `HISTORY_SOURCE_MISSING`.
     """
 
     request_id: str = Field(min_length=1)
@@ -103,6 +108,7 @@ class PlanRequest(FrozenModel):
     runtime_sources: tuple[str, ...] = ()
     support_requests: tuple[SupportRequestRecord, ...] = ()
     message_format: MessageFormat | None = None
+    history_source: Literal["thread", "messages", "none"] | None = None
 
 
 def epoch_key(request: PlanRequest) -> str:

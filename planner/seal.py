@@ -14,6 +14,7 @@ from planner.receipt import (
     ReceiptWarning,
     RequestInspection,
     RequestReceipt,
+    SummaryPath,
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest
@@ -45,20 +46,65 @@ def _unavailable(comp: Composition) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
+MAINTENANCE_PERCENT = 85
+"""Without a lower `optimize_at`, maintenance starts past this share of the strict max."""
+
+
+def maintenance_watermark(comp: Composition) -> int:
+    """Request size past which a due summary refresh is started after the response.
+
+    The soft watermark `optimize_at`, or a share of `max` when the budget sets no lower
+    watermark: a background refresh needs headroom to land before the next turn needs it.
+    """
+    budget = comp.budget
+    return min(budget.optimize_at, budget.max * MAINTENANCE_PERCENT // 100)
+
+
+def summary_room(comp: Composition, limit: int) -> int:
+    """Tokens a fresh summary may take so that summary plus exact suffix fit `limit`.
+
+    Everything else is counted at its smallest legal rung, so the figure is the most the
+    summary could ever use; a summary model is asked to stay within it.
+    """
     managed = comp.managed
-    if managed is None or managed.policy.summary is not None:
+    if managed is None or managed.suffix is None:
+        return 0
+    others = sum(
+        min((size for _, size in options), default=0)
+        for ladder, options in zip(comp.ladders, comp.options, strict=True)
+        if ladder.id != HISTORY_ID
+    )
+    used = comp.fixed_tokens + others + managed.suffix.tokens + comp.fmt.per_message
+    return max(0, limit - used)
+
+
+def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -> Preparation:
+    managed = comp.managed
+    assert managed is not None
+    budget = comp.budget
+    # Maintenance aims below the soft watermark; an inline preparation must fit the max.
+    limit = maintenance_watermark(comp) if when == "after-response" else budget.max
+    if when == "after-response" and managed.next_through_id is not None:
+        prefix_messages, through_id = managed.next_prefix_messages, managed.next_through_id
+    else:
+        prefix_messages, through_id = managed.prefix_messages, managed.through_id
+    return Preparation(
+        contributor=HISTORY_ID,
+        when=when,
+        prefix_messages=prefix_messages,
+        through_id=through_id,
+        max_summary_tokens=summary_room(comp, limit),
+    )
+
+
+def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
+    # Missing or stale: a summary through the start of the exact suffix may still fit.
+    managed = comp.managed
+    if managed is None or not managed.refresh_due or managed.through_id is None:
         return ()
     if managed.policy.on_miss != "inline":
         return ()
-    return (
-        Preparation(
-            contributor=HISTORY_ID,
-            when="inline",
-            prefix_messages=managed.prefix_messages,
-            through_id=managed.through_id,
-        ),
-    )
+    return (_preparation(comp, "inline"),)
 
 
 def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]]:
@@ -76,7 +122,28 @@ def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]
     found = select_two_tier(comp.options, comp.fixed_tokens, budget.optimize_at, budget.max)
     if found is None:
         unavailable = _unavailable(comp)
-        preparations = tuple(need.model_dump() for need in _inline_need(comp))
+        managed = comp.managed
+        if (
+            managed is not None
+            and managed.refresh_due
+            and managed.policy.on_miss != "recent-only"
+            and HISTORY_ID not in unavailable
+        ):
+            # A stale summary that no longer fits with its uncovered gap: the fresh one is
+            # the representation that is missing.
+            unavailable = (HISTORY_ID, *unavailable)
+        needs = _inline_need(comp)
+        if (
+            not needs
+            and managed is not None
+            and managed.refresh_due
+            and managed.through_id is not None
+            and managed.policy.on_miss == "fail"
+        ):
+            # `fail` does not wait, but the refresh is started so a later turn finds it:
+            # otherwise nothing would ever change and every later turn would fail too.
+            needs = (_preparation(comp, "inline").model_copy(update={"when": "after-response"}),)
+        preparations = tuple(need.model_dump() for need in needs)
         code = "REPRESENTATION_UNAVAILABLE" if unavailable else "REQUEST_TOO_LARGE"
         raise composition_error(comp, code, unavailable=unavailable, preparations=preparations)
     selection, tier = found
@@ -123,6 +190,16 @@ def plan(request: PlanRequest) -> SealedPlan:
     span: Span | None = comp.history_span
     summary: HistorySummaryPlacement | None = None
     warnings = [ReceiptWarning(code=w.code, message=w.message) for w in comp.history_warnings]
+    summary_path: SummaryPath | None = None
+    if comp.policy != "exact" and request.history_source == "none":
+        # A projection with nothing to project is a configuration slip, not a silent no-op.
+        warnings.append(
+            ReceiptWarning(
+                code="HISTORY_SOURCE_MISSING",
+                message="the history projection has no source: pass messages= or bind a "
+                "Thread (prompt use=[thread] or thread=)",
+            )
+        )
     for position, (ladder, index) in enumerate(zip(comp.ladders, chosen, strict=True)):
         rung = ladder.rungs[index]
         gone = ladder.tools if rung.kind == "omitted" else ()
@@ -170,7 +247,8 @@ def plan(request: PlanRequest) -> SealedPlan:
                             "before dispatch",
                         )
                     )
-                if policy_summary.stale:
+                summary_path = policy_summary.path
+                if policy_summary.stale or comp.managed.stale:
                     warnings.append(
                         ReceiptWarning(
                             code="HISTORY_SUMMARY_STALE",
@@ -195,15 +273,20 @@ def plan(request: PlanRequest) -> SealedPlan:
 
     preparations: tuple[Preparation, ...] = ()
     managed = comp.managed
-    if managed is not None and managed.refresh_due and comp.full_tokens > budget.optimize_at:
-        preparations = (
-            Preparation(
-                contributor=HISTORY_ID,
-                when="after-response",
-                prefix_messages=managed.prefix_messages,
-                through_id=managed.through_id,
-            ),
+    if (
+        managed is not None
+        and managed.next_through_id is not None
+        and managed.policy.on_miss != "recent-only"
+        and total > maintenance_watermark(comp)
+        and (
+            managed.policy.summary is None
+            or managed.policy.summary.covers < managed.next_prefix_messages
         )
+    ):
+        # Past the soft watermark, refresh in the background so the next turn finds a
+        # summary through its own suffix and an inline refresh stays rare. `recent-only`
+        # never pays for a support call.
+        preparations = (_preparation(comp, "after-response"),)
         warnings.append(
             ReceiptWarning(
                 code="HISTORY_MAINTENANCE_SCHEDULED",
@@ -228,9 +311,14 @@ def plan(request: PlanRequest) -> SealedPlan:
         adaptations=tuple(adaptations),
         warnings=tuple(warnings),
         previous_request_id=request.previous_request_id,
+        summary_path=summary_path,
     )
     record = history_record(comp, span, summary.tokens if summary else 0)
     inspection = build_inspection(comp, chosen, tier, receipt, record)
+    sent_summary = comp.managed.policy.summary if comp.managed is not None else None
+    if summary is not None and sent_summary is not None and sent_summary.support_requests:
+        # The support calls that wrote the summary this request sends are part of its story.
+        inspection = with_runtime_facts(inspection, support_requests=sent_summary.support_requests)
     return SealedPlan(
         request_id=request.request_id,
         message_ids=comp.projector.ids(span) if span is not None else (),
@@ -294,6 +382,20 @@ def inline_preparations(error: RequestCompositionError) -> tuple[Preparation, ..
     Returns:
         The preparations, empty when there is nothing to prepare.
     """
+    return tuple(need for need in _preparations(error) if need.when == "inline")
+
+
+def background_preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
+    """Return the refreshes a rejected request asks to start without waiting.
+
+    Under `on_miss="fail"` a stale or missing summary fails the request, and the refresh it
+    needs is listed here: the runtime starts it in the background so that a later turn
+    finds a summary that fits.
+    """
+    return tuple(need for need in _preparations(error) if need.when == "after-response")
+
+
+def _preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
     raw = error.diagnostics.get("preparations")
     if not isinstance(raw, list):
         return ()

@@ -49,6 +49,9 @@ class Preparation(FrozenModel):
             the start of the transcript after its leading system prefix.
         through_id: Id of the last message it should cover (the one just before the exact
             suffix), when known.
+        max_summary_tokens: The most the rendered summary may take for the request to fit
+            (`max` inline, `optimize_at` for maintenance), given everything else at its
+            smallest legal size; `None` when unknown.
     """
 
     contributor: str
@@ -56,6 +59,7 @@ class Preparation(FrozenModel):
     when: Literal["inline", "after-response"]
     prefix_messages: int
     through_id: str | None = None
+    max_summary_tokens: int | None = None
 
 
 class HistorySummaryPlacement(FrozenModel):

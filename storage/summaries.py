@@ -47,6 +47,7 @@ class SummaryArtifact(BaseModel):
         model: Support model that wrote it.
         text: The summary text (never leaves PostgreSQL except in a provider request).
         support_request_ids: Support calls that produced it.
+        support_requests: Their content-free receipts (id, model, sizes, measurement).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,6 +60,7 @@ class SummaryArtifact(BaseModel):
     model: str
     text: str
     support_request_ids: list[str] = []
+    support_requests: list[dict[str, Any]] = []
 
 
 def summary_artifact_id(thread_id: str, through_id: str, strategy: str, model: str) -> str:

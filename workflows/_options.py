@@ -106,6 +106,19 @@ def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:
     return merged
 
 
+AWAIT_SUMMARY = ActivityConfig(
+    # Waits for an identical preparation already running; it heartbeats, so a lost worker
+    # is noticed quickly and the wait resumes elsewhere without paying again.
+    start_to_close_timeout=timedelta(minutes=30),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+    ),
+)
+
+
 DISCARD_GENERATION = ActivityConfig(
     # One DELETE on the failure path. Bounded: if storage stays away the run still ends
     # (with its own error) and the retention sweep removes the rows later.

@@ -31,6 +31,7 @@ from planner import (
     with_source_tokens,
 )
 from planner.ladder import Placement
+from planner.policies import DEFAULT_RECENT_MESSAGES
 
 _CATALOG = ModelCatalog.default()
 
@@ -39,7 +40,12 @@ _CONFIDENCE_RANK = ("conservative", "estimated", "exact")
 
 
 def resolve_profile(model_id: str) -> ModelProfile:
-    """The capacity profile of a `provider:model` id (conservative when unknown)."""
+    """The default catalog's profile of a `provider:model` id (conservative when unknown).
+
+    Only a first bound for the read and a fallback for reads recorded before the reader
+    returned the worker's own profile: the workflow plans with `ReadRequestResult.profile`,
+    so custom profiles registered on the worker apply.
+    """
     return _CATALOG.resolve(model_id)
 
 
@@ -55,6 +61,9 @@ def history_policy(
 ) -> ExactHistory | RecentHistory | ManagedHistory:
     """The planner's history policy for a wire policy (with the stored summary, if any)."""
     if spec.kind == "recent":
+        if spec.messages is None and spec.tokens is None:
+            # A plain client's `{"kind": "recent"}` means `history.recent()`: the default cap.
+            return RecentHistory(messages=DEFAULT_RECENT_MESSAGES)
         return RecentHistory(messages=spec.messages, tokens=spec.tokens)
     if spec.kind == "managed":
         return ManagedHistory(
@@ -124,6 +133,9 @@ def build_plan_request(
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
         epoch=epoch,
+        history_source="messages"
+        if read.history_source == "caller-messages"
+        else read.history_source,
     )
 
 

@@ -15,6 +15,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
+    ChildWorkflowError,
     FailureError,
     WorkflowAlreadyStartedError,
     is_cancelled_exception,
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
     # re-importing them per workflow run would only cost time.
     from activities.contracts import (
+        ACTIVITY_AWAIT_SUMMARY,
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
         ACTIVITY_DISCARD_GENERATION,
@@ -32,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
         ACTIVITY_RUN_TOOL,
+        AwaitSummaryInput,
         CommitTurnInput,
         CommitTurnResult,
         CountRequestInput,
@@ -61,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         RequestInspection,
         RequestReceipt,
         SealedPlan,
+        background_preparations,
         inline_preparations,
         needs_authoritative_count,
         plan,
@@ -86,6 +90,15 @@ _T = TypeVar("_T")
 
 # Versioning marker for the authoritative-count step added to the planning stage.
 AUTHORITATIVE_COUNT_PATCH = "authoritative-count-v1"
+
+# Versioning marker: a generation that finds the same summary preparation running waits for
+# it (one set of support calls) instead of preparing again, and a failed preparation fails
+# the generation typed.
+SUMMARY_JOIN_PATCH = "summary-join-waits-v1"
+
+# Versioning marker: a request rejected under `on_miss="fail"` starts the summary refresh it
+# lacked (without waiting) before failing.
+FAIL_STARTS_REFRESH_PATCH = "fail-starts-refresh-v1"
 
 # Versioning marker for the cleanup activity on the failure and cancellation path.
 DISCARD_ON_FAILURE_PATCH = "discard-staging-on-failure-v1"
@@ -138,6 +151,9 @@ class ManagedGenerationWorkflow:
         if read.existing is not None:
             self._set_stage("completed")
             return read.existing
+        # Plan with the worker's catalog (custom profiles included); a read recorded before
+        # the reader returned its profile falls back to the default catalog.
+        profile = read.profile or profile
 
         steps: list[StepRecord] = []
         inspections: list[RequestInspection] = []
@@ -203,6 +219,7 @@ class ManagedGenerationWorkflow:
                 if read.existing is not None:
                     self._set_stage("completed")
                     return read.existing
+                profile = read.profile or profile
                 continue
             inspections.append(sealed.inspection)
             steps.append(
@@ -245,6 +262,9 @@ class ManagedGenerationWorkflow:
                 source for contributor in request.contributors for source in source_ids(contributor)
             ],
             max_input_tokens=max_input_tokens(profile, request),
+            input_budget=request.input_budget,
+            max_output_tokens=request.max_output_tokens,
+            derive_ceiling=True,
             # Inline input is in the workflow input already: its fingerprint lets the read
             # refuse a reused id with other content. The facade records its own.
             fingerprint=(
@@ -386,7 +406,12 @@ class ManagedGenerationWorkflow:
         except RequestCompositionError as error:
             rejection = error
         needs = inline_preparations(rejection)
-        if needs and request.thread_id is not None and progress.summary is None:
+        if (
+            needs
+            and request.thread_id is not None
+            and read.history_source == "thread"
+            and progress.summary is None
+        ):
             # Managed history needs a summary before this call can fit: prepare it (or join
             # the preparation already running) and plan again.
             progress.summary = await self._prepare_summary(request, needs[0], wait=True)
@@ -426,6 +451,16 @@ class ManagedGenerationWorkflow:
                     return self._sealed(plan(exact), progress)
                 except RequestCompositionError as error:
                     rejection = error
+        background = background_preparations(rejection)
+        if (
+            background
+            and request.thread_id is not None
+            and read.history_source == "thread"
+            and workflow.patched(FAIL_STARTS_REFRESH_PATCH)
+        ):
+            # `on_miss="fail"` does not wait for the summary, but starts its refresh so a
+            # later turn can fit; without it every later turn would fail the same way.
+            await self._prepare_summary(request, background[0], wait=False)
         self._set_stage("failed", rejection.code)
         raise ApplicationError(
             str(rejection),
@@ -454,6 +489,7 @@ class ManagedGenerationWorkflow:
             model=request.history.summary_model or request.model,
             counting_model=request.model,
             generation_id=request.generation_id,
+            max_summary_tokens=need.max_summary_tokens,
         )
         child_id = summary_workflow_id(summary_input)
         if not wait:
@@ -469,19 +505,33 @@ class ManagedGenerationWorkflow:
             return None
         self._set_stage("summarising", "inline history summary")
         try:
-            prepared = await workflow.execute_child_workflow(
-                SUMMARY_WORKFLOW, summary_input, id=child_id, result_type=PrepareSummaryResult
-            )
-            origin = "joined" if prepared.reused else "inline"
-        except WorkflowAlreadyStartedError:
-            # A preparation for the same prefix is running: join it through the artifact.
-            prepared = await workflow.execute_activity(
-                ACTIVITY_PREPARE_SUMMARY,
-                summary_input,
-                result_type=PrepareSummaryResult,
-                **_options.with_summary(_options.PREPARE_SUMMARY, "join summary"),
-            )
-            origin = "joined"
+            try:
+                prepared = await workflow.execute_child_workflow(
+                    SUMMARY_WORKFLOW, summary_input, id=child_id, result_type=PrepareSummaryResult
+                )
+                origin = "joined" if prepared.reused else "inline"
+            except WorkflowAlreadyStartedError:
+                # An identical preparation is running (another generation, maintenance, or
+                # another worker): wait for that one, so its support calls are the only ones.
+                if workflow.patched(SUMMARY_JOIN_PATCH):
+                    prepared = await workflow.execute_activity(
+                        ACTIVITY_AWAIT_SUMMARY,
+                        AwaitSummaryInput(workflow_id=child_id, request=summary_input),
+                        result_type=PrepareSummaryResult,
+                        **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
+                    )
+                else:
+                    prepared = await workflow.execute_activity(
+                        ACTIVITY_PREPARE_SUMMARY,
+                        summary_input,
+                        result_type=PrepareSummaryResult,
+                        **_options.with_summary(_options.PREPARE_SUMMARY, "join summary"),
+                    )
+                origin = "joined"
+        except (ChildWorkflowError, ActivityError) as error:
+            if not workflow.patched(SUMMARY_JOIN_PATCH):
+                raise
+            raise _preparation_failed(error) from None
         return prepared.summary.model_copy(update={"origin": origin})
 
     async def _commit(
@@ -604,6 +654,31 @@ def _with_previous_reason(sealed: SealedPlan, reason: str) -> SealedPlan:
     """`sealed` with its receipt saying why it follows a plan that was never sent."""
     receipt = sealed.receipt.model_copy(update={"previous_reason": reason})
     return sealed.model_copy(update={"receipt": receipt})
+
+
+def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
+    """A typed, content-free failure for a history summary that could not be prepared.
+
+    The cause's type is kept (a provider failure of the summary model reaches the caller as
+    that `ProviderError`); details carry codes only.
+    """
+    cause: BaseException | None = error.cause
+    while isinstance(cause, FailureError) and not (
+        isinstance(cause, ApplicationError) and cause.type is not None
+    ):
+        cause = cause.cause
+    if isinstance(cause, ApplicationError):
+        return ApplicationError(
+            "the history summary could not be prepared",
+            *cause.details,
+            type=cause.type,
+            non_retryable=True,
+        )
+    return ApplicationError(
+        "the history summary could not be prepared",
+        type=ErrorType.PROVIDER,
+        non_retryable=True,
+    )
 
 
 def _error_type(error: ActivityError) -> str | None:

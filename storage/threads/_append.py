@@ -88,7 +88,7 @@ async def fast_append(
         return None
     return ThreadCommit(
         status=row["status"],
-        message_ids=ids,
+        message_ids=tuple(ids),
         parent_id=row["parent"],
         selected_head=row["selected_head"],
         committed_at=row["committed_at"],

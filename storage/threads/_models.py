@@ -52,7 +52,7 @@ class MessageEntry(_Frozen):
     created_at: datetime
     variant: VariantInfo | None = None
     role: Role
-    content: str | list[Part] = ""
+    content: str | tuple[Part, ...] = ""
     metadata: dict[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
     tool_call_id: str | None = None
     tool_name: str | None = None
@@ -62,7 +62,7 @@ class MessageEntry(_Frozen):
         return Message(
             id=self.id,
             role=self.role,
-            content=self.content,
+            content=self.content if isinstance(self.content, str) else list(self.content),
             metadata=self.metadata,
             tool_call_id=self.tool_call_id,
             tool_name=self.tool_name,
@@ -144,7 +144,7 @@ class HistoryEntry(_Frozen):
     seq: int
     group_end: bool
     parent_id: str | None
-    tool_call_ids: list[str] = Field(default_factory=list[str])
+    tool_call_ids: tuple[str, ...] = ()
     tool_call_id: str | None = None
     tokens: int | None = None
     has_media: bool = False
@@ -166,9 +166,9 @@ class HistoryView(_Frozen):
     thread_id: str
     revision: str
     head: str | None = None
-    messages: list[HistoryEntry] = Field(default_factory=list[HistoryEntry])
+    messages: tuple[HistoryEntry, ...] = ()
 
     @property
-    def message_ids(self) -> list[str]:
+    def message_ids(self) -> tuple[str, ...]:
         """The ids of `messages`, in order."""
-        return [entry.id for entry in self.messages]
+        return tuple(entry.id for entry in self.messages)

@@ -131,7 +131,7 @@ class GroupReceipt:
         assert self.committed_at is not None  # only fully redacted groups lose it
         return ThreadCommit(
             status="selected" if self.status == "selected" else "alternative",
-            message_ids=list(self.message_ids),
+            message_ids=tuple(self.message_ids),
             parent_id=self.parent_id,
             selected_head=self.selected_head,
             committed_at=self.committed_at,

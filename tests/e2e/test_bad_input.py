@@ -74,4 +74,4 @@ async def test_unrenderable_input_fails_typed_and_commits_nothing(
     assert isinstance(cause.__cause__ or cause, ApplicationError)
     assert "ConfigurationError" in repr(cause) or "ConfigurationError" in repr(cause.__cause__)
     view = await ThreadStore(pool).read_history_view("bad:empty")
-    assert view.messages == []
+    assert view.messages == ()

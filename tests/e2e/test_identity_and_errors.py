@@ -375,7 +375,7 @@ async def test_unstorable_provider_reply_fails_typed_after_one_call(
     assert raised.value.code == "invalid_message"
     assert len(openai_server.requests) == 1
     view = await ThreadStore(pool).read_history_view(thread_id)
-    assert view.messages == []
+    assert view.messages == ()
 
 
 async def test_unstorable_tool_result_fails_typed_after_one_run(

@@ -79,7 +79,7 @@ async def test_three_turns_commit_one_causal_group_each_and_send_exact_history(
         assert previous is not None and current is not None
         assert current.parent_id == previous.message_ids[-1]
     assert commits[0] is not None
-    assert commits[0].message_ids == ["gen:turn-0:user", "gen:turn-0:assistant"]
+    assert commits[0].message_ids == ("gen:turn-0:user", "gen:turn-0:assistant")
 
     sent = _texts(openai_server)
     assert sent[0] == ["Answer briefly.", QUESTIONS[0]]

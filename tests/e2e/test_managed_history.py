@@ -100,8 +100,25 @@ async def test_on_miss_fail_raises_typed_before_dispatch(
                 model=MODEL,
                 input_budget={"max": 250},
             )
+        # The refresh it lacked was started in the background: a later turn fits.
+        await eventually(
+            lambda: pool.fetchval(
+                "SELECT count(*) FROM crux_derived_artifacts WHERE thread_id = $1", thread_id
+            ),
+            lambda count: count >= 1,
+        )
+        later = await worker.runtime.generate(
+            _managed(on_miss="fail"),
+            input="Later?",
+            thread=thread_id,
+            model=MODEL,
+            input_budget={"max": 250},
+        )
+        assert later.steps[0].request.input_tokens <= 250
     assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
-    assert len(openai_server.requests) == before
+    # The request itself was never sent (the refresh it lacked may have started meanwhile).
+    sent = [r.body for r in openai_server.requests[before:]]
+    assert not [b for b in sent if b["messages"][-1]["content"] == "Anything?"]
 
 
 async def test_recent_only_degrades_without_a_summary(

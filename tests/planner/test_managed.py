@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from planner import (
+    HistoryAggregate,
     HistoryItem,
     HistorySummary,
     InputBudget,
     ManagedHistory,
     RequestCompositionError,
+    background_preparations,
     context,
     droppable,
     history,
@@ -79,8 +81,10 @@ def test_between_watermark_and_max_full_is_sent_and_maintenance_scheduled() -> N
     assert len(sealed.message_ids) == 20
     assert sealed.tier == "max"
     assert [p.when for p in sealed.preparations] == ["after-response"]
-    assert sealed.preparations[0].prefix_messages == 16
-    assert sealed.preparations[0].through_id == "a7"
+    # It aims at the next request: once this turn is committed it is the newest group, and
+    # the four-message suffix then starts one group later.
+    assert sealed.preparations[0].prefix_messages == 18
+    assert sealed.preparations[0].through_id == "a8"
     assert "HISTORY_MAINTENANCE_SCHEDULED" in [w.code for w in sealed.receipt.warnings]
     prospective = preview(
         request(
@@ -111,6 +115,7 @@ def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
             "when": "inline",
             "prefix_messages": 16,
             "through_id": "a7",
+            "max_summary_tokens": 60,
         }
     ]
     (need,) = inline_preparations(raised.value)
@@ -133,7 +138,10 @@ def test_above_max_recent_only_degrades_to_the_exact_suffix() -> None:
 
 
 def test_above_max_with_fail_is_unavailable_without_preparation() -> None:
-    """116: fail -> REPRESENTATION_UNAVAILABLE before dispatch, nothing to prepare."""
+    """116: fail -> REPRESENTATION_UNAVAILABLE before dispatch, nothing prepared inline.
+
+    The refresh it lacked is listed to start in the background, so a later turn fits.
+    """
     with pytest.raises(RequestCompositionError) as raised:
         plan(
             request(
@@ -143,7 +151,9 @@ def test_above_max_with_fail_is_unavailable_without_preparation() -> None:
             )
         )
     assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
-    assert raised.value.diagnostics["preparations"] == []
+    assert inline_preparations(raised.value) == ()
+    [later] = background_preparations(raised.value)
+    assert (later.when, later.through_id) == ("after-response", "a7")
 
 
 def test_summary_sits_after_the_leading_prefix_and_before_the_exact_suffix() -> None:
@@ -179,18 +189,91 @@ def test_stale_summary_is_reused_with_a_longer_raw_suffix() -> None:
     assert "HISTORY_SUMMARY_STALE" in [w.code for w in sealed.receipt.warnings]
 
 
-@pytest.mark.parametrize(("covers", "due"), [(12, True), (14, False), (0, True)])
-def test_refresh_is_due_only_after_enough_growth(covers: int, due: bool) -> None:
-    """119: refresh when the prefix grew by >= max(4, ceil(25% of the covered length))."""
+@pytest.mark.parametrize(
+    ("covers", "optimize_at", "due"),
+    [(12, 60, True), (12, 1000, False), (16, 60, False), (16, 45, True), (18, 45, False)],
+)
+def test_refresh_is_due_once_a_stale_request_crosses_the_watermark(
+    covers: int, optimize_at: int, due: bool
+) -> None:
+    """Past optimize_at, a summary that will not cover the next request's gap is refreshed.
+
+    With this turn committed, the next suffix starts at message 18: a summary covering 16
+    is fresh now but stale next turn, so it is refreshed in the background already.
+    """
     summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
     sealed = plan(
         request(
             history=turns(10),
             history_policy=managed(summary=summary),
-            input_budget=InputBudget(optimize_at=100),
+            input_budget=InputBudget(optimize_at=optimize_at, max=1000),
         )
     )
     assert bool(sealed.preparations) is due
+    if due:
+        [need] = sealed.preparations
+        assert need.when == "after-response"
+        assert need.max_summary_tokens is not None and need.max_summary_tokens <= optimize_at
+
+
+def test_recent_only_never_schedules_a_support_call() -> None:
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(on_miss="recent-only"),
+            input_budget=InputBudget(optimize_at=40, max=1000),
+        )
+    )
+    assert sealed.preparations == ()
+
+
+@pytest.mark.parametrize("covers", [4, 12])
+def test_stale_summary_that_no_longer_fits_asks_for_an_inline_refresh(covers: int) -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=covers)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(summary=summary),
+                input_budget=InputBudget(max=60),
+            )
+        )
+    [need] = inline_preparations(raised.value)
+    assert (need.when, need.prefix_messages, need.through_id) == ("inline", 16, "a7")
+    assert need.max_summary_tokens is not None
+    # With the refreshed summary the request fits.
+    fresh = HistorySummary(artifact_id="hs2", tokens=need.max_summary_tokens, covers=16)
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=fresh),
+            input_budget=InputBudget(max=60),
+        )
+    )
+    assert sealed.input_tokens <= 60
+    assert "HISTORY_SUMMARY_STALE" not in [w.code for w in sealed.receipt.warnings]
+
+
+def test_stale_summary_under_fail_is_unavailable_and_under_recent_only_degrades() -> None:
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=4)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(
+            request(
+                history=turns(10),
+                history_policy=managed(summary=summary, on_miss="fail"),
+                input_budget=InputBudget(max=60),
+            )
+        )
+    assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+    assert inline_preparations(raised.value) == ()
+    sealed = plan(
+        request(
+            history=turns(10),
+            history_policy=managed(summary=summary, on_miss="recent-only"),
+            input_budget=InputBudget(max=60),
+        )
+    )
+    assert {c.contributor: c.representation for c in sealed.choices}["history"] == "omitted"
 
 
 def test_misaligned_summary_is_unavailable() -> None:
@@ -263,3 +346,44 @@ def test_summary_origin_is_receipted(origin: str, code: str) -> None:
     )
     assert code in [w.code for w in sealed.receipt.warnings]
     assert [a.representation for a in sealed.receipt.adaptations] == ["summary"]
+
+
+def test_summary_lines_up_with_a_listed_system_prefix_before_an_older_aggregate() -> None:
+    """The reader lists the system prefix; the aggregate lies between it and the groups."""
+    listed = SYSTEM + turns(4, prefix="n")
+    older = HistoryAggregate(count=12, tokens=120, first_id="u0", last_id="a5", prefix_items=1)
+    # 12 aggregated messages plus the two oldest listed groups are summarised.
+    summary = HistorySummary(artifact_id="hs", tokens=10, covers=16)
+    sealed = plan(
+        request(
+            history=listed,
+            older_history=older,
+            history_policy=managed(summary=summary, recent_messages=4),
+            input_budget=InputBudget(max=80),
+        )
+    )
+    assert sealed.message_ids == ("s0", "nu2", "na2", "nu3", "na3")
+    assert sealed.history_summary is not None and sealed.history_summary.position == 1
+    assert "HISTORY_SUMMARY_STALE" not in [w.code for w in sealed.receipt.warnings]
+
+
+def test_system_prefix_survives_a_recent_cap_with_older_history() -> None:
+    listed = SYSTEM + turns(3, prefix="n")
+    older = HistoryAggregate(count=10, tokens=100, first_id="u0", last_id="a4", prefix_items=1)
+    sealed = plan(
+        request(
+            history=listed,
+            older_history=older,
+            history_policy=history.recent(messages=2),
+            input_budget=InputBudget(max=1000),
+        )
+    )
+    assert sealed.message_ids == ("s0", "nu2", "na2")
+    assert sealed.included_older is None
+
+
+def test_a_listed_prefix_that_is_not_system_is_invalid() -> None:
+    older = HistoryAggregate(count=2, tokens=20, first_id="x", last_id="y", prefix_items=1)
+    with pytest.raises(RequestCompositionError) as raised:
+        plan(request(history=turns(2), older_history=older, history_policy=history.exact()))
+    assert raised.value.code == "INVALID_COMPOSITION"

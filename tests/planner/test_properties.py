@@ -464,7 +464,10 @@ def test_managed_history_projects_whole_groups_and_names_its_needs(
         assert failure is not None
         assert failure.code in ("REQUEST_TOO_LARGE", "REPRESENTATION_UNAVAILABLE")
         if inline_preparations(failure):
-            assert summary is None and on_miss == "inline"
+            assert on_miss == "inline"
+            # Only a missing or stale summary is worth preparing again.
+            [need] = inline_preparations(failure)
+            assert summary is None or summary.covers != need.prefix_messages
             assert failure.code == "REPRESENTATION_UNAVAILABLE"
         return
     assert sealed.input_tokens <= sealed.budget.max

@@ -13,7 +13,7 @@ async def test_history_view_of_an_unknown_thread_is_empty(store: ThreadStore) ->
     view = await store.read_history_view("t")
     assert view.revision == EMPTY_REVISION
     assert view.head is None
-    assert view.messages == []
+    assert view.messages == ()
 
 
 async def test_history_view_is_content_free_and_ordered(store: ThreadStore) -> None:
@@ -26,7 +26,7 @@ async def test_history_view_is_content_free_and_ordered(store: ThreadStore) -> N
     assert view.head == "u2"
     first, call, result, final, second = view.messages
     assert (first.group_id, first.seq, first.group_end, first.parent_id) == ("u1", 0, False, None)
-    assert call.tool_call_ids == ["c1"]
+    assert call.tool_call_ids == ("c1",)
     assert result.tool_call_id == "c1"
     assert final.group_end
     assert second.group_id == "u2"

@@ -41,7 +41,7 @@ async def test_handle_over_a_pool_edits_selects_redacts_and_deletes(pool: asyncp
     assert [entry.kind for entry in (await conversation.read()).entries] == ["message", "redacted"]
     view = await conversation.history()
     assert view.revision == await conversation.revision()
-    assert view.message_ids == ["q1"]
+    assert view.message_ids == ("q1",)
     await conversation.delete()
     with pytest.raises(ThreadError) as caught:
         await conversation.read()

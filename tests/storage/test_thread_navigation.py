@@ -26,7 +26,7 @@ async def test_b46_edit_publishes_a_selected_sibling(store: ThreadStore) -> None
     await _qa(store)
     receipt = await store.edit("t", "q1", content="better question", id="q1b")
     assert receipt.status == "selected"
-    assert receipt.message_ids == ["q1b"]
+    assert receipt.message_ids == ("q1b",)
     assert receipt.selected_head == "q1b"
     assert receipt.parent_id is None
     assert receipt.replayed is False

@@ -62,7 +62,7 @@ async def test_b04_invalid_ids_are_rejected(store: ThreadStore, bad: str) -> Non
 async def test_b04_ids_of_512_characters_are_accepted(store: ThreadStore) -> None:
     long_id = "x" * 512
     receipt = await store.append(long_id, user(long_id))
-    assert receipt.message_ids == [long_id]
+    assert receipt.message_ids == (long_id,)
 
 
 async def test_b05_generated_ids_start_with_msg_and_first_entry_has_no_variant(
@@ -81,7 +81,7 @@ async def test_b06_first_append_is_selected_at_the_root(store: ThreadStore) -> N
     assert receipt.parent_id is None
     assert receipt.selected_head == "u1"
     assert receipt.replayed is False
-    assert receipt.message_ids == ["u1"]
+    assert receipt.message_ids == ("u1",)
 
 
 async def test_b07_a_batch_is_one_group_in_input_order(store: ThreadStore) -> None:

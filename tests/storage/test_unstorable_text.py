@@ -50,7 +50,7 @@ async def test_append_refuses_unstorable_text_as_invalid_message(
     assert raised.value.code == "invalid_message"
     for bad in ("\x00", "\ud800", "\udfff"):
         assert bad not in str(raised.value)
-    assert (await store.read_history_view("t")).messages == []
+    assert (await store.read_history_view("t")).messages == ()
 
 
 @pytest.mark.parametrize("thread_id", ["t\x00", "t\ud800"])
