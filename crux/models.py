@@ -304,7 +304,15 @@ class GenerationResult(WireModel):
     replayed: bool = False
 
 
-def _encode(component: str) -> str:
+def encode_id_component(component: str) -> str:
+    """One component of a composite id, percent-encoded so it holds no `/`.
+
+    Args:
+        component: A Thread, generation, message or model id.
+
+    Returns:
+        The component with everything but letters, digits, `-._~` and `:` percent-encoded.
+    """
     # Percent-encoding leaves no `/` inside a component, so the segments of an id parse back
     # unambiguously. Letters, digits, `-._~` and `:` stay readable.
     return quote(component, safe=":")
@@ -319,8 +327,8 @@ def generation_key(generation_id: str, thread_id: str | None) -> str:
     rows, the generation ledger and receipts are keyed by it.
     """
     if thread_id is None:
-        return _encode(generation_id)
-    return f"{_encode(thread_id)}/{_encode(generation_id)}"
+        return encode_id_component(generation_id)
+    return f"{encode_id_component(thread_id)}/{encode_id_component(generation_id)}"
 
 
 def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
@@ -330,6 +338,27 @@ def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
     generation, components percent-encoded (so the number of segments tells the scope).
     """
     return f"crux/gen/{generation_key(generation_id, thread_id)}"
+
+
+def summary_key(thread_id: str, through_id: str, strategy: str, model: str) -> str:
+    """The key of one prefix-summary preparation, injective over its four components.
+
+    `<thread>/<through>/<strategy>/<model>`, each component percent-encoded, so a `/` inside a
+    Thread id cannot shift the segments. A key that would push the workflow id past Temporal's
+    length limit becomes `<thread>/sha256-<digest>` (or `sha256-<digest>` alone), whose segment
+    count tells it apart from the readable form.
+    """
+    parts = (thread_id, through_id, strategy, model)
+    readable = "/".join(encode_id_component(p) for p in parts)
+    # Room for the `crux/summary/` prefix the workflow id adds.
+    budget = MAX_WORKFLOW_ID_BYTES - 32
+    if len(readable.encode()) <= budget:
+        return readable
+    digest = hashlib.sha256(json.dumps(parts[1:]).encode()).hexdigest()
+    short = f"{encode_id_component(thread_id)}/sha256-{digest}"
+    if len(short.encode()) <= budget:
+        return short
+    return f"sha256-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()}"
 
 
 def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:

@@ -81,7 +81,7 @@ with workflow.unsafe.imports_passed_through():
         selected_sources,
     )
     from workflows._progress import TurnProgress
-    from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
+    from workflows.summary import SUMMARY_ID_PATCH, SUMMARY_WORKFLOW, summary_workflow_id
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
 STAGE = _search.STAGE
@@ -491,7 +491,7 @@ class ManagedGenerationWorkflow:
             generation_id=request.generation_id,
             max_summary_tokens=need.max_summary_tokens,
         )
-        child_id = summary_workflow_id(summary_input)
+        child_id = summary_workflow_id(summary_input, encoded=workflow.patched(SUMMARY_ID_PATCH))
         if not wait:
             self._set_stage("maintenance", "summary scheduled")
             # Another generation may already have scheduled this artifact: that is enough.

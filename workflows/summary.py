@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryResult,
     )
     from crux.errors import ConfigurationError, CruxError, ErrorType
-    from crux.models import DEFAULT_STORAGE_WAIT_SECONDS
+    from crux.models import DEFAULT_STORAGE_WAIT_SECONDS, summary_key
     from workflows import _options, _search
     from workflows._decode import decode_input
 
@@ -30,10 +30,24 @@ SUMMARY_WORKFLOW = "SummaryWorkflow"
 """Workflow type name (children are started by name: the run takes a raw payload)."""
 
 
-def summary_workflow_id(request: PrepareSummaryInput) -> str:
-    """The workflow id of the preparation of one prefix summary."""
-    return (
-        f"crux/summary/{request.thread_id}/{request.through_id}/{request.strategy}/{request.model}"
+SUMMARY_ID_PATCH = "summary-id-encoded-v1"
+"""Versioning marker: summary workflow ids encode their components (see `summary_workflow_id`)."""
+
+
+def summary_workflow_id(request: PrepareSummaryInput, *, encoded: bool = True) -> str:
+    """The workflow id of the preparation of one prefix summary (`crux.models.summary_key`).
+
+    Args:
+        request: The preparation.
+        encoded: `False` only to replay runs recorded before ids were encoded.
+    """
+    if not encoded:
+        return (
+            f"crux/summary/{request.thread_id}/{request.through_id}/"
+            f"{request.strategy}/{request.model}"
+        )
+    return "crux/summary/" + summary_key(
+        request.thread_id, request.through_id, request.strategy, request.model
     )
 
 
