@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from crux.context import ContextContributor, check_id
 from crux.errors import ConfigurationError, RequestCompositionError
 from crux.messages import Message
-from crux.models import HistorySpec, InputBudgetSpec, SummaryStrategy
+from crux.models import MAX_TOKENS, HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 
@@ -357,6 +357,10 @@ def _as_cap(value: object) -> int | None:
 def _check_caps(messages: object, tokens: object, *, required: bool) -> None:
     check_cap("messages", messages)
     check_cap("tokens", tokens)
+    for name, cap in (("messages", messages), ("tokens", tokens)):
+        # The wire keeps caps in PostgreSQL integers; refuse larger ones here, typed.
+        if isinstance(cap, int) and cap > MAX_TOKENS:
+            raise ConfigurationError(f"the {name} cap must be at most {MAX_TOKENS}")
     if required and messages is None and tokens is None:
         raise ConfigurationError("recent needs a messages or tokens cap")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -149,6 +150,8 @@ _values: st.SearchStrategy[Any] = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
+    # Boundaries of PostgreSQL's integer and bigint, where wire caps stop.
+    | st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63])
     | st.floats(allow_nan=True)
     | st.text(max_size=20)
     | st.sampled_from(
@@ -172,7 +175,11 @@ def _call(builder: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         builder(*args, **kwargs)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("CRUX_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(a=_values, b=_values, c=_values, d=_values)
 def test_fuzzed_builders_raise_only_typed_errors(a: Any, b: Any, c: Any, d: Any) -> None:
     _call(crux.context, a, b, placement=c, priority=d)
