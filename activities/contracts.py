@@ -7,10 +7,10 @@ from typing import Literal
 
 from crux.messages import Role
 from crux.models import (
-    GenerationResult,
+    GenerationOutcome,
     HistorySpec,
     InputBudgetSpec,
-    StepRecord,
+    StepFigures,
     SummaryStrategy,
     Usage,
     WireModel,
@@ -136,7 +136,7 @@ class ReadRequestResult(WireModel):
     """A content-free request skeleton.
 
     Attributes:
-        existing: The stored result when this generation already completed.
+        existing: The stored outcome when this generation already completed.
         history_source: Which source won by precedence.
         revision: The Thread revision read (pins the plan).
         head: The Thread head observed (the commit's parent).
@@ -149,7 +149,7 @@ class ReadRequestResult(WireModel):
         counted_messages: How many messages were tokenized by this read (new ones only).
     """
 
-    existing: GenerationResult | None = None
+    existing: GenerationOutcome | None = None
     history_source: HistorySource = "none"
     revision: str | None = None
     head: str | None = None
@@ -172,10 +172,19 @@ class ReadRequestResult(WireModel):
 
 
 class InvokeModelInput(WireModel):
-    """One provider attempt, addressed by ids only."""
+    """One provider attempt, addressed by ids only.
+
+    The sealed plan's receipt and inspection cross Temporal history here, once: the
+    activity stores them before anything else (also when the Thread moved and nothing is
+    sent), and every later payload names them by `receipt.id`.
+    """
 
     generation_id: str
     attempt: int
+    receipt: RequestReceipt
+    """The sealed plan's content-free receipt."""
+    inspection: RequestInspection
+    """The sealed plan's content-free inspection."""
     thread_id: str | None = None
     owner: str = "main"
     revision: str | None = None
@@ -303,7 +312,10 @@ class CountRequestResult(WireModel):
 
 
 class CommitTurnInput(WireModel):
-    """Publish the accepted turn and record the generation."""
+    """Publish the accepted turn and record the generation.
+
+    Steps name their receipts by id: the invoke attempts stored them.
+    """
 
     generation_id: str
     workflow_id: str
@@ -318,23 +330,18 @@ class CommitTurnInput(WireModel):
     """Content tokens of the committed messages, in order, under `encoding`: stored with
     them so the next read does not load their text only to count it."""
     encoding: str = ""
-    steps: list[StepRecord] = []
-    inspections: list[RequestInspection] = []
-    """Content-free inspections of the steps' sealed plans, persisted beside receipts."""
-    superseded: list[RequestReceipt] = []
-    """Receipts of plans never sent because the Thread moved first (persisted, so the
-    `previous_request_id` links of the sent plans resolve)."""
+    steps: list[StepFigures] = []
 
 
 class CommitTurnResult(WireModel):
-    """The stored generation result."""
+    """The stored generation's outcome (the full result stays in PostgreSQL)."""
 
-    result: GenerationResult
+    result: GenerationOutcome
 
 
-ACTIVITY_READ_REQUEST = "crux.read_request"
-ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
-ACTIVITY_COMMIT_TURN = "crux.commit_turn"
+ACTIVITY_READ_REQUEST = "crux.read_request.v2"
+ACTIVITY_INVOKE_MODEL = "crux.invoke_model.v2"
+ACTIVITY_COMMIT_TURN = "crux.commit_turn.v2"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"

@@ -49,17 +49,17 @@ from activities.summaries import SummaryPreparer, as_history_summary, await_runn
 from crux.errors import ThreadError
 from crux.logs import get_logger
 from crux.messages import Message
-from crux.models import GenerationResult, Usage
+from crux.models import GenerationOutcome, GenerationResult, StepRecord, Usage
 from crux.prompts import PromptRegistry
 from crux.tools import ToolRegistry
-from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
+from planner import InputBudget, ModelCatalog, ModelProfile, RequestReceipt, derive_budget
 from providers import (
     AuthoritativeCounter,
     ChatRequest,
     StreamingChatProvider,
     TokenCounter,
 )
-from storage import GenerationStore, SummaryStore, ThreadStore
+from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -93,6 +93,7 @@ class GenerationActivities:
         catalog: Model capacity profiles.
         tools: Tools the model may call, run here as their own activities.
         summaries: Summary artifacts for managed history.
+        receipts: Request receipts and inspections.
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class GenerationActivities:
         catalog: ModelCatalog,
         tools: ToolRegistry | None = None,
         summaries: SummaryStore | None = None,
+        receipts: ReceiptStore | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -113,6 +115,7 @@ class GenerationActivities:
         self._catalog = catalog
         self._tools = tools or ToolRegistry()
         self._summaries = summaries or SummaryStore(threads.pool)
+        self._receipts = receipts or ReceiptStore(threads.pool)
         self._assembler = RequestAssembler(threads, generations, self._summaries)
         self._preparer = SummaryPreparer(threads, self._summaries, generations, providers, catalog)
         self._inputs = InputStager(generations, prompts)
@@ -170,7 +173,7 @@ class GenerationActivities:
         await self._inputs.check_identity(request)
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return ReadRequestResult(existing=replayed(existing))
+            return ReadRequestResult(existing=GenerationOutcome.of(replayed(existing)))
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         ceiling = _ceiling(request, profile)
@@ -300,6 +303,16 @@ class GenerationActivities:
         return CountRequestResult(input_tokens=tokens)
 
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
+        # The plan's evidence is stored before anything can fail or be skipped, so a plan
+        # the provider rejects, or one superseded because the Thread moved, stays
+        # inspectable too. A retried attempt finds its row and writes nothing.
+        await self._receipts.record(
+            request.receipt.id,
+            generation_key=scoped_key(request),
+            thread_id=request.thread_id,
+            receipt=request.receipt.model_dump(mode="json"),
+            inspection=request.inspection.model_dump(mode="json"),
+        )
         staged = await self._generations.get_staged(scoped_key(request), request.attempt, "output")
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
@@ -469,16 +482,13 @@ class GenerationActivities:
     async def _commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return CommitTurnResult(result=existing)
+            return CommitTurnResult(result=GenerationOutcome.of(existing))
         output = await self._generations.get_staged(
             scoped_key(request), request.accepted_attempt, "output"
         )
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
-        usage = Usage(
-            input_tokens=sum(s.usage.input_tokens for s in request.steps),
-            output_tokens=sum(s.usage.output_tokens for s in request.steps),
-        )
+        steps = await self._step_records(request)
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
             user = await self._generations.get_staged(scoped_key(request), 0, "user")
@@ -497,29 +507,23 @@ class GenerationActivities:
                     request.encoding,
                     dict(zip(commit.message_ids, request.message_tokens, strict=True)),
                 )
-        inspections = {
-            inspection.id: inspection.model_dump(mode="json") for inspection in request.inspections
-        }
         result = GenerationResult(
             generation_id=request.generation_id,
             thread_id=request.thread_id,
             output_message_id=assistant_message_id(request.generation_id),
             thread_commit=commit,
-            steps=tuple(request.steps),
-            usage=usage,
+            steps=steps,
+            usage=Usage(
+                input_tokens=sum(s.usage.input_tokens for s in request.steps),
+                output_tokens=sum(s.usage.output_tokens for s in request.steps),
+            ),
             history_source=request.history_source,
         )
+        # The ledger keeps the complete result (receipts included) for the facade and for
+        # replays; the workflow only ever sees its ids and figures.
         stored = await self._generations.record_result(
             result,
             workflow_id=request.workflow_id,
-            receipts=[
-                (
-                    receipt.id,
-                    receipt.model_dump(mode="json"),
-                    inspections.get(receipt.id),
-                )
-                for receipt in (*request.superseded, *(step.request for step in request.steps))
-            ],
             keep_final=output.message if commit is None else None,
         )
         if commit is not None:
@@ -531,7 +535,24 @@ class GenerationActivities:
                 messages=len(commit.message_ids),
                 replayed=commit.replayed,
             )
-        return CommitTurnResult(result=stored)
+        return CommitTurnResult(result=GenerationOutcome.of(stored))
+
+    async def _step_records(self, request: CommitTurnInput) -> tuple[StepRecord, ...]:
+        """The steps with the receipts their attempts stored."""
+        stored = await self._receipts.load([step.request_id for step in request.steps])
+        missing = [step.request_id for step in request.steps if step.request_id not in stored]
+        if missing:
+            raise ThreadError("not_found", f"{len(missing)} request receipt(s) are not stored")
+        return tuple(
+            StepRecord(
+                attempt=step.attempt,
+                request=RequestReceipt.model_validate(stored[step.request_id].receipt),
+                usage=step.usage,
+                finish_reason=step.finish_reason,
+                output_tokens=step.output_tokens,
+            )
+            for step in request.steps
+        )
 
 
 async def _with_heartbeat(call: Awaitable[_T]) -> _T:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 
@@ -28,7 +29,8 @@ from crux.errors import (
     ThreadError,
 )
 from crux.messages import Message
-from crux.models import GenerationResult, StepRecord, ThreadCommit, Usage
+from crux.models import GenerationResult, StepRecord, ThreadCommit, Usage, generation_key
+from storage import GenerationStore
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,51 @@ StreamUpdate = StreamDelta | StreamReset | StreamCommitted
 """What `Runtime.stream` yields."""
 
 
-async def await_result(handle: WorkflowHandle[Any, GenerationResult]) -> GenerationResult:
+class Finished(BaseModel):
+    """What the facade needs of a generation workflow's answer.
+
+    The workflow returns ids and figures (`GenerationOutcome`); runs of earlier releases
+    returned the complete `GenerationResult`. Both decode into this, and the complete
+    result is then loaded from PostgreSQL, where the commit stored it.
+
+    Attributes:
+        generation_id: The caller's generation id.
+        thread_id: The Thread, when managed.
+        thread_commit: The commit receipt as this run reported it (replay flags included).
+        replayed: `True` when the generation had already completed.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    generation_id: str
+    thread_id: str | None = None
+    thread_commit: ThreadCommit | None = None
+    replayed: bool = False
+
+
+async def await_result(handle: WorkflowHandle[Any, Finished]) -> Finished:
     """Wait for a generation workflow, turning its failure into the typed domain error."""
     try:
         return await handle.result()
     except WorkflowFailureError as failure:
         raise domain_error(failure) from None
+
+
+async def stored_result(generations: GenerationStore, finished: Finished) -> GenerationResult:
+    """The complete result of a finished generation, receipts included, from PostgreSQL.
+
+    Raises:
+        ThreadError: `not_found` when the result is no longer stored (its Thread was
+            deleted since).
+    """
+    stored = await generations.find_result(
+        generation_key(finished.generation_id, finished.thread_id)
+    )
+    if stored is None:
+        raise ThreadError("not_found", "the generation's result is no longer stored")
+    return stored.model_copy(
+        update={"replayed": finished.replayed, "thread_commit": finished.thread_commit}
+    )
 
 
 _PROVIDER_TYPES: dict[str, type[ProviderError]] = {

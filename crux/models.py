@@ -304,6 +304,67 @@ class GenerationResult(WireModel):
     replayed: bool = False
 
 
+class StepFigures(WireModel):
+    """One provider step as Temporal history carries it: its request id and figures.
+
+    The receipt itself was stored in PostgreSQL by the attempt that sent it.
+
+    Attributes:
+        attempt: Attempt number within the generation (1-based).
+        request_id: Id of the stored receipt of the sealed plan that was sent.
+        usage: Usage the provider reported.
+        finish_reason: The provider's finish reason.
+        output_tokens: Size of the staged output.
+    """
+
+    attempt: int
+    request_id: str
+    usage: Usage
+    finish_reason: str
+    output_tokens: int = 0
+
+
+class GenerationOutcome(WireModel):
+    """What `ManagedGenerationWorkflow` returns: ids and figures, never receipts.
+
+    The complete `GenerationResult` (every step's receipt) is stored in PostgreSQL with the
+    committed turn; the facade loads it from there, so history stays flat.
+
+    Attributes:
+        generation_id: The caller's generation id.
+        thread_id: The Thread, when managed.
+        output_message_id: Id of the final assistant message.
+        thread_commit: The commit receipt for managed generations.
+        request_ids: Ids of the stored receipts of the sent requests, one per step.
+        usage: Total usage over the steps.
+        history_source: `thread`, `caller-messages` or `none`.
+        replayed: `True` when this generation had already completed.
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+    output_message_id: str
+    thread_commit: ThreadCommit | None = None
+    request_ids: tuple[str, ...] = ()
+    usage: Usage = Usage()
+    history_source: Literal["thread", "caller-messages", "none"] = "none"
+    replayed: bool = False
+
+    @classmethod
+    def of(cls, result: GenerationResult) -> GenerationOutcome:
+        """The outcome of a stored result."""
+        return cls(
+            generation_id=result.generation_id,
+            thread_id=result.thread_id,
+            output_message_id=result.output_message_id,
+            thread_commit=result.thread_commit,
+            request_ids=tuple(step.request.id for step in result.steps),
+            usage=result.usage,
+            history_source=result.history_source,
+            replayed=result.replayed,
+        )
+
+
 def encode_id_component(component: str) -> str:
     """One component of a composite id, percent-encoded so it holds no `/`.
 

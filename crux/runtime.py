@@ -23,12 +23,14 @@ from temporalio.common import (
 )
 
 from crux._outcomes import (
+    Finished,
     Generation,
     StreamCommitted,
     StreamDelta,
     StreamReset,
     StreamUpdate,
     await_result,
+    stored_result,
 )
 from crux._preview import preview_skeleton
 from crux.config import Settings
@@ -360,7 +362,7 @@ class Runtime:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 waiter.cancel()
-            result = outcome.result()
+            result = await stored_result(self._generations, outcome.result())
         finally:
             if not outcome.done():
                 outcome.cancel()
@@ -368,7 +370,7 @@ class Runtime:
             await self._pool.release(connection)
         yield StreamCommitted(generation=await self._hydrate(result))
 
-    async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, GenerationResult]:
+    async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
         attributes = None
         if self._search_attributes:
@@ -389,7 +391,7 @@ class Runtime:
             request,
             id=workflow_id,
             task_queue=self._task_queue,
-            result_type=GenerationResult,
+            result_type=Finished,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=attributes,
             static_summary=f"generation {request.generation_id}",
@@ -404,7 +406,8 @@ class Runtime:
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
         """
-        return await await_result(await self._start(request))
+        finished = await await_result(await self._start(request))
+        return await stored_result(self._generations, finished)
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """Return the stored receipt of a request, from any process and after restarts.

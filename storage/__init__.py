@@ -3,6 +3,7 @@
 from storage._pool import create_pool
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
+from storage.receipts import ReceiptStore, StoredReceipt
 from storage.summaries import SummaryArtifact, SummaryStore, summary_artifact_id
 from storage.threads import (
     EMPTY_REVISION,
@@ -25,9 +26,11 @@ __all__ = [
     "HistoryView",
     "MessageEntry",
     "OwnerState",
+    "ReceiptStore",
     "RedactedEntry",
     "RemovedEntry",
     "StagedMessage",
+    "StoredReceipt",
     "SummaryArtifact",
     "SummaryStore",
     "ThreadEntry",

@@ -53,16 +53,14 @@ with workflow.unsafe.imports_passed_through():
     from crux.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
     from crux.models import (
         GenerationInput,
-        GenerationResult,
-        StepRecord,
+        GenerationOutcome,
+        StepFigures,
         request_fingerprint,
         workflow_id_for,
     )
     from planner import (
         HistorySummary,
         Preparation,
-        RequestInspection,
-        RequestReceipt,
         SealedPlan,
         background_preparations,
         inline_preparations,
@@ -129,7 +127,7 @@ class ManagedGenerationWorkflow:
         return self._stage
 
     @workflow.run
-    async def run(self, raw: RawValue) -> GenerationResult:
+    async def run(self, raw: RawValue) -> GenerationOutcome:
         """Run the generation and return its content-free result.
 
         The input is taken raw and decoded and validated here rather than by the data
@@ -145,7 +143,7 @@ class ManagedGenerationWorkflow:
             await self._discard_after(request, error)
             raise
 
-    async def _generate(self, request: GenerationInput) -> GenerationResult:
+    async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         profile = resolve_profile(request.model)
         read = await self._read(request, profile)
         if read.existing is not None:
@@ -155,9 +153,8 @@ class ManagedGenerationWorkflow:
         # the reader returned its profile falls back to the default catalog.
         profile = read.profile or profile
 
-        steps: list[StepRecord] = []
-        inspections: list[RequestInspection] = []
-        superseded: list[RequestReceipt] = []
+        steps: list[StepFigures] = []
+        superseded = 0
         progress = TurnProgress()
         while True:
             self._set_stage("planning")
@@ -170,6 +167,8 @@ class ManagedGenerationWorkflow:
             invoke_input = InvokeModelInput(
                 generation_id=request.generation_id,
                 attempt=progress.attempt,
+                receipt=sealed.receipt,
+                inspection=sealed.inspection,
                 thread_id=request.thread_id,
                 owner=request.owner,
                 revision=read.revision,
@@ -206,26 +205,25 @@ class ManagedGenerationWorkflow:
                     continue
                 raise
             if invoked.revision_moved:
-                # Another turn landed between the read and this dispatch: nothing was sent.
-                superseded.append(sealed.receipt)
-                inspections.append(sealed.inspection)
-                self._revision_moved(request, len(superseded))
+                # Another turn landed between the read and this dispatch: nothing was sent
+                # (the attempt stored the superseded plan's receipt all the same).
+                superseded += 1
+                self._revision_moved(request, superseded)
                 progress.replan(sealed, "revision-moved")
                 read = await self._read(
                     request,
                     profile,
-                    f"attempt {progress.attempt}: revision moved, round {len(superseded)}",
+                    f"attempt {progress.attempt}: revision moved, round {superseded}",
                 )
                 if read.existing is not None:
                     self._set_stage("completed")
                     return read.existing
                 profile = read.profile or profile
                 continue
-            inspections.append(sealed.inspection)
             steps.append(
-                StepRecord(
+                StepFigures(
                     attempt=progress.attempt,
-                    request=sealed.receipt,
+                    request_id=sealed.receipt.id,
                     usage=invoked.usage,
                     finish_reason=invoked.finish_reason,
                     output_tokens=invoked.output_tokens,
@@ -236,7 +234,7 @@ class ManagedGenerationWorkflow:
             await self._run_tools(request, invoked, progress)
             progress.next_step(sealed)
 
-        result = await self._commit(request, read, progress, steps, inspections, superseded)
+        result = await self._commit(request, read, progress, steps)
         for need in progress.maintenance:
             await self._prepare_summary(request, need, wait=False)
         self._set_stage("completed")
@@ -539,10 +537,8 @@ class ManagedGenerationWorkflow:
         request: GenerationInput,
         read: ReadRequestResult,
         progress: TurnProgress,
-        steps: list[StepRecord],
-        inspections: list[RequestInspection],
-        superseded: list[RequestReceipt],
-    ) -> GenerationResult:
+        steps: list[StepFigures],
+    ) -> GenerationOutcome:
         commit_input = CommitTurnInput(
             generation_id=request.generation_id,
             workflow_id=workflow_id_for(request.generation_id, request.thread_id),
@@ -559,8 +555,6 @@ class ManagedGenerationWorkflow:
             ],
             encoding=read.encoding,
             steps=steps,
-            inspections=inspections,
-            superseded=superseded,
         )
         backoff = timedelta(seconds=1)
         rounds = 0

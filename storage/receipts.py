@@ -1,0 +1,94 @@
+"""Request receipts and inspections, written once by the activity that sends the request.
+
+A sealed plan's receipt and inspection are content-free (ids, sizes, decisions). They are
+recorded here before the provider is called, so Temporal history carries only their ids
+afterwards, and `inspect()` works from any process for every plan: sent, superseded (the
+Thread moved before dispatch) or rejected by the provider.
+
+Rows are keyed by the request id; a retried write keeps the first row (`ON CONFLICT DO
+NOTHING`), so an activity retried after a crash records its receipt exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+_RECORD = """
+INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (request_id) DO NOTHING
+"""
+
+_LOAD = """
+SELECT request_id, receipt, inspection FROM crux_request_receipts
+WHERE request_id = ANY($1::text[])
+"""
+
+
+@dataclass(frozen=True)
+class StoredReceipt:
+    """A stored receipt and its inspection, as JSON objects.
+
+    Attributes:
+        receipt: The `RequestReceipt` JSON.
+        inspection: The `RequestInspection` JSON (`None` for support calls).
+    """
+
+    receipt: dict[str, Any]
+    inspection: dict[str, Any] | None
+
+
+class ReceiptStore:
+    """Records and loads request receipts.
+
+    Args:
+        pool: The asyncpg pool (created with `storage.create_pool`).
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def record(
+        self,
+        request_id: str,
+        *,
+        generation_key: str | None,
+        thread_id: str | None,
+        receipt: dict[str, Any],
+        inspection: dict[str, Any] | None,
+    ) -> None:
+        """Record a receipt once; a repeated call leaves the first row unchanged.
+
+        Args:
+            request_id: The receipt's request id (unique per sealed plan).
+            generation_key: The generation's scoped key (`vocabulary` id scheme).
+            thread_id: The Thread, so deleting it removes the receipt too.
+            receipt: The receipt JSON.
+            inspection: The inspection JSON.
+        """
+        await self._pool.execute(
+            _RECORD, request_id, generation_key, thread_id, receipt, inspection
+        )
+
+    async def load(self, request_ids: Sequence[str]) -> dict[str, StoredReceipt]:
+        """Load receipts by id in one round trip.
+
+        Args:
+            request_ids: Request ids (duplicates allowed).
+
+        Returns:
+            The stored receipts by request id; ids with no row are absent.
+        """
+        if not request_ids:
+            return {}
+        rows = await self._pool.fetch(_LOAD, list(dict.fromkeys(request_ids)))
+        return {
+            str(row["request_id"]): StoredReceipt(
+                receipt=row["receipt"], inspection=row["inspection"]
+            )
+            for row in rows
+        }
