@@ -14,20 +14,24 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities._assembly import RequestAssembler, turn_kind
+from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable, maps_errors
 from activities._inputs import InputStager, replayed, scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
+from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
-from activities.contracts import (
+from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
+from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
     ACTIVITY_INVOKE_MODEL,
     ACTIVITY_PREPARE_SUMMARY,
     ACTIVITY_READ_REQUEST,
+    ACTIVITY_RECORD_PLAN,
     ACTIVITY_RUN_TOOL,
     AwaitSummaryInput,
     CommitTurnInput,
@@ -41,17 +45,11 @@ from activities.contracts import (
     PrepareSummaryResult,
     ReadRequestInput,
     ReadRequestResult,
+    RecordPlanInput,
     RunToolInput,
     RunToolResult,
 )
-from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.models import GenerationOutcome, GenerationResult, StepRecord, Usage
-from crux.prompts import PromptRegistry
-from crux.tools import ToolRegistry
+from contracts.generation import GenerationOutcome, GenerationResult, StepRecord, Usage
 from planner import InputBudget, ModelCatalog, ModelProfile, RequestReceipt, derive_budget
 from providers import (
     AuthoritativeCounter,
@@ -60,6 +58,10 @@ from providers import (
     TokenCounter,
 )
 from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
+from vocabulary.staging import StagingKind, turn_kind
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -102,9 +104,9 @@ class GenerationActivities:
         threads: ThreadStore,
         generations: GenerationStore,
         providers: ProviderRegistry,
-        prompts: PromptRegistry,
+        prompts: PromptLookup,
         catalog: ModelCatalog,
-        tools: ToolRegistry | None = None,
+        tools: ToolLookup | None = None,
         summaries: SummaryStore | None = None,
         receipts: ReceiptStore | None = None,
     ) -> None:
@@ -113,7 +115,7 @@ class GenerationActivities:
         self._providers = providers
         self._prompts = prompts
         self._catalog = catalog
-        self._tools = tools or ToolRegistry()
+        self._tools: ToolLookup = tools or NoTools()
         self._summaries = summaries or SummaryStore(threads.pool)
         self._receipts = receipts or ReceiptStore(threads.pool)
         self._assembler = RequestAssembler(threads, generations, self._summaries)
@@ -162,6 +164,23 @@ class GenerationActivities:
     async def count_request(self, request: CountRequestInput) -> CountRequestResult:
         """Ask the provider for an exact input count (`None` when it cannot count)."""
         return await self._count_request(request)
+
+    @activity.defn(name=ACTIVITY_RECORD_PLAN)
+    @maps_errors
+    async def record_plan(self, request: RecordPlanInput) -> None:
+        """Store a sealed plan's receipt and inspection once (a retry writes nothing).
+
+        Run as a local activity before the plan's attempt, also for plans that are never
+        sent (the Thread moved first) or that the provider rejects, so every request id a
+        receipt or error names can be inspected.
+        """
+        await self._receipts.record(
+            request.receipt.id,
+            generation_key=scoped_key(request),
+            thread_id=request.thread_id,
+            receipt=request.receipt.model_dump(mode="json"),
+            inspection=request.inspection.model_dump(mode="json"),
+        )
 
     @activity.defn(name=ACTIVITY_COMMIT_TURN)
     @maps_errors
@@ -303,17 +322,9 @@ class GenerationActivities:
         return CountRequestResult(input_tokens=tokens)
 
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
-        # The plan's evidence is stored before anything can fail or be skipped, so a plan
-        # the provider rejects, or one superseded because the Thread moved, stays
-        # inspectable too. A retried attempt finds its row and writes nothing.
-        await self._receipts.record(
-            request.receipt.id,
-            generation_key=scoped_key(request),
-            thread_id=request.thread_id,
-            receipt=request.receipt.model_dump(mode="json"),
-            inspection=request.inspection.model_dump(mode="json"),
+        staged = await self._generations.get_staged(
+            scoped_key(request), request.attempt, StagingKind.OUTPUT
         )
-        staged = await self._generations.get_staged(scoped_key(request), request.attempt, "output")
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the
@@ -427,7 +438,7 @@ class GenerationActivities:
                 lambda: self._generations.stage(
                     scoped_key(request),
                     request.attempt,
-                    "output",
+                    StagingKind.OUTPUT,
                     answer.output,
                     thread_id=request.thread_id,
                     source_message_ids=request.message_ids,
@@ -484,14 +495,14 @@ class GenerationActivities:
         if existing is not None:
             return CommitTurnResult(result=GenerationOutcome.of(existing))
         output = await self._generations.get_staged(
-            scoped_key(request), request.accepted_attempt, "output"
+            scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
         )
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
         steps = await self._step_records(request)
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
-            user = await self._generations.get_staged(scoped_key(request), 0, "user")
+            user = await self._generations.get_staged(scoped_key(request), 0, StagingKind.USER)
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
             turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityConfig
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-from crux.errors import ErrorType
+from vocabulary.errors import ErrorType
 
 # Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
 # a ceiling), not inside an activity's retry budget: retrying them here would hide the
@@ -72,6 +72,18 @@ COUNT_REQUEST = ActivityConfig(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=10),
         maximum_attempts=3,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
+    ),
+)
+
+RECORD_PLAN = LocalActivityConfig(
+    # One INSERT of a few hundred bytes, run as a local activity so the receipt and the
+    # inspection it carries stay out of history (only its small marker is recorded).
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=5,
         non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -25,7 +25,7 @@ from temporalio.workflow import ActivityConfig, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
     # re-importing them per workflow run would only cost time.
-    from activities.contracts import (
+    from contracts.activities import (
         ACTIVITY_AWAIT_SUMMARY,
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
+        ACTIVITY_RECORD_PLAN,
         ACTIVITY_RUN_TOOL,
         AwaitSummaryInput,
         CommitTurnInput,
@@ -47,16 +48,16 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryResult,
         ReadRequestInput,
         ReadRequestResult,
+        RecordPlanInput,
         RunToolInput,
         RunToolResult,
     )
-    from crux.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
-    from crux.models import (
+    from contracts.generation import (
         GenerationInput,
         GenerationOutcome,
+        GenerationResult,
         StepFigures,
         request_fingerprint,
-        workflow_id_for,
     )
     from planner import (
         HistorySummary,
@@ -68,6 +69,9 @@ with workflow.unsafe.imports_passed_through():
         plan,
         source_ids,
     )
+    from vocabulary.details import ErrorDetails, decode_details, encode_details
+    from vocabulary.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
+    from vocabulary.ids import workflow_id_for
     from workflows import _options, _search
     from workflows._decode import decode_input
     from workflows._planning import (
@@ -79,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
         selected_sources,
     )
     from workflows._progress import TurnProgress
+    from workflows.legacy.generation import LegacyGeneration
     from workflows.summary import SUMMARY_ID_PATCH, SUMMARY_WORKFLOW, summary_workflow_id
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -101,6 +106,10 @@ FAIL_STARTS_REFRESH_PATCH = "fail-starts-refresh-v1"
 # Versioning marker for the cleanup activity on the failure and cancellation path.
 DISCARD_ON_FAILURE_PATCH = "discard-staging-on-failure-v1"
 
+# Versioning marker of the second generation path. Runs whose history lacks it started on
+# the first path and are carried on, unchanged, by `workflows.legacy`.
+GENERATION_V2_PATCH = "generation-v2"
+
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
 OVERFLOW_RECOVERY_FACTOR = 0.85
@@ -115,6 +124,7 @@ class ManagedGenerationWorkflow:
     def __init__(self) -> None:
         self._stage = "starting"
         self._own_attributes = False
+        self._legacy: LegacyGeneration | None = None
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -124,10 +134,10 @@ class ManagedGenerationWorkflow:
         `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
         `maintenance`, `completed`, `failed` or `cancelled`.
         """
-        return self._stage
+        return self._legacy.stage if self._legacy is not None else self._stage
 
     @workflow.run
-    async def run(self, raw: RawValue) -> GenerationOutcome:
+    async def run(self, raw: RawValue) -> GenerationOutcome | GenerationResult:
         """Run the generation and return its content-free result.
 
         The input is taken raw and decoded and validated here rather than by the data
@@ -136,6 +146,10 @@ class ManagedGenerationWorkflow:
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = _validated(raw)
+        if not workflow.patched(GENERATION_V2_PATCH):
+            self._legacy = LegacyGeneration()
+            # Runs of the first path return the payload they always returned.
+            return cast(GenerationResult, await self._legacy.run(request))
         self._publish_identity(request)
         try:
             return await self._generate(request)
@@ -164,11 +178,10 @@ class ManagedGenerationWorkflow:
                 progress.previous_reason = None
             invoking = f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
             self._set_stage("invoking", invoking)
+            await self._record_plan(request, sealed)
             invoke_input = InvokeModelInput(
                 generation_id=request.generation_id,
                 attempt=progress.attempt,
-                receipt=sealed.receipt,
-                inspection=sealed.inspection,
                 thread_id=request.thread_id,
                 owner=request.owner,
                 revision=read.revision,
@@ -206,7 +219,7 @@ class ManagedGenerationWorkflow:
                 raise
             if invoked.revision_moved:
                 # Another turn landed between the read and this dispatch: nothing was sent
-                # (the attempt stored the superseded plan's receipt all the same).
+                # (the superseded plan's receipt is stored all the same).
                 superseded += 1
                 self._revision_moved(request, superseded)
                 progress.replan(sealed, "revision-moved")
@@ -316,6 +329,38 @@ class ManagedGenerationWorkflow:
             await workflow.sleep(backoff)
             backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
 
+    async def _record_plan(self, request: GenerationInput, sealed: SealedPlan) -> None:
+        """Store the sealed plan's receipt and inspection before its attempt is sent.
+
+        A local activity: its input never enters history, so the evidence is written to
+        PostgreSQL once and every later payload names it by request id. Storage outages
+        are waited out like every other stage's.
+        """
+        record = RecordPlanInput(
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            receipt=sealed.receipt,
+            inspection=sealed.inspection,
+        )
+        backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+        blocked_since = None
+        rounds = 0
+        while True:
+            try:
+                await workflow.execute_local_activity(
+                    ACTIVITY_RECORD_PLAN, record, **_options.RECORD_PLAN
+                )
+                return
+            except ActivityError as error:
+                if _error_type(error) != ErrorType.STORAGE_UNAVAILABLE:
+                    raise
+            blocked_since = blocked_since or workflow.now()
+            rounds += 1
+            self._check_storage_ceiling(request, blocked_since, "planning")
+            self._set_stage("storage_blocked", f"planning: round {rounds} waiting for storage")
+            await workflow.sleep(backoff)
+            backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
+
     def _check_storage_ceiling(self, request: GenerationInput, since: datetime, stage: str) -> None:
         """Fail the run, typed, once storage has been unavailable for too long."""
         waited = workflow.now() - since
@@ -325,7 +370,7 @@ class ManagedGenerationWorkflow:
         raise ApplicationError(
             f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
             f" (storage_wait_seconds={request.storage_wait_seconds})",
-            stage,
+            encode_details(ErrorDetails(stage=stage)),
             type=ErrorType.STORAGE_UNAVAILABLE,
             non_retryable=True,
         )
@@ -344,7 +389,7 @@ class ManagedGenerationWorkflow:
             )
             raise ApplicationError(
                 f"identity_conflict: {why}",
-                "identity_conflict",
+                encode_details(ErrorDetails(code="identity_conflict")),
                 type=ErrorType.THREAD,
                 non_retryable=True,
             )
@@ -462,9 +507,13 @@ class ManagedGenerationWorkflow:
         self._set_stage("failed", rejection.code)
         raise ApplicationError(
             str(rejection),
-            rejection.code,
-            rejection.diagnostics,
-            plan_request.request_id,
+            encode_details(
+                ErrorDetails(
+                    code=rejection.code,
+                    request_id=plan_request.request_id,
+                    diagnostics=rejection.diagnostics,
+                )
+            ),
             type=ErrorType.REQUEST_COMPOSITION,
             non_retryable=True,
         ) from None
@@ -573,10 +622,10 @@ class ManagedGenerationWorkflow:
                 cause = error.cause
                 if isinstance(cause, ApplicationError) and cause.non_retryable:
                     self._set_stage("failed", "commit rejected")
-                    code = cause.details[0] if cause.details else "commit_failed"
+                    code = decode_details(cause.details, cause.type).code or "commit_failed"
                     raise ApplicationError(
                         "the accepted turn could not be published",
-                        code,
+                        encode_details(ErrorDetails(code=code)),
                         type=ErrorType.THREAD_COMMIT,
                         non_retryable=True,
                     ) from None

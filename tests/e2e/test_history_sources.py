@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from crux.errors import ThreadError
 from crux.logs import configure_logging
-from crux.models import GenerationResult, ThreadCommit, workflow_id_for
+from crux.models import GenerationOutcome, GenerationResult, ThreadCommit, workflow_id_for
 from crux.prompts import history, prompt
 from crux.thread import thread
 from crux.tools import tool
@@ -120,7 +120,7 @@ async def test_a_registered_prompt_with_messages_serves_plain_temporal_clients(
             id=workflow_id_for("r1", thread_id),
             task_queue=worker.task_queue,
         )
-    result = GenerationResult.model_validate(raw)
+    result = GenerationOutcome.model_validate(raw)
     assert result.history_source == "caller-messages"
     assert result.thread_commit is None
     assert _sent(openai_server)[0] == [
@@ -254,7 +254,7 @@ async def test_a_plain_client_recent_policy_without_caps_keeps_twenty_messages(
             id=workflow_id_for("recent-default", None),
             task_queue=worker.task_queue,
         )
-    result = GenerationResult.model_validate(raw)
+    result = GenerationOutcome.model_validate(raw)
     assert result.history_source == "caller-messages"
     assert _sent(openai_server)[0] == [f"turn {n}" for n in range(10, 30)] + ["latest question"]
 

@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from crux.errors import RequestCompositionError, ThreadError
-from crux.models import GenerationInput, GenerationResult, workflow_id_for
+from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
 from crux.prompts import history as crux_history
 from crux.prompts import prompt
 from crux.runtime import Runtime
@@ -159,7 +159,7 @@ async def test_plain_client_with_json_input_commits_a_turn(
             id=workflow_id_for("g1", thread_id),
             task_queue=worker.task_queue,
         )
-    result = GenerationResult.model_validate(raw)
+    result = GenerationOutcome.model_validate(raw)
     assert result.thread_commit is not None and result.thread_commit.status == "selected"
     [user, assistant] = await ThreadStore(pool).load_messages(
         thread_id, result.thread_commit.message_ids
@@ -276,7 +276,7 @@ async def test_commit_blocked_is_visible_and_recovers(
             request,
             id=workflow_id_for("b1", thread_id),
             task_queue=worker.task_queue,
-            result_type=GenerationResult,
+            result_type=GenerationOutcome,
         )
 
         async def stage() -> str:

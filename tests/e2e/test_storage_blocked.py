@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from crux._worker import build_worker, worker_resources
-from crux.models import GenerationInput, GenerationResult, workflow_id_for
+from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
 from storage import create_pool
 from tests.helpers import eventually, settings_for
 
@@ -38,7 +38,7 @@ async def test_an_unreachable_store_is_visible_as_storage_blocked_then_fails_typ
                 ),
                 id=workflow_id_for("b1", thread_id),
                 task_queue=task_queue,
-                result_type=GenerationResult,
+                result_type=GenerationOutcome,
                 search_attributes=TypedSearchAttributes([SearchAttributePair(STAGE, "starting")]),
             )
 

@@ -8,7 +8,7 @@ import asyncpg
 from temporalio.client import Client
 
 from crux._worker import build_worker, worker_resources
-from crux.models import GenerationInput, GenerationResult, workflow_id_for
+from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import eventually, settings_for
@@ -37,7 +37,7 @@ async def test_turn_survives_a_worker_stopping_during_the_provider_call(
                 request,
                 id=workflow_id_for("w1", thread_id),
                 task_queue=task_queue,
-                result_type=GenerationResult,
+                result_type=GenerationOutcome,
             )
 
             async def requests() -> int:

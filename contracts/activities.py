@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from crux.messages import Role
-from crux.models import (
+from contracts.generation import (
     GenerationOutcome,
     HistorySpec,
     InputBudgetSpec,
     StepFigures,
     SummaryStrategy,
     Usage,
-    WireModel,
 )
 from planner import (
     HistoryAggregate,
@@ -23,9 +21,9 @@ from planner import (
     RequestInspection,
     RequestReceipt,
 )
-
-HistorySource = Literal["thread", "caller-messages", "none"]
-
+from vocabulary.commits import WireModel
+from vocabulary.messages import Role
+from vocabulary.staging import HistorySource
 
 _ROLE_LETTERS: dict[Role, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 _LETTER_ROLES: dict[str, Role] = {letter: role for role, letter in _ROLE_LETTERS.items()}
@@ -172,19 +170,10 @@ class ReadRequestResult(WireModel):
 
 
 class InvokeModelInput(WireModel):
-    """One provider attempt, addressed by ids only.
-
-    The sealed plan's receipt and inspection cross Temporal history here, once: the
-    activity stores them before anything else (also when the Thread moved and nothing is
-    sent), and every later payload names them by `receipt.id`.
-    """
+    """One provider attempt, addressed by ids only."""
 
     generation_id: str
     attempt: int
-    receipt: RequestReceipt
-    """The sealed plan's content-free receipt."""
-    inspection: RequestInspection
-    """The sealed plan's content-free inspection."""
     thread_id: str | None = None
     owner: str = "main"
     revision: str | None = None
@@ -311,10 +300,29 @@ class CountRequestResult(WireModel):
     input_tokens: int | None = None
 
 
+class RecordPlanInput(WireModel):
+    """The content-free evidence of one sealed plan, stored before its attempt is sent.
+
+    Recorded by a local activity, whose input never enters Temporal history: afterwards
+    every payload names the plan by `receipt.id`.
+
+    Attributes:
+        generation_id: The generation.
+        thread_id: Its Thread (`None` ad hoc), so deleting the Thread removes the receipt.
+        receipt: The sealed plan's receipt.
+        inspection: The sealed plan's inspection.
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+    receipt: RequestReceipt
+    inspection: RequestInspection
+
+
 class CommitTurnInput(WireModel):
     """Publish the accepted turn and record the generation.
 
-    Steps name their receipts by id: the invoke attempts stored them.
+    Steps name their receipts by id (recorded before each attempt was sent).
     """
 
     generation_id: str
@@ -334,14 +342,15 @@ class CommitTurnInput(WireModel):
 
 
 class CommitTurnResult(WireModel):
-    """The stored generation's outcome (the full result stays in PostgreSQL)."""
+    """The stored generation's outcome (the complete result stays in PostgreSQL)."""
 
     result: GenerationOutcome
 
 
 ACTIVITY_READ_REQUEST = "crux.read_request.v2"
-ACTIVITY_INVOKE_MODEL = "crux.invoke_model.v2"
+ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
 ACTIVITY_COMMIT_TURN = "crux.commit_turn.v2"
+ACTIVITY_RECORD_PLAN = "crux.record_plan"
 ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
