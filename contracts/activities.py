@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from contracts._compact import CompactWireModel
 from contracts.generation import (
     GenerationOutcome,
     HistorySpec,
@@ -29,7 +30,7 @@ _ROLE_LETTERS: dict[Role, str] = {"system": "s", "user": "u", "assistant": "a", 
 _LETTER_ROLES: dict[str, Role] = {letter: role for role, letter in _ROLE_LETTERS.items()}
 
 
-class CompactHistory(WireModel):
+class CompactHistory(CompactWireModel):
     """History items in columns: a third of the bytes of one object per message.
 
     The skeleton crosses Temporal history once per generation, so its per-message cost
@@ -94,14 +95,14 @@ class CompactHistory(WireModel):
         return tuple(unpacked)
 
 
-class SelectedSource(WireModel):
+class SelectedSource(CompactWireModel):
     """A context source the sealed plan sends (id and placement, never text)."""
 
     id: str
     placement: Literal["system", "message"] = "system"
 
 
-class ReadRequestInput(WireModel):
+class ReadRequestInput(CompactWireModel):
     """What the read stage needs: the generation's addressing, never its transcript."""
 
     generation_id: str
@@ -130,7 +131,7 @@ class ReadRequestInput(WireModel):
     input); a reused generation id with another fingerprint is `identity_conflict`."""
 
 
-class ReadRequestResult(WireModel):
+class ReadRequestResult(CompactWireModel):
     """A content-free request skeleton.
 
     Attributes:
@@ -169,7 +170,7 @@ class ReadRequestResult(WireModel):
     profiles included), never with a module-global default."""
 
 
-class InvokeModelInput(WireModel):
+class InvokeModelInput(CompactWireModel):
     """One provider attempt, addressed by ids only."""
 
     generation_id: str
@@ -196,7 +197,7 @@ class InvokeModelInput(WireModel):
     """Write provider deltas to PostgreSQL as they arrive."""
 
 
-class InvokeModelResult(WireModel):
+class InvokeModelResult(CompactWireModel):
     """What the workflow learns from an attempt: sizes and decisions, never text."""
 
     usage: Usage
@@ -218,7 +219,7 @@ class InvokeModelResult(WireModel):
         )
 
 
-class RunToolInput(WireModel):
+class RunToolInput(CompactWireModel):
     """Run one tool call of a staged assistant message."""
 
     generation_id: str
@@ -231,7 +232,7 @@ class RunToolInput(WireModel):
     """Index the tool result takes within the turn."""
 
 
-class RunToolResult(WireModel):
+class RunToolResult(CompactWireModel):
     """Size and outcome of a tool call (never its content)."""
 
     tokens: int
@@ -283,7 +284,7 @@ class PrepareSummaryResult(WireModel):
     reused: bool = False
 
 
-class CountRequestInput(WireModel):
+class CountRequestInput(CompactWireModel):
     """Ask the provider for an exact count of the request, as it would be sent."""
 
     generation_id: str
@@ -294,13 +295,13 @@ class CountRequestInput(WireModel):
     context: list[SelectedSource] = []
 
 
-class CountRequestResult(WireModel):
+class CountRequestResult(CompactWireModel):
     """The provider's count, or `None` when it offers no counting endpoint."""
 
     input_tokens: int | None = None
 
 
-class RecordPlanInput(WireModel):
+class RecordPlanInput(CompactWireModel):
     """The content-free evidence of one sealed plan, stored before its attempt is sent.
 
     Recorded by a local activity, whose input never enters Temporal history: afterwards
@@ -319,7 +320,7 @@ class RecordPlanInput(WireModel):
     inspection: RequestInspection
 
 
-class CommitTurnInput(WireModel):
+class CommitTurnInput(CompactWireModel):
     """Publish the accepted turn and record the generation.
 
     Steps name their receipts by id (recorded before each attempt was sent).
@@ -341,7 +342,7 @@ class CommitTurnInput(WireModel):
     steps: list[StepFigures] = []
 
 
-class CommitTurnResult(WireModel):
+class CommitTurnResult(CompactWireModel):
     """The stored generation's outcome (the complete result stays in PostgreSQL)."""
 
     result: GenerationOutcome
@@ -357,7 +358,7 @@ ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
 ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"
 
 
-class DiscardGenerationInput(WireModel):
+class DiscardGenerationInput(CompactWireModel):
     """Remove what a failed or cancelled generation staged.
 
     Attributes:
@@ -369,7 +370,7 @@ class DiscardGenerationInput(WireModel):
     thread_id: str | None = None
 
 
-class DiscardGenerationResult(WireModel):
+class DiscardGenerationResult(CompactWireModel):
     """How many staged rows were removed."""
 
     deleted: int
