@@ -5,7 +5,9 @@ Anchors measured in the same run:
   offline provider, append the turn) -> the ratio is the price of durability;
 - history bytes: the bytes of the transcript the turn's request covered, i.e. what a
   design that passes transcripts through workflow payloads would put in history at least
-  once -> the ratio shows history staying flat while transcripts grow.
+  once -> the ratio shows history staying flat while transcripts grow; measured along the
+  conversation and, on a 128k-token model profile, on Threads of 10 to 10,000 messages
+  seeded directly (`history_bytes.py`; `CRUX_BENCH_LENGTHS=0,10,100` picks the lengths).
 
 Run: `.venv/bin/python bench/bench_generation.py [turns]`
 """
@@ -22,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
 
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
@@ -96,6 +99,14 @@ async def main(turns: int) -> None:
         await store.append(anchor_thread, [user, answer])
         direct.append(time.perf_counter() - started)
 
+    lengths = os.environ.get("CRUX_BENCH_LENGTHS")
+    by_length = await measure_history_bytes(
+        env.client,
+        pool,
+        settings,
+        tuple(int(n) for n in lengths.split(",")) if lengths else LENGTHS,
+    )
+
     await pool.close()
     await env.shutdown()
     if server is not None:
@@ -117,6 +128,7 @@ async def main(turns: int) -> None:
         )
     growth = (history_bytes[-1] - history_bytes[0]) / max(1, turns - 1)
     print(f"  history growth   : {growth:8.1f} B per extra turn in the Thread")
+    print_history_bytes(by_length)
     sys.stdout.flush()
     os._exit(0)
 

@@ -1,0 +1,137 @@
+"""Temporal history of a generation stays small and flat as its Thread grows.
+
+Receipts and inspections are written to PostgreSQL before each attempt and named by id
+afterwards; the facade loads them back, so callers get the same complete result. The
+ceilings are what Temporal itself counts (`history_size_bytes`) on a 128k-token model.
+The long Thread is seeded directly through the Thread store. `CRUX_SOAK=1` adds a
+10,000-message Thread of short turns (the window's worst case).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+import pytest
+from temporalio.client import Client
+
+from crux._worker import build_worker, worker_resources
+from crux.models import HistorySpec, workflow_id_for
+from crux.runtime import Runtime
+from planner import ModelCatalog, ModelProfile
+from storage import ThreadStore
+from tests.helpers import settings_for
+from vocabulary.messages import Message
+
+MODEL = "offline:window-128k"
+PROFILE = ModelProfile(
+    id=MODEL,
+    provider="offline",
+    context_window=128_000,
+    default_output_reserve=4_096,
+    confidence="exact",
+    encoding="cl100k_base",
+)
+FIRST_TURN_CEILING = 8 * 1024
+LONG_THREAD_CEILING = 16 * 1024
+# Recent history up to this many content tokens: with per-message structure it fills most
+# of the model's strict input maximum, so the request skeleton is as long as it gets.
+RECENT_TOKENS = 96_000
+
+
+@asynccontextmanager
+async def _runtime(client: Client, pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Runtime]:
+    catalog = ModelCatalog.default().with_profiles(PROFILE)
+    task_queue = f"flat-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(database_url).model_copy(update={"task_queue": task_queue})
+    async with (
+        worker_resources(settings, pool=pool, catalog=catalog) as activities,
+        build_worker(client, task_queue=task_queue, activities=activities),
+    ):
+        yield Runtime(client, pool, task_queue=task_queue, catalog=catalog, default_model=MODEL)
+
+
+async def _seed(pool: asyncpg.Pool, thread_id: str, messages: int, words: int) -> None:
+    """Publish `messages` messages as user/assistant turns, with generation-style ids."""
+    store = ThreadStore(pool)
+    filler = " ".join(["packing"] * words)
+    for turn in range(messages // 2):
+        key = f"gen_{uuid.uuid4().hex}"
+        await store.append(
+            thread_id,
+            [
+                Message(id=f"gen:{key}:user", role="user", content=f"Day {turn}: {filler}?"),
+                Message(id=f"gen:{key}:assistant", role="assistant", content=f"{filler}."),
+            ],
+        )
+
+
+def _payload_text(node: object) -> str:
+    """Every payload of a history (its JSON form), decoded and joined."""
+    if isinstance(node, dict):
+        items: dict[str, object] = node
+        data = items.get("data")
+        if isinstance(data, str) and "metadata" in items:
+            return base64.b64decode(data).decode("utf-8", "replace")
+        return "\n".join(_payload_text(value) for value in items.values())
+    if isinstance(node, list):
+        values: list[object] = node
+        return "\n".join(_payload_text(value) for value in values)
+    return ""
+
+
+async def _history_bytes(client: Client, generation_id: str, thread_id: str) -> tuple[int, str]:
+    """Temporal's own count of the run's history bytes, and its payloads as text."""
+    handle = client.get_workflow_handle(workflow_id_for(generation_id, thread_id))
+    described = await handle.describe()
+    size = described.raw_description.workflow_execution_info.history_size_bytes
+    history = await handle.fetch_history()
+    return size, _payload_text(history.to_json_dict())
+
+
+async def _generate_and_measure(
+    client: Client, runtime: Runtime, thread_id: str, generation_id: str
+) -> int:
+    history = HistorySpec(kind="recent", tokens=RECENT_TOKENS)
+    result = await runtime.generate(
+        "What should I pack next?", thread=thread_id, generation_id=generation_id, history=history
+    )
+    size, dumped = await _history_bytes(client, generation_id, thread_id)
+    # The result the caller holds is complete: its receipt is the stored one, and so is the
+    # inspection, yet neither crossed history after the attempt named it.
+    [step] = result.steps
+    assert await runtime.receipt(step.request.id) == step.request
+    inspection = await runtime.inspect(step.request)
+    assert inspection.id == step.request.id
+    assert step.request.id in dumped
+    assert '"breakdown"' not in dumped and '"adaptations"' not in dumped, "receipt in history"
+
+    return size
+
+
+async def test_first_turn_and_a_long_thread_stay_under_the_ceilings(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    async with _runtime(client, pool, database_url) as runtime:
+        first = await _generate_and_measure(client, runtime, f"flat:{uuid.uuid4().hex[:6]}", "f1")
+        # 2,000 messages of about 45 tokens fill the recent window of a 128k model.
+        long_thread = f"flat-long:{uuid.uuid4().hex[:6]}"
+        await _seed(pool, long_thread, 2_000, words=40)
+        long = await _generate_and_measure(client, runtime, long_thread, "f2")
+    assert first <= FIRST_TURN_CEILING, first
+    assert long <= LONG_THREAD_CEILING, long
+
+
+@pytest.mark.skipif(os.environ.get("CRUX_SOAK") != "1", reason="set CRUX_SOAK=1 (about a minute)")
+async def test_ten_thousand_short_messages_stay_under_the_ceiling(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    thread_id = f"flat-10k:{uuid.uuid4().hex[:6]}"
+    await _seed(pool, thread_id, 10_000, words=3)
+    async with _runtime(client, pool, database_url) as runtime:
+        size = await _generate_and_measure(client, runtime, thread_id, "f10k")
+    assert size <= LONG_THREAD_CEILING, size
