@@ -18,12 +18,16 @@ from contextlib import asynccontextmanager
 import asyncpg
 import pytest
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
+from activities import GenerationActivities
+from contracts.activities import CommitTurnInput, RecordPlanInput
+from contracts.generation import StepFigures
 from crux._worker import build_worker, worker_resources
-from crux.models import HistorySpec, workflow_id_for
+from crux.models import HistorySpec, generation_key, workflow_id_for
 from crux.runtime import Runtime
 from planner import ModelCatalog, ModelProfile
-from storage import ThreadStore
+from storage import GenerationStore, ThreadStore
 from tests.helpers import settings_for
 from vocabulary.messages import Message
 
@@ -44,7 +48,9 @@ RECENT_TOKENS = 96_000
 
 
 @asynccontextmanager
-async def _runtime(client: Client, pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Runtime]:
+async def _runtime(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> AsyncIterator[tuple[Runtime, GenerationActivities]]:
     catalog = ModelCatalog.default().with_profiles(PROFILE)
     task_queue = f"flat-{uuid.uuid4().hex[:8]}"
     settings = settings_for(database_url).model_copy(update={"task_queue": task_queue})
@@ -52,7 +58,8 @@ async def _runtime(client: Client, pool: asyncpg.Pool, database_url: str) -> Asy
         worker_resources(settings, pool=pool, catalog=catalog) as activities,
         build_worker(client, task_queue=task_queue, activities=activities),
     ):
-        yield Runtime(client, pool, task_queue=task_queue, catalog=catalog, default_model=MODEL)
+        runtime = Runtime(client, pool, task_queue=task_queue, catalog=catalog, default_model=MODEL)
+        yield runtime, activities
 
 
 async def _seed(pool: asyncpg.Pool, thread_id: str, messages: int, words: int) -> None:
@@ -116,7 +123,7 @@ async def _generate_and_measure(
 async def test_first_turn_and_a_long_thread_stay_under_the_ceilings(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
-    async with _runtime(client, pool, database_url) as runtime:
+    async with _runtime(client, pool, database_url) as (runtime, _):
         first = await _generate_and_measure(client, runtime, f"flat:{uuid.uuid4().hex[:6]}", "f1")
         # 2,000 messages of about 45 tokens fill the recent window of a 128k model.
         long_thread = f"flat-long:{uuid.uuid4().hex[:6]}"
@@ -132,6 +139,62 @@ async def test_ten_thousand_short_messages_stay_under_the_ceiling(
 ) -> None:
     thread_id = f"flat-10k:{uuid.uuid4().hex[:6]}"
     await _seed(pool, thread_id, 10_000, words=3)
-    async with _runtime(client, pool, database_url) as runtime:
+    async with _runtime(client, pool, database_url) as (runtime, _):
         size = await _generate_and_measure(client, runtime, thread_id, "f10k")
     assert size <= LONG_THREAD_CEILING, size
+
+
+async def test_a_retried_record_and_a_replayed_commit_write_once(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    thread_id = f"flat-once:{uuid.uuid4().hex[:6]}"
+    async with _runtime(client, pool, database_url) as (runtime, activities):
+        generation = await runtime.generate("Hello", thread=thread_id, generation_id="once")
+        [step] = generation.steps
+        inspection = await runtime.inspect(step.request)
+        # The record step retried after a lost completion (even with a drifted copy of the
+        # receipt): the first row stays, and there is one.
+        drifted = step.request.model_copy(update={"input_tokens": step.request.input_tokens + 1})
+        for receipt in (step.request, drifted):
+            await ActivityEnvironment().run(
+                activities.record_plan,
+                RecordPlanInput(
+                    generation_id="once",
+                    thread_id=thread_id,
+                    receipt=receipt,
+                    inspection=inspection,
+                ),
+            )
+        rows = await pool.fetchval(
+            "SELECT count(*) FROM crux_request_receipts WHERE request_id = $1", step.request.id
+        )
+        assert rows == 1
+        assert await runtime.receipt(step.request.id) == step.request
+        # A commit replayed after its completion was lost returns the stored outcome and
+        # publishes nothing again.
+        again = await ActivityEnvironment().run(
+            activities.commit_turn,
+            CommitTurnInput(
+                generation_id="once",
+                workflow_id=workflow_id_for("once", thread_id),
+                thread_id=thread_id,
+                accepted_attempt=1,
+                history_source="thread",
+                steps=[
+                    StepFigures(
+                        attempt=1,
+                        request_id=step.request.id,
+                        usage=step.usage,
+                        finish_reason=step.finish_reason,
+                        output_tokens=step.output_tokens,
+                    )
+                ],
+            ),
+        )
+        assert again.result.request_ids == (step.request.id,)
+        assert again.result.thread_commit == generation.thread_commit
+        # The facade's complete result is the ledger's, receipts included.
+        stored = await GenerationStore(pool).find_result(generation_key("once", thread_id))
+        assert stored is not None and stored.steps == generation.steps
+    view = await ThreadStore(pool).read_history_view(thread_id)
+    assert [entry.id for entry in view.messages] == ["gen:once:user", "gen:once:assistant"]
