@@ -183,6 +183,21 @@ class GenerationInput(WireModel):
             )
         return self
 
+    def start_payload(self) -> dict[str, Any]:
+        """This input as a workflow start payload: only the fields that differ from defaults.
+
+        The start event is history too; the workflow validates the payload and fills the
+        defaults back in, so the run sees an equal input. Only the top level is left out:
+        nested shapes (history policy, contributors) are sent whole.
+        """
+        full = self.model_dump(mode="json")
+        return {
+            name: full[name]
+            for name, field in type(self).model_fields.items()
+            if field.is_required()
+            or getattr(self, name) != field.get_default(call_default_factory=True)
+        }
+
 
 class Usage(WireModel):
     """Token usage reported by a provider."""

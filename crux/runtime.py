@@ -390,7 +390,7 @@ class Runtime:
             )
         return await self._client.start_workflow(
             WORKFLOW_NAME,
-            request,
+            request.start_payload(),
             id=workflow_id,
             task_queue=self._task_queue,
             result_type=Finished,
