@@ -1,7 +1,8 @@
 """History bytes of one generation by Thread length, on a 128k-token model profile.
 
-Each Thread is seeded directly through the Thread store (user/assistant turns with the ids
-generations give them), then one generation with recent history runs on it. Printed per
+Each Thread is seeded directly through the Thread store (user/assistant turns of varied
+length with the ids generations give them), then one generation with recent history runs on
+it. Printed per
 length: the bytes Temporal counts for the run (`history_size_bytes`, what its limits apply
 to), the size of the history's JSON export, and the anchor: the bytes of the transcript the
 request covered, i.e. what passing the transcript through workflow payloads would put in
@@ -10,6 +11,7 @@ history at least once.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -52,7 +54,16 @@ class HistoryRow:
     seed_seconds: float
 
 
+_WORDS = ("pack", "water", "map", "layer", "boots", "route", "ridge", "camp", "stove", "rain")
+
+
+def _words(rng: random.Random, count: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(count))
+
+
 async def _seed(store: ThreadStore, thread_id: str, messages: int) -> None:
+    """User/assistant turns of varied length, about 45 tokens per message on average."""
+    rng = random.Random(messages)
     for turn in range(messages // 2):
         key = f"gen_{uuid.uuid4().hex}"
         await store.append(
@@ -61,12 +72,12 @@ async def _seed(store: ThreadStore, thread_id: str, messages: int) -> None:
                 Message(
                     id=f"gen:{key}:user",
                     role="user",
-                    content=f"Question number {turn}: what should I pack for day {turn}?",
+                    content=f"Question {turn}: {_words(rng, rng.randint(5, 50))}?",
                 ),
                 Message(
                     id=f"gen:{key}:assistant",
                     role="assistant",
-                    content=f"For day {turn}, pack water, a map and a warm layer.",
+                    content=f"{_words(rng, rng.randint(10, 80))}.",
                 ),
             ],
         )
