@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate, TypedSearchAttributes
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
@@ -32,14 +32,30 @@ _MAX_VALUE_CHARS = 1_000
 
 
 def identity(
-    *, thread_id: str | None, generation_id: str | None, model: str | None, stage: str
+    *,
+    thread_id: str | None,
+    generation_id: str | None,
+    model: str | None,
+    stage: str,
+    present: TypedSearchAttributes | None = None,
 ) -> list[SearchAttributeUpdate[Any]]:
-    """The updates naming one run: thread, generation, model and the first stage."""
+    """The updates naming one run: thread, generation, model and the first stage.
+
+    Args:
+        thread_id: The Thread (`None` ad hoc).
+        generation_id: The generation.
+        model: The model id.
+        stage: The first stage.
+        present: The attributes the run started with: values the starter already set
+            (the facade sets them all) are left out, so they cost no history event.
+    """
     updates: list[SearchAttributeUpdate[Any]] = [STAGE.value_set(stage)]
     for key, value in ((THREAD_ID, thread_id), (GENERATION_ID, generation_id), (MODEL, model)):
         if value:
             updates.append(key.value_set(value[:_MAX_VALUE_CHARS]))
-    return updates
+    if present is None:
+        return updates
+    return [update for update in updates if present.get(update.key) != update.value]
 
 
 def upsert(updates: list[SearchAttributeUpdate[Any]]) -> None:

@@ -666,14 +666,15 @@ class ManagedGenerationWorkflow:
         """Name this run in search attributes, whatever the starter passed."""
         self._own_attributes = workflow.patched(_search.PATCH)
         if self._own_attributes:
-            _search.upsert(
-                _search.identity(
-                    thread_id=request.thread_id,
-                    generation_id=request.generation_id,
-                    model=request.model,
-                    stage="starting",
-                )
+            updates = _search.identity(
+                thread_id=request.thread_id,
+                generation_id=request.generation_id,
+                model=request.model,
+                stage="starting",
+                present=workflow.info().typed_search_attributes,
             )
+            if updates:
+                _search.upsert(updates)
 
     def _set_stage(self, stage: str, details: str | None = None) -> None:
         self._stage = stage
