@@ -351,8 +351,14 @@ class ManagedGenerationWorkflow:
                     ACTIVITY_RECORD_PLAN, record, **_options.RECORD_PLAN
                 )
                 return
-            except ActivityError as error:
-                if _error_type(error) != ErrorType.STORAGE_UNAVAILABLE:
+            except (ActivityError, ApplicationError) as error:
+                # A local activity's failure reaches the workflow as the activity's own
+                # ApplicationError, not wrapped in an ActivityError.
+                failure = error.cause if isinstance(error, ActivityError) else error
+                if not (
+                    isinstance(failure, ApplicationError)
+                    and failure.type == ErrorType.STORAGE_UNAVAILABLE
+                ):
                     raise
             blocked_since = blocked_since or workflow.now()
             rounds += 1

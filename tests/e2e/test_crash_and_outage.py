@@ -242,8 +242,11 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
                 for r in results.values()
                 if r.thread_commit is not None and r.thread_commit.status == "alternative"
             ),
-            "replans": sum(
-                1 for r in results.values() for s in r.steps if s.request.previous_reason
+            # Sent requests that follow a plan the Thread's move kept from being sent.
+            "replans": await pool.fetchval(
+                "SELECT count(*) FROM crux_request_receipts"
+                " WHERE request_id = ANY($1::text[]) AND receipt->>'previous_reason' IS NOT NULL",
+                [request_id for r in results.values() for request_id in r.request_ids],
             ),
         }
         print("\ncrash-and-outage figures:", json.dumps(figures))
