@@ -6,8 +6,8 @@ activity sends exactly what the plan measured.
 
 from __future__ import annotations
 
+from activities._support import render_summary
 from activities.contracts import HistorySource, SelectedSource
-from activities.summaries import render_summary
 from crux.errors import ThreadError
 from crux.messages import Message
 from storage import GenerationStore, SummaryStore, ThreadStore

@@ -47,6 +47,11 @@ def user_message_id(generation_id: str) -> str:
     return f"gen:{generation_id}:user"
 
 
+def assistant_message_id(generation_id: str) -> str:
+    """Deterministic id of a generation's final assistant message."""
+    return f"gen:{generation_id}:assistant"
+
+
 def replayed(result: GenerationResult) -> GenerationResult:
     """A stored result returned again: it says so, and so does its Thread commit."""
     commit = result.thread_commit
