@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from activities._providers import ProviderRegistry
-from activities.contracts import PrepareSummaryInput
-from crux.errors import ProviderResponseError, RequestCompositionError
-from crux.messages import Message
+from contracts.activities import PrepareSummaryInput
 from planner import ModelProfile, SupportRequestRecord, derive_budget
 from planner.measure import message_format
 from planner.summaries import SUMMARY_REDUCE_BATCH
 from providers import ChatRequest, TokenCounter
 from storage import GenerationStore
+from vocabulary.errors import ProviderResponseError, RequestCompositionError
+from vocabulary.messages import Message
 
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 """Opens the assistant-role message that stands in for the summarised turns."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from activities._assembly import RequestAssembler
 from activities._inputs import assistant_message_id, scoped_key
-from activities.contracts import CommitTurnInput, CommitTurnResult
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.models import GenerationResult, Usage
+from contracts.activities import CommitTurnInput, CommitTurnResult
+from contracts.generation import GenerationResult, Usage
 from storage import GenerationStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.staging import StagingKind
 
 _log = get_logger(__name__)
 
@@ -35,7 +36,7 @@ class TurnCommitter:
         if existing is not None:
             return CommitTurnResult(result=existing)
         output = await self._generations.get_staged(
-            scoped_key(request), request.accepted_attempt, "output"
+            scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
         )
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
@@ -45,7 +46,7 @@ class TurnCommitter:
         )
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
-            user = await self._generations.get_staged(scoped_key(request), 0, "user")
+            user = await self._generations.get_staged(scoped_key(request), 0, StagingKind.USER)
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
             turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)

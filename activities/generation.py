@@ -13,9 +13,14 @@ from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._inputs import InputStager, assistant_message_id
 from activities._providers import ProviderRegistry
+from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
 from activities.committing import TurnCommitter
-from activities.contracts import (
+from activities.invoking import ModelInvoker
+from activities.reading import RequestReader
+from activities.summaries import SummaryPreparer
+from activities.summary_join import await_running_summary
+from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
@@ -37,12 +42,6 @@ from activities.contracts import (
     RunToolInput,
     RunToolResult,
 )
-from activities.invoking import ModelInvoker
-from activities.reading import RequestReader
-from activities.summaries import SummaryPreparer
-from activities.summary_join import await_running_summary
-from crux.prompts import PromptRegistry
-from crux.tools import ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, SummaryStore, ThreadStore
 
@@ -68,13 +67,13 @@ class GenerationActivities:
         threads: ThreadStore,
         generations: GenerationStore,
         providers: ProviderRegistry,
-        prompts: PromptRegistry,
+        prompts: PromptLookup,
         catalog: ModelCatalog,
-        tools: ToolRegistry | None = None,
+        tools: ToolLookup | None = None,
         summaries: SummaryStore | None = None,
     ) -> None:
         self._generations = generations
-        tools = tools or ToolRegistry()
+        offered: ToolLookup = tools or NoTools()
         summaries = summaries or SummaryStore(threads.pool)
         assembler = RequestAssembler(threads, generations, summaries)
         self._reader = RequestReader(
@@ -84,19 +83,19 @@ class GenerationActivities:
             inputs=InputStager(generations, prompts),
             assembler=assembler,
             catalog=catalog,
-            tool_specs=lambda names: [tool.spec for tool in tools.require(names)],
+            tool_specs=lambda names: [tool.spec for tool in offered.require(names)],
         )
         self._invoker = ModelInvoker(
             threads=threads,
             generations=generations,
             providers=providers,
             catalog=catalog,
-            tools=tools,
+            tools=offered,
             assembler=assembler,
         )
         self._committer = TurnCommitter(threads, generations, assembler)
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
-        self._tool_runner = ToolRunner(generations, tools, catalog)
+        self._tool_runner = ToolRunner(generations, offered, catalog)
 
     @property
     def generations(self) -> GenerationStore:

@@ -14,26 +14,27 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities._assembly import RequestAssembler, turn_kind
+from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import assistant_message_id, scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
+from activities._registries import ToolLookup
 from activities._streaming import stream_to_staging
-from activities.contracts import (
+from contracts.activities import (
     CountRequestInput,
     CountRequestResult,
     InvokeModelInput,
     InvokeModelResult,
 )
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.models import Usage
-from crux.tools import ToolRegistry
+from contracts.generation import Usage
 from planner import ModelCatalog
 from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, TokenCounter
 from storage import GenerationStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
+from vocabulary.staging import StagingKind, turn_kind
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -70,7 +71,7 @@ class ModelInvoker:
         generations: GenerationStore,
         providers: ProviderRegistry,
         catalog: ModelCatalog,
-        tools: ToolRegistry,
+        tools: ToolLookup,
         assembler: RequestAssembler,
     ) -> None:
         self._threads = threads
@@ -104,7 +105,9 @@ class ModelInvoker:
 
     async def invoke(self, request: InvokeModelInput) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output."""
-        staged = await self._generations.get_staged(scoped_key(request), request.attempt, "output")
+        staged = await self._generations.get_staged(
+            scoped_key(request), request.attempt, StagingKind.OUTPUT
+        )
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the
@@ -218,7 +221,7 @@ class ModelInvoker:
                 lambda: self._generations.stage(
                     scoped_key(request),
                     request.attempt,
-                    "output",
+                    StagingKind.OUTPUT,
                     answer.output,
                     thread_id=request.thread_id,
                     source_message_ids=request.message_ids,

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from activities._assembly import RequestAssembler
 from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
-from activities.contracts import CompactHistory, ReadRequestInput, ReadRequestResult
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.models import HistorySpec
+from contracts.activities import CompactHistory, ReadRequestInput, ReadRequestResult
+from contracts.generation import HistorySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import TokenCounter, ToolSpec
 from storage import GenerationStore, SummaryStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.messages import Message
 
 _log = get_logger(__name__)
 

@@ -21,12 +21,9 @@ from activities._support import (
     plan_support_calls,
     render_summary,
 )
-from activities.contracts import PrepareSummaryInput, PrepareSummaryResult
 from activities.skeleton import content_tokens
 from activities.summary_join import as_history_summary
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
+from contracts.activities import PrepareSummaryInput, PrepareSummaryResult
 from planner import HistoryItem, ModelCatalog, SupportRequestRecord, summary_chunks
 from planner.history import leading_system_prefix
 from planner.summaries import SUMMARY_CHUNK_UNITS, SummaryChunk
@@ -38,6 +35,9 @@ from storage import (
     ThreadStore,
     summary_artifact_id,
 )
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
 
 _log = get_logger(__name__)
 

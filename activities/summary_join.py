@@ -8,10 +8,10 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
 
-from activities.contracts import AwaitSummaryInput, PrepareSummaryResult
-from crux.errors import ErrorType
+from contracts.activities import AwaitSummaryInput, PrepareSummaryResult
 from planner import HistorySummary, SupportRequestRecord
 from storage import SummaryArtifact
+from vocabulary.errors import ErrorType
 
 SUMMARY_WAIT_HEARTBEAT_SECONDS = 5.0
 """How often a joining wait heartbeats."""
