@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from activities._assembly import RequestAssembler
-from activities._inputs import assistant_message_id, scoped_key
+from activities._inputs import scoped_key
 from contracts.activities import CommitTurnInput, CommitTurnResult
 from contracts.generation import GenerationResult, Usage
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
+from vocabulary.ids import assistant_message_id
 from vocabulary.staging import StagingKind
 
 _log = get_logger(__name__)

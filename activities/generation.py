@@ -11,7 +11,7 @@ from temporalio import activity
 
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
-from activities._inputs import InputStager, assistant_message_id
+from activities._inputs import InputStager
 from activities._providers import ProviderRegistry
 from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
@@ -44,6 +44,7 @@ from contracts.activities import (
 )
 from planner import ModelCatalog
 from storage import GenerationStore, SummaryStore, ThreadStore
+from vocabulary.ids import assistant_message_id
 
 __all__ = ["GenerationActivities", "assistant_message_id"]
 

@@ -16,7 +16,7 @@ from temporalio import activity
 
 from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
-from activities._inputs import assistant_message_id, scoped_key
+from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
 from activities._registries import ToolLookup
@@ -33,6 +33,7 @@ from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, 
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
+from vocabulary.ids import assistant_message_id, turn_message_id
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind, turn_kind
 
@@ -176,7 +177,7 @@ class ModelInvoker:
         if output.tool_calls:
             # The tool-call message joins the turn; its results follow it there.
             call_message = output.model_copy(
-                update={"id": f"gen:{request.generation_id}:turn:{request.turn_messages}"}
+                update={"id": turn_message_id(request.generation_id, request.turn_messages)}
             )
         result = InvokeModelResult(
             usage=Usage(
