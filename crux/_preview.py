@@ -10,27 +10,27 @@ from __future__ import annotations
 import uuid
 
 from activities.reading import ReadSources, read_skeleton
+from contracts.activities import ReadRequestResult
 from crux._request import BuiltCall
-from planner import ModelCatalog, Preview
+from planner import ModelCatalog, ModelProfile, Preview
 from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import SummaryStore, ThreadStore
 from workflows._planning import build_plan_request, max_input_tokens
 
 
-async def preview_call(
-    call: BuiltCall, *, catalog: ModelCatalog, threads: ThreadStore, summaries: SummaryStore
-) -> Preview:
-    """Plan `call` as its run's first step would, without writing anything.
+async def preview_read(
+    call: BuiltCall, profile: ModelProfile, *, threads: ThreadStore, summaries: SummaryStore
+) -> ReadRequestResult:
+    """The read stage's skeleton of `call`, computed in memory (nothing is written).
 
     Args:
         call: The built call.
-        catalog: Model capacity profiles.
+        profile: The model's profile.
         threads: The Thread store (read only).
         summaries: Summary artifacts (read only).
     """
     request = call.request
-    profile = catalog.resolve(request.model)
     read = await read_skeleton(
         ReadSources(
             user=call.turn.user,
@@ -49,10 +49,26 @@ async def preview_call(
         summaries=summaries,
         store_counts=False,
     )
+    return read.model_copy(update={"profile": profile})
+
+
+async def preview_call(
+    call: BuiltCall, *, catalog: ModelCatalog, threads: ThreadStore, summaries: SummaryStore
+) -> Preview:
+    """Plan `call` as its run's first step would, without writing anything.
+
+    Args:
+        call: The built call.
+        catalog: Model capacity profiles.
+        threads: The Thread store (read only).
+        summaries: Summary artifacts (read only).
+    """
+    profile = catalog.resolve(call.request.model)
+    read = await preview_read(call, profile, threads=threads, summaries=summaries)
     plan_request = build_plan_request(
         request_id=f"preview_{uuid.uuid4().hex}",
-        request=request,
-        read=read.model_copy(update={"profile": profile}),
+        request=call.request,
+        read=read,
         profile=profile,
         ceiling=None,
         previous_request_id=None,
