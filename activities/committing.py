@@ -1,0 +1,121 @@
+"""The last stage of a generation: publish the accepted turn and record its result.
+
+The steps arrive as request ids and figures; their receipts were stored before each
+attempt, so the complete result recorded here is assembled from PostgreSQL, and only its
+ids and figures (`GenerationOutcome`) go back into Temporal history.
+"""
+
+from __future__ import annotations
+
+from activities._assembly import RequestAssembler
+from activities._inputs import scoped_key
+from contracts.activities import CommitTurnInput, CommitTurnResult
+from contracts.generation import GenerationOutcome, GenerationResult, StepRecord, Usage
+from planner import RequestReceipt
+from storage import GenerationStore, ReceiptStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.ids import assistant_message_id
+from vocabulary.staging import StagingKind
+
+_log = get_logger(__name__)
+
+
+class TurnCommitter:
+    """Publishes an accepted turn as one causal group and records the generation.
+
+    Args:
+        threads: The canonical Thread store.
+        generations: Staging, results and receipts.
+        assembler: Reads the staged tool-round messages of the turn.
+        receipts: The stored receipts the steps name.
+    """
+
+    def __init__(
+        self,
+        threads: ThreadStore,
+        generations: GenerationStore,
+        assembler: RequestAssembler,
+        receipts: ReceiptStore,
+    ) -> None:
+        self._threads = threads
+        self._generations = generations
+        self._assembler = assembler
+        self._receipts = receipts
+
+    async def commit(self, request: CommitTurnInput) -> CommitTurnResult:
+        """Publish the turn (once: a retry returns the recorded outcome) and record it."""
+        existing = await self._generations.find_result(scoped_key(request))
+        if existing is not None:
+            return CommitTurnResult(result=GenerationOutcome.of(existing))
+        output = await self._generations.get_staged(
+            scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
+        )
+        if output is None:
+            raise ThreadError("not_found", "the accepted attempt's output is not staged")
+        steps = await self._step_records(request)
+        usage = Usage(
+            input_tokens=sum(s.usage.input_tokens for s in request.steps),
+            output_tokens=sum(s.usage.output_tokens for s in request.steps),
+        )
+        commit = None
+        if request.history_source == "thread" and request.thread_id is not None:
+            user = await self._generations.get_staged(scoped_key(request), 0, StagingKind.USER)
+            if user is None:
+                raise ThreadError("not_found", "staged input is missing")
+            turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)
+            commit = await self._threads.commit_managed_turn(
+                request.thread_id,
+                [user.message, *turn, output.message],
+                expected_head=request.expected_head,
+                owner=request.owner,
+            )
+            if request.encoding and len(request.message_tokens) == len(commit.message_ids):
+                await self._threads.store_token_counts(
+                    request.thread_id,
+                    request.encoding,
+                    dict(zip(commit.message_ids, request.message_tokens, strict=True)),
+                )
+        result = GenerationResult(
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            output_message_id=assistant_message_id(request.generation_id),
+            thread_commit=commit,
+            steps=steps,
+            usage=usage,
+            history_source=request.history_source,
+        )
+        # The ledger keeps the complete result (receipts included) for the facade and for
+        # replays; the workflow only ever sees its ids and figures.
+        stored = await self._generations.record_result(
+            result,
+            workflow_id=request.workflow_id,
+            keep_final=output.message if commit is None else None,
+        )
+        if commit is not None:
+            _log.info(
+                "thread.turn.committed",
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                status=commit.status,
+                messages=len(commit.message_ids),
+                replayed=commit.replayed,
+            )
+        return CommitTurnResult(result=GenerationOutcome.of(stored))
+
+    async def _step_records(self, request: CommitTurnInput) -> tuple[StepRecord, ...]:
+        """The steps with the receipts recorded before their attempts."""
+        stored = await self._receipts.load([step.request_id for step in request.steps])
+        missing = [step.request_id for step in request.steps if step.request_id not in stored]
+        if missing:
+            raise ThreadError("not_found", f"{len(missing)} request receipt(s) are not stored")
+        return tuple(
+            StepRecord(
+                attempt=step.attempt,
+                request=RequestReceipt.model_validate(stored[step.request_id].receipt),
+                usage=step.usage,
+                finish_reason=step.finish_reason,
+                output_tokens=step.output_tokens,
+            )
+            for step in request.steps
+        )
