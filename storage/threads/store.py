@@ -89,8 +89,14 @@ from crux.models import ThreadCommit
 from storage.threads import _erasure, _navigate, _owners
 from storage.threads._append import append_group, fast_append, lock_for_append
 from storage.threads._control import EMPTY_REVISION, load_control
-from storage.threads._db import read_transaction, single_statement, write_transaction
-from storage.threads._history import build_history_view, load_stored_messages
+from storage.threads._db import (
+    read_transaction,
+    single_read,
+    single_statement,
+    write_transaction,
+)
+from storage.threads._full_read import read_full_path
+from storage.threads._history import load_stored_messages, read_history
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
@@ -281,6 +287,9 @@ class ThreadStore:
         for value in (at, before):
             if value is not None:
                 check_id(value, "message", thread_id=thread_id)
+        if limit is None:
+            async with single_read(self._pool, thread_id) as connection:
+                return await read_full_path(connection, thread_id, owner=owner, at=at)
         async with read_transaction(self._pool, thread_id) as connection:
             control = await load_control(connection, thread_id)
             return await build_snapshot(
@@ -301,11 +310,8 @@ class ThreadStore:
             ThreadError: `deleted` after deletion.
         """
         check_id(thread_id, "thread", thread_id=thread_id)
-        async with read_transaction(self._pool, thread_id) as connection:
-            control = await load_control(connection, thread_id)
-            return await build_history_view(
-                connection, control, thread_id, owner=owner, encoding=encoding
-            )
+        async with single_read(self._pool, thread_id) as connection:
+            return await read_history(connection, thread_id, owner=owner, encoding=encoding)
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set.

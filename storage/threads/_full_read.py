@@ -1,0 +1,192 @@
+"""The unpaged path read: control row, path, content and variants in one statement.
+
+One statement sees one snapshot, so the read needs neither an explicit transaction nor a
+second round trip; siblings are looked up only for group starts whose parent has several
+groups (the branch counters), inside the same statement.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from crux.errors import ThreadError
+from crux.messages import Part
+from storage.threads._control import EMPTY_REVISION, revision_of
+from storage.threads._db import Connection, Row
+from storage.threads._models import (
+    MessageEntry,
+    RedactedEntry,
+    RemovedEntry,
+    ThreadEntry,
+    ThreadSnapshot,
+    VariantInfo,
+)
+from storage.threads._paths import chains_cte, path_rows
+from storage.threads._trusted import trusted
+
+# PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
+BODY_FIELDS = """
+CASE WHEN jsonb_typeof(body->'content') = 'array' THEN (body->'content')::text END AS parts,
+CASE WHEN jsonb_typeof(body->'content') = 'array' THEN NULL ELSE body->>'content' END AS text,
+NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
+body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
+"""
+
+# Columns: 0 state, 1 version, 2 head, then the message from 3 on (see `_MESSAGE`).
+_FULL_READ = f"""
+WITH RECURSIVE ctl AS (
+    SELECT state, version, root_groups,
+           CASE WHEN state = 'live' THEN coalesce($2, heads->>$3) END AS head
+    FROM crux_threads WHERE thread_id = $1
+), {chains_cte("(SELECT head FROM ctl)")},
+path AS (
+    {
+    path_rows(
+        "m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, "
+        "m.role, m.created_at, m.body"
+    )
+}
+)
+SELECT ctl.state, ctl.version, ctl.head, p.message_id, p.parent_id, p.state, p.role,
+       p.created_at, p.parts, p.text, p.metadata, p.tool_call_id, p.tool_name,
+       coalesce(sib.ids, root.ids)
+FROM ctl
+LEFT JOIN LATERAL (
+    SELECT message_id, parent_id, seq, depth, state, role, created_at, {BODY_FIELDS},
+           -- The previous position is the parent: its branch counter says whether this
+           -- group start has siblings (the control row counts groups at the root).
+           coalesce(lag(child_groups) OVER (ORDER BY depth), ctl.root_groups) AS parent_groups
+    FROM path
+) p ON true
+-- Siblings by parent (root groups apart, so both lookups stay on the parent index).
+LEFT JOIN LATERAL (
+    SELECT array_agg(s.message_id ORDER BY s.published_version, s.message_id COLLATE "C")
+           AS ids
+    FROM crux_thread_messages s
+    WHERE p.seq = 0 AND p.state = 'live' AND p.parent_groups >= 2 AND p.parent_id IS NOT NULL
+      AND s.thread_id = $1 AND s.parent_id = p.parent_id AND s.seq = 0
+) sib ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(s.message_id ORDER BY s.published_version, s.message_id COLLATE "C")
+           AS ids
+    FROM crux_thread_messages s
+    WHERE p.seq = 0 AND p.state = 'live' AND p.parent_groups >= 2 AND p.parent_id IS NULL
+      AND s.thread_id = $1 AND s.parent_id IS NULL AND s.seq = 0
+) root ON true
+ORDER BY p.depth
+"""
+
+PARTS: TypeAdapter[tuple[Part, ...]] = TypeAdapter(tuple[Part, ...])
+"""Content parts are the one stored value parsed (and validated) on read."""
+
+
+def variant_of(message_id: str, siblings: list[str] | None) -> VariantInfo | None:
+    """The position of a group start among its siblings (`None` without alternatives)."""
+    if siblings is None or len(siblings) < 2 or message_id not in siblings:
+        return None
+    index = siblings.index(message_id)
+    return trusted(
+        VariantInfo,
+        {
+            "index": index,
+            "count": len(siblings),
+            "previous": siblings[index - 1] if index > 0 else None,
+            "next": siblings[index + 1] if index + 1 < len(siblings) else None,
+        },
+    )
+
+
+def entry(
+    message_id: str,
+    parent_id: str | None,
+    state: str,
+    row: Row | None,
+    base: int,
+    variant: VariantInfo | None,
+) -> ThreadEntry:
+    """One path entry from a content row whose role column is at index `base`.
+
+    The content columns follow the role: created_at, parts, text, metadata, tool_call_id,
+    tool_name. A missing row (content not selected because redacted) is a tombstone.
+    """
+    if state == "redacted" or row is None:
+        return trusted(
+            RedactedEntry, {"kind": "redacted", "id": message_id, "parent_id": parent_id}
+        )
+    if state == "removed":
+        return trusted(
+            RemovedEntry,
+            {
+                "kind": "removed",
+                "id": message_id,
+                "parent_id": parent_id,
+                "created_at": row[base + 1],
+            },
+        )
+    parts: str | None = row[base + 2]
+    metadata: str | None = row[base + 4]
+    values: dict[str, Any] = {
+        "kind": "message",
+        "id": message_id,
+        "parent_id": parent_id,
+        "created_at": row[base + 1],
+        "variant": variant,
+        "role": row[base],
+        "content": row[base + 3] if parts is None else PARTS.validate_json(parts),
+        "metadata": {} if metadata is None else json.loads(metadata),
+        "tool_call_id": row[base + 5],
+        "tool_name": row[base + 6],
+    }
+    return trusted(MessageEntry, values)
+
+
+def snapshot(
+    thread_id: str,
+    revision: str,
+    head: str | None,
+    entries: tuple[ThreadEntry, ...] = (),
+    cursor: str | None = None,
+) -> ThreadSnapshot:
+    """A snapshot of already-built entries."""
+    return trusted(
+        ThreadSnapshot,
+        {
+            "thread_id": thread_id,
+            "revision": revision,
+            "head": head,
+            "entries": entries,
+            "cursor": cursor,
+        },
+    )
+
+
+async def read_full_path(
+    connection: Connection, thread_id: str, *, owner: str, at: str | None
+) -> ThreadSnapshot:
+    """The whole root-to-head path of `at` (or the owner's head) in one statement.
+
+    Raises:
+        ThreadError: `deleted` after deletion, `not_found` for an unpublished `at`.
+    """
+    rows = await connection.fetch(_FULL_READ, thread_id, at, owner)
+    if not rows:
+        return snapshot(thread_id, EMPTY_REVISION, None)
+    first = rows[0]
+    if first[0] != "live":
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
+    revision = revision_of(first[1])
+    head: str | None = first[2]
+    if head is None:
+        return snapshot(thread_id, revision, None)
+    if first[3] is None:
+        raise ThreadError("not_found", f"message {head} is not published", thread_id=thread_id)
+    entries = tuple(
+        entry(
+            row[3], row[4], row[5], row, 6, None if row[13] is None else variant_of(row[3], row[13])
+        )
+        for row in rows
+    )
+    return snapshot(thread_id, revision, head, entries)
