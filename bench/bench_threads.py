@@ -7,9 +7,11 @@ migrates it and prints one table:
   asyncpg inserting the same message rows in one transaction per group (median of three
   alternating rounds);
 - p50/p99 of reading a 1,000-message path (`read()` and `read_history_view()`) vs a raw
-  indexed SELECT of the same 1,000 rows.
+  indexed SELECT of the same 1,000 rows, sampled round-robin in the same run so that load
+  from other processes weighs on the anchor and the reads alike.
 
-Targets: >= 1,500 appends/s, >= 1/4 of raw-insert throughput, 1,000-message read < 10 ms p50.
+Targets: >= 1,500 appends/s, >= 1/4 of raw-insert throughput; path reads p50 at most 2x and
+p99 at most 3x the raw select.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ CREATE TABLE bench_raw_messages (LIKE crux_thread_messages INCLUDING ALL)
 _RAW_INSERT = """
 INSERT INTO bench_raw_messages
     (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,
-     role, body, identity, created_at)
+     role, body, identity, created_at, chain_id)
 SELECT $1, u.id, u.parent, $2, u.seq - 1, u.seq = 2, u.seq - 1, 1, u.role, u.body::jsonb,
-       u.identity, now()
+       u.identity, now(), $2
 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
      WITH ORDINALITY AS u(id, parent, role, body, identity, seq)
 """
@@ -110,17 +112,28 @@ async def _bench_appends(store: ThreadStore, pool: asyncpg.Pool) -> tuple[float,
     return statistics.median(ours_rates), statistics.median(raw_rates)
 
 
-async def _latencies(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+async def _interleaved(
+    calls: dict[str, Callable[[], Awaitable[object]]],
+) -> dict[str, tuple[float, float]]:
+    """p50/p99 ms of each call, sampled round-robin so machine load hits all of them alike."""
     # Warm every pooled connection: statements are prepared once per connection.
     for _ in range(3 * (WRITERS + 4)):
-        await call()
-    samples: list[float] = []
+        for call in calls.values():
+            await call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(READS):
-        started = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+        for name, call in calls.items():
+            started = time.perf_counter()
+            await call()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    found: dict[str, tuple[float, float]] = {}
+    for name, values in samples.items():
+        values.sort()
+        found[name] = (
+            statistics.median(values),
+            values[min(len(values) - 1, int(len(values) * 0.99))],
+        )
+    return found
 
 
 async def _bench_reads(store: ThreadStore, pool: asyncpg.Pool) -> dict[str, tuple[float, float]]:
@@ -151,12 +164,7 @@ async def _bench_reads(store: ThreadStore, pool: asyncpg.Pool) -> dict[str, tupl
     async def page() -> None:
         assert len((await store.read(thread_id, limit=20)).entries) == 20
 
-    return {
-        "raw": await _latencies(raw),
-        "read": await _latencies(read),
-        "view": await _latencies(view),
-        "page": await _latencies(page),
-    }
+    return await _interleaved({"raw": raw, "read": read, "view": view, "page": page})
 
 
 async def _run(url: str) -> int:
@@ -192,8 +200,12 @@ async def _run(url: str) -> int:
         print(f"{label + ' p99 ms':<44} {p99:>10.2f} {raw_p99:>12.2f} {p99 / raw_p99:>7.2f}")
     p50, p99 = reads["page"]
     print(f"{'read(limit=20) on the same path p50 / p99 ms':<44} {p50:>10.2f} {p99:>12.2f}")
-    ok = ours >= 1_500 and ours >= raw / 4 and reads["read"][0] < 10
-    print("targets (>= 1,500/s, >= 1/4 raw, read p50 < 10 ms):", "met" if ok else "MISSED")
+    ok = ours >= 1_500 and ours >= raw / 4
+    print("append targets (>= 1,500/s, >= 1/4 raw):", "met" if ok else "MISSED")
+    reads_ok = all(
+        reads[name][0] <= 2 * raw_p50 and reads[name][1] <= 3 * raw_p99 for name in ("read", "view")
+    )
+    print("read targets (p50 <= 2x raw, p99 <= 3x raw):", "met" if reads_ok else "MISSED")
     return 0
 
 

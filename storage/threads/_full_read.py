@@ -8,6 +8,7 @@ groups (the branch counters), inside the same statement.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -35,48 +36,42 @@ NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
 body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
 """
 
-# Columns: 0 state, 1 version, 2 head, then the message from 3 on (see `_MESSAGE`).
+# Columns: 0 state, 1 version, 2 root_groups, 3 head, then the message from 4 on.
 _FULL_READ = f"""
 WITH RECURSIVE ctl AS (
     SELECT state, version, root_groups,
            CASE WHEN state = 'live' THEN coalesce($2, heads->>$3) END AS head
     FROM crux_threads WHERE thread_id = $1
-), {chains_cte("(SELECT head FROM ctl)")},
-path AS (
-    {
+), {chains_cte("(SELECT head FROM ctl)")}
+SELECT ctl.state, ctl.version, ctl.root_groups, ctl.head, p.message_id, p.parent_id, p.seq,
+       p.child_groups, p.state, p.role, p.created_at, p.parts, p.text, p.metadata,
+       p.tool_call_id, p.tool_name
+FROM ctl LEFT JOIN ({
     path_rows(
-        "m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, "
-        "m.role, m.created_at, m.body"
+        "m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, m.role, "
+        "m.created_at, " + BODY_FIELDS.replace("body", "m.body")
     )
-}
-)
-SELECT ctl.state, ctl.version, ctl.head, p.message_id, p.parent_id, p.state, p.role,
-       p.created_at, p.parts, p.text, p.metadata, p.tool_call_id, p.tool_name,
-       coalesce(sib.ids, root.ids)
-FROM ctl
-LEFT JOIN LATERAL (
-    SELECT message_id, parent_id, seq, depth, state, role, created_at, {BODY_FIELDS},
-           -- The previous position is the parent: its branch counter says whether this
-           -- group start has siblings (the control row counts groups at the root).
-           coalesce(lag(child_groups) OVER (ORDER BY depth), ctl.root_groups) AS parent_groups
-    FROM path
-) p ON true
--- Siblings by parent (root groups apart, so both lookups stay on the parent index).
-LEFT JOIN LATERAL (
-    SELECT array_agg(s.message_id ORDER BY s.published_version, s.message_id COLLATE "C")
-           AS ids
-    FROM crux_thread_messages s
-    WHERE p.seq = 0 AND p.state = 'live' AND p.parent_groups >= 2 AND p.parent_id IS NOT NULL
-      AND s.thread_id = $1 AND s.parent_id = p.parent_id AND s.seq = 0
-) sib ON true
-LEFT JOIN LATERAL (
-    SELECT array_agg(s.message_id ORDER BY s.published_version, s.message_id COLLATE "C")
-           AS ids
-    FROM crux_thread_messages s
-    WHERE p.seq = 0 AND p.state = 'live' AND p.parent_groups >= 2 AND p.parent_id IS NULL
-      AND s.thread_id = $1 AND s.parent_id IS NULL AND s.seq = 0
-) root ON true
+}) p ON true
 ORDER BY p.depth
+"""
+
+# Siblings as of one control version: groups published later are left out, so a read that
+# runs this after its path statement still describes the revision it returns.
+# Per parent (OFFSET 0 keeps the lookup parameterised), root groups apart, so that both
+# halves stay on the parent index.
+SIBLINGS = """
+SELECT parent_id, message_id FROM (
+    SELECT x.parent_id, x.message_id, x.published_version
+    FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+        SELECT parent_id, message_id, published_version FROM crux_thread_messages
+        WHERE thread_id = $1 AND parent_id = wanted.id AND seq = 0 AND published_version <= $4
+        OFFSET 0
+    ) x
+    UNION ALL
+    SELECT parent_id, message_id, published_version FROM crux_thread_messages
+    WHERE $3 AND thread_id = $1 AND parent_id IS NULL AND seq = 0 AND published_version <= $4
+) s
+ORDER BY published_version, message_id COLLATE "C"
 """
 
 PARTS: TypeAdapter[tuple[Part, ...]] = TypeAdapter(tuple[Part, ...])
@@ -97,6 +92,36 @@ def variant_of(message_id: str, siblings: list[str] | None) -> VariantInfo | Non
             "next": siblings[index + 1] if index + 1 < len(siblings) else None,
         },
     )
+
+
+async def sibling_variants(
+    connection: Connection,
+    thread_id: str,
+    wanted: Sequence[tuple[str, str | None]],
+    version: int,
+) -> dict[str, VariantInfo] | None:
+    """Variant info of group starts `(id, parent_id)` whose parents have several groups.
+
+    Returns:
+        The variants by id, or `None` when a group start is missing among its own siblings,
+        which happens only when the Thread's rows were deleted after the path was read.
+    """
+    if not wanted:
+        return {}
+    parents = [parent for _, parent in wanted if parent is not None]
+    at_root = any(parent is None for _, parent in wanted)
+    siblings: dict[str | None, list[str]] = {}
+    for row in await connection.fetch(SIBLINGS, thread_id, parents, at_root, version):
+        siblings.setdefault(row["parent_id"], []).append(row["message_id"])
+    found: dict[str, VariantInfo] = {}
+    for message_id, parent in wanted:
+        group = siblings.get(parent)
+        if group is None or message_id not in group:
+            return None
+        variant = variant_of(message_id, group)
+        if variant is not None:
+            found[message_id] = variant
+    return found
 
 
 def entry(
@@ -178,15 +203,22 @@ async def read_full_path(
     if first[0] != "live":
         raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
     revision = revision_of(first[1])
-    head: str | None = first[2]
+    head: str | None = first[3]
     if head is None:
         return snapshot(thread_id, revision, None)
-    if first[3] is None:
+    if first[4] is None:
         raise ThreadError("not_found", f"message {head} is not published", thread_id=thread_id)
-    entries = tuple(
-        entry(
-            row[3], row[4], row[5], row, 6, None if row[13] is None else variant_of(row[3], row[13])
-        )
-        for row in rows
-    )
+    # A live group start has variants when its parent (the previous position) published
+    # several groups; the control row counts the groups at the root.
+    wanted: list[tuple[str, str | None]] = []
+    parent_groups: int = first[2]
+    for row in rows:
+        if row[6] == 0 and row[8] == "live" and parent_groups >= 2:
+            wanted.append((row[4], row[5]))
+        parent_groups = row[7]
+    variants = await sibling_variants(connection, thread_id, wanted, first[1])
+    if variants is None:
+        # Only deletion removes stored messages, and it commits its marker first.
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
+    entries = tuple(entry(row[4], row[5], row[8], row, 9, variants.get(row[4])) for row in rows)
     return snapshot(thread_id, revision, head, entries)

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from crux.errors import ThreadError
 from storage.threads._control import EMPTY_REVISION, Control
 from storage.threads._db import Connection, Row
-from storage.threads._full_read import BODY_FIELDS, entry, read_full_path, snapshot, variant_of
+from storage.threads._full_read import (
+    BODY_FIELDS,
+    entry,
+    read_full_path,
+    sibling_variants,
+    snapshot,
+)
 from storage.threads._models import ThreadSnapshot, VariantInfo
 from storage.threads._nodes import Node, path_to
 
@@ -36,13 +42,6 @@ WITH RECURSIVE walk AS (
     ) m
 )
 SELECT message_id, parent_id, seq, state, child_groups, depth FROM walk LIMIT $3
-"""
-
-_SIBLINGS = """
-SELECT parent_id, message_id FROM crux_thread_messages
-WHERE thread_id = $1 AND seq = 0
-  AND (parent_id = ANY($2::text[]) OR ($3 AND parent_id IS NULL))
-ORDER BY published_version, message_id COLLATE "C"
 """
 
 
@@ -120,18 +119,14 @@ async def _variants(
         count = path[index - 1].child_groups if index > 0 else control.root_groups
         if count >= 2:
             wanted.append(item)
-    if not wanted:
-        return {}
-    parents = [item.parent_id for item in wanted if item.parent_id is not None]
-    at_root = any(item.parent_id is None for item in wanted)
-    siblings: dict[str | None, list[str]] = {}
-    for row in await connection.fetch(_SIBLINGS, thread_id, parents, at_root):
-        siblings.setdefault(row["parent_id"], []).append(row["message_id"])
-    found: dict[str, VariantInfo] = {}
-    for item in wanted:
-        variant = variant_of(item.id, siblings.get(item.parent_id))
-        if variant is not None:
-            found[item.id] = variant
+    found = await sibling_variants(
+        connection,
+        thread_id,
+        [(item.id, item.parent_id) for item in wanted],
+        control.version,
+    )
+    if found is None:
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
     return found
 
 

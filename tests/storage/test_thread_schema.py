@@ -78,7 +78,7 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             (_nodes._PATH, ("t3", "m3_399")),
             (_nodes._NODES_BY_ID, ("t3", ["m3_1", "m3_2"])),
             (_nodes._GROUP, ("t3", "m3_2")),
-            (_read._SIBLINGS, ("t3", ["m3_1", "m3_3"], True)),
+            (_full_read.SIBLINGS, ("t3", ["m3_1", "m3_3"], True, 10)),
             (_history._HISTORY_READ, ("t3", "main", "enc")),
             (_read._CONTENT, ("t3", ["m3_1", "m3_2"])),
             (_history._MESSAGES, ("t3", ["m3_1", "m3_2"])),
@@ -152,6 +152,7 @@ async def _check_walks(connection: Any) -> None:
     walks = [
         (_nodes._PATH, ("long", "m1199")),
         (_full_read._FULL_READ, ("long", "m1199", "main")),
+        (_full_read.SIBLINGS, ("long", ["m5", "m7"], True, 10)),
         (_read._WALK, ("long", "m1199", 20)),
         (_history._HISTORY_READ, ("long", "main", "enc")),
     ]
