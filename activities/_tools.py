@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from activities._assembly import turn_kind
 from activities._inputs import scoped_key
 from activities._outage import keeping_side_effect
-from activities.contracts import RunToolInput, RunToolResult
+from activities._registries import ToolLookup
 from activities.skeleton import content_tokens
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.tools import ToolRegistry
+from contracts.activities import RunToolInput, RunToolResult
 from planner import ModelCatalog
 from providers import TokenCounter
 from storage import GenerationStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.ids import turn_message_id
+from vocabulary.messages import Message
+from vocabulary.staging import turn_kind
 
 _log = get_logger(__name__)
 
@@ -28,7 +29,7 @@ class ToolRunner:
     """
 
     def __init__(
-        self, generations: GenerationStore, tools: ToolRegistry, catalog: ModelCatalog
+        self, generations: GenerationStore, tools: ToolLookup, catalog: ModelCatalog
     ) -> None:
         self._generations = generations
         self._tools = tools
@@ -56,7 +57,7 @@ class ToolRunner:
                     failed = True
                     text = f"error: the tool failed ({type(error).__name__})"
             result = Message(
-                id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
+                id=turn_message_id(request.generation_id, request.result_turn_index),
                 role="tool",
                 content=text,
                 tool_call_id=call.tool_call_id,

@@ -13,8 +13,6 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from crux.errors import ThreadError
-from crux.messages import Part
 from storage.threads._control import EMPTY_REVISION, revision_of
 from storage.threads._db import Connection, Row
 from storage.threads._models import (
@@ -27,6 +25,8 @@ from storage.threads._models import (
 )
 from storage.threads._paths import chains_cte, path_rows
 from storage.threads._trusted import trusted
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Part
 
 # PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
 BODY_FIELDS = """

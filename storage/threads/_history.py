@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from crux.errors import ThreadError
-from crux.messages import Message
 from storage.threads._control import EMPTY_REVISION, Control, revision_of
 from storage.threads._db import Connection
 from storage.threads._models import HistoryEntry, HistoryView
 from storage.threads._paths import chains_cte, path_rows
 from storage.threads._trusted import trusted
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
 
 # Columns: 0 state, 1 version, 2 head, then the message from 3 on. One statement sees one
 # snapshot, so the control row and the path need no explicit transaction.

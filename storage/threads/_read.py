@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crux.errors import ThreadError
 from storage.threads._control import EMPTY_REVISION, Control
 from storage.threads._db import Connection, Row
 from storage.threads._full_read import (
@@ -17,6 +16,7 @@ from storage.threads._full_read import (
 )
 from storage.threads._models import ThreadSnapshot, VariantInfo
 from storage.threads._nodes import Node, path_to
+from vocabulary.errors import ThreadError
 
 # Content rows of a page: role at column 5 (the layout `entry` reads).
 _CONTENT = f"""

@@ -9,11 +9,11 @@ from typing import cast
 
 import asyncpg
 
-from crux.messages import ImagePart, Message, TextPart
 from storage.threads import HistoryView, MessageEntry, ThreadSnapshot, ThreadStore
 from storage.threads._db import Connection
 from storage.threads._full_read import sibling_variants
 from tests.storage.conftest import assistant, tool_call, tool_result, user
+from vocabulary.messages import ImagePart, Message, TextPart
 
 
 async def _branched(store: ThreadStore, thread_id: str = "t") -> None:
