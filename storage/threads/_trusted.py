@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 _M = TypeVar("_M", bound=BaseModel)
 
-_FIELDS: dict[type[BaseModel], frozenset[str]] = {}
+_FIELDS: dict[type[BaseModel], set[str]] = {}
 _new = object.__new__
 _set = object.__setattr__
 
@@ -29,10 +29,11 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     fields = _FIELDS.get(cls)
     if fields is None:
-        fields = _FIELDS[cls] = frozenset(cls.model_fields)
+        fields = _FIELDS[cls] = set(cls.model_fields)
     instance = _new(cls)
     _set(instance, "__dict__", values)
-    _set(instance, "__pydantic_fields_set__", fields)
+    # A set of its own: `model_copy(update=...)` adds to it.
+    _set(instance, "__pydantic_fields_set__", fields.copy())
     _set(instance, "__pydantic_extra__", None)
     _set(instance, "__pydantic_private__", None)
     return instance

@@ -150,3 +150,16 @@ async def test_siblings_are_those_of_the_read_version(
         assert found is not None and found["a"].count == 2
         # A group start missing among its own siblings means the rows were deleted.
         assert await sibling_variants(connection, "t", [("gone", None)], version) is None
+
+
+async def test_read_models_copy_like_validated_models(store: ThreadStore) -> None:
+    await store.append("t", [user("u"), assistant("a")])
+    snapshot = await store.read("t")
+    copied = snapshot.model_copy(update={"head": "u"})
+    assert copied.head == "u" and snapshot.head == "a"
+    entry = snapshot.entries[0].model_copy(update={"id": "x"})
+    assert entry.id == "x" and snapshot.entries[0].id == "u"
+    view = await store.read_history_view("t")
+    assert view.model_copy(update={"head": None}).head is None
+    assert view.messages[0].model_copy(update={"tokens": 3}).tokens == 3
+    assert view.model_fields_set == set(type(view).model_fields)
