@@ -24,9 +24,11 @@ from storage.threads._models import (
     VariantInfo,
 )
 from storage.threads._paths import chains_cte, path_rows
-from storage.threads._trusted import trusted
+from storage.threads._trusted import maker, trusted
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Part
+
+_make_message = maker(MessageEntry)
 
 # PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
 BODY_FIELDS = """
@@ -36,14 +38,19 @@ NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
 body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
 """
 
-# Columns: 0 state, 1 version, 2 root_groups, 3 head, then the message from 4 on.
+# Columns: 0 state, 1 version, 2 root_groups, 3 head (first row only), then the message
+# from 4 on.
 _FULL_READ = f"""
 WITH RECURSIVE ctl AS (
     SELECT state, version, root_groups,
            CASE WHEN state = 'live' THEN coalesce($2, heads->>$3) END AS head
     FROM crux_threads WHERE thread_id = $1
 ), {chains_cte("(SELECT head FROM ctl)")}
-SELECT ctl.state, ctl.version, ctl.root_groups, ctl.head, p.message_id, p.parent_id, p.seq,
+-- The control columns only on the first row (the root, or the empty path's one row).
+SELECT CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.state END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.version END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.root_groups END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.head END, p.message_id, p.parent_id, p.seq,
        p.child_groups, p.state, p.role, p.created_at, p.parts, p.text, p.metadata,
        p.tool_call_id, p.tool_name
 FROM ctl LEFT JOIN ({
@@ -209,16 +216,48 @@ async def read_full_path(
     if first[4] is None:
         raise ThreadError("not_found", f"message {head} is not published", thread_id=thread_id)
     # A live group start has variants when its parent (the previous position) published
-    # several groups; the control row counts the groups at the root.
+    # several groups; the control row counts the groups at the root. Entries are built in
+    # one pass (this loop is most of a long read's Python time) and the few with variants
+    # are rebuilt once the siblings are known.
+    entries: list[ThreadEntry] = []
     wanted: list[tuple[str, str | None]] = []
+    at_index: list[int] = []
     parent_groups: int = first[2]
+    make = _make_message
     for row in rows:
-        if row[6] == 0 and row[8] == "live" and parent_groups >= 2:
-            wanted.append((row[4], row[5]))
-        parent_groups = row[7]
-    variants = await sibling_variants(connection, thread_id, wanted, first[1])
-    if variants is None:
-        # Only deletion removes stored messages, and it commits its marker first.
-        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
-    entries = tuple(entry(row[4], row[5], row[8], row, 9, variants.get(row[4])) for row in rows)
-    return snapshot(thread_id, revision, head, entries)
+        (_, _, _, _, message_id, parent_id, seq, child_groups, state, *_) = row
+        if state != "live":
+            entries.append(entry(message_id, parent_id, state, row, 9, None))
+        else:
+            if seq == 0 and parent_groups >= 2:
+                wanted.append((message_id, parent_id))
+                at_index.append(len(entries))
+            parts: str | None = row[11]
+            metadata: str | None = row[13]
+            entries.append(
+                make(
+                    {
+                        "kind": "message",
+                        "id": message_id,
+                        "parent_id": parent_id,
+                        "created_at": row[10],
+                        "variant": None,
+                        "role": row[9],
+                        "content": row[12] if parts is None else PARTS.validate_json(parts),
+                        "metadata": {} if metadata is None else json.loads(metadata),
+                        "tool_call_id": row[14],
+                        "tool_name": row[15],
+                    }
+                )
+            )
+        parent_groups = child_groups
+    if wanted:
+        variants = await sibling_variants(connection, thread_id, wanted, first[1])
+        if variants is None:
+            # Only deletion removes stored messages, and it commits its marker first.
+            raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
+        for index, (message_id, _) in zip(at_index, wanted, strict=True):
+            variant = variants.get(message_id)
+            if variant is not None:
+                entries[index] = entries[index].model_copy(update={"variant": variant})
+    return snapshot(thread_id, revision, head, tuple(entries))

@@ -9,12 +9,14 @@ from storage.threads._control import EMPTY_REVISION, Control, revision_of
 from storage.threads._db import Connection
 from storage.threads._models import HistoryEntry, HistoryView
 from storage.threads._paths import chains_cte, path_rows
-from storage.threads._trusted import trusted
+from storage.threads._trusted import maker, trusted
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
-# Columns: 0 state, 1 version, 2 head, then the message from 3 on. One statement sees one
-# snapshot, so the control row and the path need no explicit transaction.
+_make_entry = maker(HistoryEntry)
+
+# Columns: 0 state, 1 version, 2 head (first row only), then the message from 3 on. One
+# statement sees one snapshot, so the control row and the path need no explicit transaction.
 _HISTORY_READ = f"""
 WITH RECURSIVE ctl AS (
     SELECT state, version, CASE WHEN state = 'live' THEN heads->>$2 END AS head
@@ -28,8 +30,12 @@ path AS (
     )
 }
 )
-SELECT ctl.state, ctl.version, ctl.head, p.message_id, p.role, p.group_id, p.seq,
-       p.group_end, p.parent_id, p.tool_call_ids, p.tool_call_id,
+-- The control columns only on the first row (the root, or the empty path's one row).
+SELECT CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.state END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.version END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.head END,
+       p.message_id, p.role, p.group_id, p.seq, p.group_end, p.parent_id, p.tool_call_ids,
+       p.tool_call_id,
        -- A primary-key probe per message, never a join over every stored count.
        (SELECT t.tokens FROM crux_thread_token_counts t
         WHERE t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3),
@@ -67,9 +73,9 @@ async def read_history(
         return _view(thread_id, revision_of(first[1]), head, ())
     # A group with any erased member is incomplete and must not reach a model.
     incomplete = {row[5] for row in rows if row[13] != "live"}
+    make = _make_entry
     entries = tuple(
-        trusted(
-            HistoryEntry,
+        make(
             {
                 "id": row[3],
                 "role": row[4],
@@ -81,7 +87,7 @@ async def read_history(
                 "tool_call_id": row[10],
                 "tokens": row[11],
                 "has_media": row[12],
-            },
+            }
         )
         for row in rows
         if row[5] not in incomplete
