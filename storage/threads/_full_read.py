@@ -225,11 +225,14 @@ async def read_full_path(
     parent_groups: int = first[2]
     make = _make_message
     for row in rows:
-        (_, _, _, _, message_id, parent_id, seq, child_groups, state, *_) = row
+        message_id: str = row[4]
+        parent_id: str | None = row[5]
+        state: str = row[8]
+        child_groups: int = row[7]
         if state != "live":
             entries.append(entry(message_id, parent_id, state, row, 9, None))
         else:
-            if seq == 0 and parent_groups >= 2:
+            if parent_groups >= 2 and row[6] == 0:
                 wanted.append((message_id, parent_id))
                 at_index.append(len(entries))
             parts: str | None = row[11]

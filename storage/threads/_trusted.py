@@ -16,9 +16,37 @@ from pydantic import BaseModel
 
 _M = TypeVar("_M", bound=BaseModel)
 
-_FIELDS: dict[type[BaseModel], set[str]] = {}
+# The instance slots BaseModel declares, set through their descriptors: a bound `__set__`
+# skips the attribute lookup `object.__setattr__` does on every call.
+_SLOTS = vars(BaseModel)
+_set_dict = _SLOTS["__dict__"].__set__
+_set_fields = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
 _new = object.__new__
-_set = object.__setattr__
+
+
+def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
+    """A constructor of trusted `cls` instances (see `trusted`), bound once for loops.
+
+    Args:
+        cls: A model without validators, private attributes or extra fields.
+    """
+    fields = frozenset(cls.model_fields)
+
+    def make(values: dict[str, Any]) -> _M:
+        instance = _new(cls)
+        _set_dict(instance, values)
+        # A set of its own: `model_copy(update=...)` adds to it.
+        _set_fields(instance, set(fields))
+        _set_extra(instance, None)
+        _set_private(instance, None)
+        return instance
+
+    return make
+
+
+_MAKERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
 
 
 def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -28,30 +56,8 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
         cls: A model without validators, private attributes or extra fields.
         values: A value for every field of `cls`, already of the field's type.
     """
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = set(cls.model_fields)
-    instance = _new(cls)
-    _set(instance, "__dict__", values)
-    # A set of its own: `model_copy(update=...)` adds to it.
-    _set(instance, "__pydantic_fields_set__", fields.copy())
-    _set(instance, "__pydantic_extra__", None)
-    _set(instance, "__pydantic_private__", None)
+    make = _MAKERS.get(cls)
+    if make is None:
+        make = _MAKERS[cls] = maker(cls)
+    instance: _M = make(values)
     return instance
-
-
-def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
-    """`trusted` for one class, bound once: for loops that build many instances."""
-    fields = frozenset(cls.model_fields)
-    new = _new
-    put = _set
-
-    def make(values: dict[str, Any]) -> _M:
-        instance = new(cls)
-        put(instance, "__dict__", values)
-        put(instance, "__pydantic_fields_set__", set(fields))
-        put(instance, "__pydantic_extra__", None)
-        put(instance, "__pydantic_private__", None)
-        return instance
-
-    return make
