@@ -30,12 +30,12 @@ from vocabulary.messages import Part
 
 _make_message = maker(MessageEntry)
 
-# PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
+# PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here;
+# `->>` gives an array of parts as its JSON text, parsed by `PARTS`.
 BODY_FIELDS = """
-CASE WHEN jsonb_typeof(body->'content') = 'array' THEN (body->'content')::text END AS parts,
-CASE WHEN jsonb_typeof(body->'content') = 'array' THEN NULL ELSE body->>'content' END AS text,
+body->>'content' AS content, jsonb_typeof(body->'content') = 'array' AS is_parts,
 NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
-body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
+tool_call_id, body->>'tool_name' AS tool_name
 """
 
 # Columns: 0 state, 1 version, 2 root_groups, 3 head (first row only), then the message
@@ -51,7 +51,7 @@ SELECT CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.state END,
        CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.version END,
        CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.root_groups END,
        CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.head END, p.message_id, p.parent_id, p.seq,
-       p.child_groups, p.state, p.role, p.created_at, p.parts, p.text, p.metadata,
+       p.child_groups, p.state, p.role, p.created_at, p.content, p.is_parts, p.metadata,
        p.tool_call_id, p.tool_name
 FROM ctl LEFT JOIN ({
     path_rows(
@@ -141,8 +141,8 @@ def entry(
 ) -> ThreadEntry:
     """One path entry from a content row whose role column is at index `base`.
 
-    The content columns follow the role: created_at, parts, text, metadata, tool_call_id,
-    tool_name. A missing row (content not selected because redacted) is a tombstone.
+    The content columns follow the role: created_at, content, is_parts, metadata,
+    tool_call_id, tool_name. A missing row (content not selected because redacted) is a tombstone.
     """
     if state == "redacted" or row is None:
         return trusted(
@@ -158,7 +158,7 @@ def entry(
                 "created_at": row[base + 1],
             },
         )
-    parts: str | None = row[base + 2]
+    content: str = row[base + 2]
     metadata: str | None = row[base + 4]
     values: dict[str, Any] = {
         "kind": "message",
@@ -167,7 +167,7 @@ def entry(
         "created_at": row[base + 1],
         "variant": variant,
         "role": row[base],
-        "content": row[base + 3] if parts is None else PARTS.validate_json(parts),
+        "content": PARTS.validate_json(content) if row[base + 3] else content,
         "metadata": {} if metadata is None else json.loads(metadata),
         "tool_call_id": row[base + 5],
         "tool_name": row[base + 6],
@@ -235,7 +235,7 @@ async def read_full_path(
             if parent_groups >= 2 and row[6] == 0:
                 wanted.append((message_id, parent_id))
                 at_index.append(len(entries))
-            parts: str | None = row[11]
+            content: str = row[11]
             metadata: str | None = row[13]
             entries.append(
                 make(
@@ -246,7 +246,7 @@ async def read_full_path(
                         "created_at": row[10],
                         "variant": None,
                         "role": row[9],
-                        "content": row[12] if parts is None else PARTS.validate_json(parts),
+                        "content": PARTS.validate_json(content) if row[12] else content,
                         "metadata": {} if metadata is None else json.loads(metadata),
                         "tool_call_id": row[14],
                         "tool_name": row[15],
