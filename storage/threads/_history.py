@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from storage.threads._control import EMPTY_REVISION, Control, revision_of
+from storage.threads._control import EMPTY_REVISION, revision_of
 from storage.threads._db import Connection
 from storage.threads._models import HistoryEntry, HistoryView
 from storage.threads._paths import chains_cte, path_rows
@@ -44,13 +43,21 @@ FROM ctl LEFT JOIN path p ON true
 ORDER BY p.depth
 """
 
+# The Thread's state and the messages in one statement (one snapshot); the body gets its id
+# spliced in so that each message is parsed and validated in one call.
 _MESSAGES = """
-SELECT message_id, state, body::text AS body
-FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
-    SELECT * FROM crux_thread_messages x
-    WHERE x.thread_id = $1 AND x.message_id = wanted.id
-    LIMIT 1
-) m
+SELECT c.state AS thread_state, m.message_id, m.state, m.body
+FROM (SELECT 1) AS one
+LEFT JOIN crux_threads c ON c.thread_id = $1
+LEFT JOIN LATERAL (
+    SELECT x.message_id, x.state,
+           (x.body || jsonb_build_object('id', x.message_id))::text AS body
+    FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages y
+        WHERE y.thread_id = $1 AND y.message_id = wanted.id
+        LIMIT 1
+    ) x
+) m ON true
 """
 
 
@@ -105,17 +112,17 @@ def _view(
 
 
 async def load_stored_messages(
-    connection: Connection, control: Control | None, thread_id: str, ids: Sequence[str]
+    connection: Connection, thread_id: str, ids: Sequence[str]
 ) -> list[Message]:
-    """Hydrate messages by id, in the order asked.
+    """Hydrate messages by id, in the order asked, in one statement.
 
     Raises:
         ThreadError: `not_found` for an unknown id, `redacted` for an erased one,
             `deleted` after deletion.
     """
-    if control is not None:
-        control.ensure_live()
-    rows = await connection.fetch(_MESSAGES, thread_id, list(ids)) if ids else []
+    rows = await connection.fetch(_MESSAGES, thread_id, list(ids))
+    if rows[0]["thread_state"] not in (None, "live"):
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
     by_id = {row["message_id"]: row for row in rows}
     messages: list[Message] = []
     for message_id in ids:
@@ -126,5 +133,5 @@ async def load_stored_messages(
             )
         if row["state"] == "redacted":
             raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
-        messages.append(Message(id=message_id, **json.loads(row["body"])))
+        messages.append(Message.model_validate_json(row["body"]))
     return messages

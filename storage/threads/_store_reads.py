@@ -83,9 +83,8 @@ class Reads(StoreBase):
             ThreadError: `not_found`, `redacted` or `deleted`.
         """
         check_id(thread_id, "thread", thread_id=thread_id)
-        async with read_transaction(self._pool, thread_id) as connection:
-            control = await load_control(connection, thread_id)
-            return await load_stored_messages(connection, control, thread_id, list(ids))
+        async with single_read(self._pool, thread_id) as connection:
+            return await load_stored_messages(connection, thread_id, list(ids))
 
     async def revision(self, thread_id: str) -> str:
         """The current revision.
