@@ -30,15 +30,22 @@ def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
     """A constructor of trusted `cls` instances (see `trusted`), bound once for loops.
 
     Args:
-        cls: A model without validators, private attributes or extra fields.
+        cls: A frozen model without validators, private attributes or extra fields.
+
+    Raises:
+        TypeError: `cls` is not frozen.
     """
-    fields = frozenset(cls.model_fields)
+    if not cls.model_config.get("frozen"):
+        raise TypeError(f"{cls.__name__} is not frozen")
+    # Every instance holds every field, so they share one fields-set. Pydantic adds to an
+    # instance's set only on assignment, which a frozen model refuses first, and in
+    # `model_copy(update=...)`, which works on a copy of the set.
+    fields = set(cls.model_fields)
 
     def make(values: dict[str, Any]) -> _M:
         instance = _new(cls)
         _set_dict(instance, values)
-        # A set of its own: `model_copy(update=...)` adds to it.
-        _set_fields(instance, set(fields))
+        _set_fields(instance, fields)
         _set_extra(instance, None)
         _set_private(instance, None)
         return instance
@@ -53,7 +60,7 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     """An instance of `cls` holding `values` as is, without validation.
 
     Args:
-        cls: A model without validators, private attributes or extra fields.
+        cls: A frozen model without validators, private attributes or extra fields.
         values: A value for every field of `cls`, already of the field's type.
     """
     make = _MAKERS.get(cls)

@@ -163,3 +163,12 @@ async def test_read_models_copy_like_validated_models(store: ThreadStore) -> Non
     assert view.model_copy(update={"head": None}).head is None
     assert view.messages[0].model_copy(update={"tokens": 3}).tokens == 3
     assert view.model_fields_set == set(type(view).model_fields)
+
+
+async def test_copies_with_updates_leave_the_other_read_models_alone(store: ThreadStore) -> None:
+    await store.append("t", [user("u"), assistant("a")])
+    snapshot = await store.read("t")
+    first, second = snapshot.entries
+    copied = first.model_copy(update={"id": "x"})
+    assert copied.model_fields_set == second.model_fields_set == set(type(first).model_fields)
+    assert copied.model_fields_set is not second.model_fields_set
