@@ -33,7 +33,9 @@ path AS (
 SELECT CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.state END,
        CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.version END,
        CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.head END,
-       p.message_id, p.role, p.group_id, p.seq, p.group_end, p.parent_id, p.tool_call_ids,
+       p.message_id, p.role, p.group_id, p.seq, p.group_end, p.parent_id,
+       -- Empty arrays as NULL: no list object per message on the client.
+       NULLIF(p.tool_call_ids, '{{}}'),
        p.tool_call_id,
        -- A primary-key probe per message, never a join over every stored count.
        (SELECT t.tokens FROM crux_thread_token_counts t
