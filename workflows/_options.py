@@ -98,6 +98,21 @@ COMMIT_TURN = ActivityConfig(
     ),
 )
 
+COMMIT_TURN_LOCAL = LocalActivityConfig(
+    # The commit runs as a local activity on the worker that takes the workflow task
+    # after the provider answered: the turn is published and the run completes in that
+    # same task, with no scheduling round trip. Same timeout and retries as above; the
+    # commit replays idempotently, so a retry after a lost completion is safe.
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=3,
+    ),
+    local_retry_threshold=timedelta(seconds=5),
+    summary="commit turn",
+)
+
 COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
 """Longest pause between commit rounds while storage stays unavailable (first path)."""
 

@@ -25,20 +25,41 @@ from workflows._stages import StageReporter
 _T = TypeVar("_T")
 
 
-def is_storage_outage(error: ActivityError) -> bool:
-    """Whether an activity failed because PostgreSQL was unavailable."""
+ActivityFailure = (ActivityError, ApplicationError)
+"""How a failed activity surfaces in workflow code: an `ActivityError` wrapping the cause,
+or, for a local activity whose retries ran out, the activity's own `ApplicationError`."""
+
+
+class StorageWaitExceeded(ApplicationError):
+    """Storage stayed unavailable past the generation's `storage_wait_seconds`.
+
+    Fails the run as a `StorageUnavailableError`; a subclass only so that callers handling
+    their activity's own failures let it through.
+    """
+
+
+def application_cause(error: ActivityError | ApplicationError) -> ApplicationError | None:
+    """The activity's own typed failure, if it raised one."""
+    if isinstance(error, ApplicationError):
+        return error
     cause = error.cause
-    return isinstance(cause, ApplicationError) and cause.type == ErrorType.STORAGE_UNAVAILABLE
+    return cause if isinstance(cause, ApplicationError) else None
 
 
-def is_retryable(error: ActivityError) -> bool:
+def is_storage_outage(error: ActivityError | ApplicationError) -> bool:
+    """Whether an activity failed because PostgreSQL was unavailable."""
+    cause = application_cause(error)
+    return cause is not None and cause.type == ErrorType.STORAGE_UNAVAILABLE
+
+
+def is_retryable(error: ActivityError | ApplicationError) -> bool:
     """Whether an activity failed in a way a later try may not (it spent its own retries).
 
     The commit's test: anything but a non-retryable rejection keeps the accepted turn staged
     and is tried again, because a turn the provider already answered must not be lost.
     """
-    cause = error.cause
-    return not (isinstance(cause, ApplicationError) and cause.non_retryable)
+    cause = application_cause(error)
+    return not (cause is not None and cause.non_retryable)
 
 
 async def waiting_out_storage(
@@ -48,7 +69,7 @@ async def waiting_out_storage(
     call: Callable[[], Awaitable[_T]],
     *,
     blocked: Stage = Stage.STORAGE_BLOCKED,
-    outage: Callable[[ActivityError], bool] = is_storage_outage,
+    outage: Callable[[ActivityError | ApplicationError], bool] = is_storage_outage,
 ) -> _T:
     """Run `call` (one activity), retrying it while storage is unavailable.
 
@@ -64,8 +85,10 @@ async def waiting_out_storage(
         The activity's result.
 
     Raises:
-        ActivityError: A failure that is not an outage.
-        ApplicationError: `StorageUnavailableError` once the wait outlasts the ceiling.
+        ActivityError: A failure that is not an outage (or the `ApplicationError` of a
+            local activity).
+        StorageWaitExceeded: Typed `StorageUnavailableError` once the wait outlasts the
+            ceiling.
     """
     backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
     since: datetime | None = None
@@ -73,7 +96,7 @@ async def waiting_out_storage(
     while True:
         try:
             return await call()
-        except ActivityError as error:
+        except ActivityFailure as error:
             if not outage(error):
                 raise
         since = since or workflow.now()
@@ -95,7 +118,7 @@ def _check_ceiling(
     if waited < timedelta(seconds=request.storage_wait_seconds):
         return
     stages.set(Stage.FAILED, f"storage unavailable during {stage}")
-    raise ApplicationError(
+    raise StorageWaitExceeded(
         f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
         f" (storage_wait_seconds={request.storage_wait_seconds})",
         encode_details(ErrorDetails(stage=stage.value)),

@@ -69,7 +69,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
-    from workflows._storage_wait import is_retryable, waiting_out_storage
+    from workflows._storage_wait import (
+        ActivityFailure,
+        StorageWaitExceeded,
+        application_cause,
+        is_retryable,
+        waiting_out_storage,
+    )
     from workflows._summaries import prepare_summary, start_summary
     from workflows.legacy.generation import LegacyGeneration
 
@@ -334,19 +340,21 @@ class ManagedGenerationWorkflow:
                 self._stages,
                 request,
                 Stage.COMMITTING,
-                lambda: workflow.execute_activity(
+                lambda: workflow.execute_local_activity(
                     ACTIVITY_COMMIT_TURN,
                     arg,
                     result_type=CommitTurnResult,
-                    **_options.with_summary(_options.COMMIT_TURN, "commit turn"),
+                    **_options.COMMIT_TURN_LOCAL,
                 ),
                 blocked=Stage.COMMIT_BLOCKED,
                 outage=is_retryable,
             )
-        except ActivityError as error:
-            cause = error.cause
-            details = cause.details if isinstance(cause, ApplicationError) else ()
-            error_type = cause.type if isinstance(cause, ApplicationError) else None
+        except StorageWaitExceeded:
+            raise
+        except ActivityFailure as error:
+            cause = application_cause(error)
+            details = cause.details if cause is not None else ()
+            error_type = cause.type if cause is not None else None
             self._stages.set(Stage.FAILED, "commit rejected")
             raise ApplicationError(
                 "the accepted turn could not be published",
