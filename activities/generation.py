@@ -128,7 +128,7 @@ class GenerationActivities:
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
-        return await self._read_request(request)
+        return await _uninterrupted(self._read_request(request))
 
     @activity.defn(name=ACTIVITY_INVOKE_MODEL)
     @maps_errors
@@ -164,7 +164,7 @@ class GenerationActivities:
     @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""
-        return await self._commit_turn(request)
+        return await _uninterrupted(self._commit_turn(request))
 
     async def _read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         await self._inputs.check_identity(request)
@@ -543,6 +543,18 @@ async def _with_heartbeat(call: Awaitable[_T]) -> _T:
         if done:
             return task.result()
         activity.heartbeat()
+
+
+async def _uninterrupted(call: Awaitable[_T]) -> _T:
+    """Finish `call` even when the activity is cancelled meanwhile.
+
+    The read and the commit run as local activities, which are cancelled when their
+    workflow task is lost (the run moved to another worker). Both are short and idempotent;
+    interrupting the database driver mid-acquire or mid-release could leave the pool
+    inconsistent for every other activity of this worker, so they run to the end and only
+    their result is dropped.
+    """
+    return await asyncio.shield(asyncio.ensure_future(call))
 
 
 def _ceiling(request: ReadRequestInput, profile: ModelProfile) -> int:

@@ -94,6 +94,7 @@ async def waiting_out_storage(
     since: datetime | None = None
     rounds = 0
     while True:
+        stages.publish()
         try:
             return await call()
         except ActivityFailure as error:
@@ -103,6 +104,7 @@ async def waiting_out_storage(
         rounds += 1
         _check_ceiling(stages, request, since, stage)
         stages.set(blocked, f"{stage}: round {rounds} waiting for storage")
+        stages.publish()
         # The stage stays blocked through the next try too: a call that hangs on an
         # unreachable server must not look like progress. The caller's next stage
         # replaces it once the call succeeds.

@@ -54,6 +54,7 @@ async def start_summary(stages: StageReporter, request: GenerationInput, need: P
     if summary_input is None:
         return
     stages.set(Stage.MAINTENANCE, "summary scheduled")
+    stages.publish()
     # Another generation may already have scheduled this artifact: that is enough.
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await workflow.start_child_workflow(
@@ -77,6 +78,7 @@ async def prepare_summary(
         return None
     child_id = summary_workflow_id(summary_input)
     stages.set(Stage.SUMMARISING, "inline history summary")
+    stages.publish()
     try:
         try:
             prepared = await workflow.execute_child_workflow(

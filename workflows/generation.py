@@ -8,18 +8,12 @@ sizes and decisions; no message text enters history.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from typing import cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    FailureError,
-    is_cancelled_exception,
-)
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
@@ -27,14 +21,11 @@ with workflow.unsafe.imports_passed_through():
     from contracts.activities import (
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
-        ACTIVITY_DISCARD_GENERATION,
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_READ_REQUEST,
         ACTIVITY_RUN_TOOL,
         CommitTurnResult,
         CountRequestResult,
-        DiscardGenerationInput,
-        DiscardGenerationResult,
         InvokeModelResult,
         ReadRequestResult,
         RunToolInput,
@@ -55,24 +46,21 @@ with workflow.unsafe.imports_passed_through():
         Seal,
         next_action,
     )
-    from vocabulary.details import ErrorDetails, decode_details, encode_details
-    from vocabulary.errors import (
-        ConfigurationError,
-        CruxError,
-        ErrorType,
-        RequestCompositionError,
-        ThreadError,
-    )
+    from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
-    from workflows._decode import decode_input
+    from workflows._failures import (
+        commit_rejected,
+        decision_failure,
+        discard_after,
+        validated,
+    )
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import (
         ActivityFailure,
         StorageWaitExceeded,
-        application_cause,
         is_retryable,
         waiting_out_storage,
     )
@@ -118,17 +106,19 @@ class ManagedGenerationWorkflow:
         nesting, `optimize_at > max`) fails the workflow promptly with a typed,
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
-        request = _validated(raw)
+        request = validated(raw)
         if not workflow.patched(GENERATION_V2_PATCH):
             self._legacy = LegacyGeneration()
             # Runs of the first path return the payload they always returned.
             return cast(GenerationResult, await self._legacy.run(request))
         self._stages.publish_identity(request)
         try:
-            return await self._generate(request)
+            result = await self._generate(request)
         except BaseException as error:
-            await self._discard_after(request, error)
+            await discard_after(self._stages, request, error)
             raise
+        self._stages.publish()
+        return result
 
     async def _generate(self, request: GenerationInput) -> GenerationResult:
         read = await self._read(request)
@@ -151,7 +141,9 @@ class ManagedGenerationWorkflow:
                 )
             )
             if isinstance(action, Fail):
-                raise failure or self._failed(action)
+                if action.error is None and failure is not None:
+                    raise failure  # the provider's own failure stands
+                raise decision_failure(self._stages, action)
             if isinstance(action, RecoverOverflow):
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
@@ -212,7 +204,7 @@ class ManagedGenerationWorkflow:
             else:
                 if action.refresh is not None:
                     await start_summary(self._stages, request, action.refresh)
-                raise self._failed(action)
+                raise decision_failure(self._stages, action)
 
     def _planning(
         self, request: GenerationInput, read: ReadRequestResult, progress: TurnProgress
@@ -352,77 +344,11 @@ class ManagedGenerationWorkflow:
         except StorageWaitExceeded:
             raise
         except ActivityFailure as error:
-            cause = application_cause(error)
-            details = cause.details if cause is not None else ()
-            error_type = cause.type if cause is not None else None
-            self._stages.set(Stage.FAILED, "commit rejected")
-            raise ApplicationError(
-                "the accepted turn could not be published",
-                encode_details(
-                    ErrorDetails(code=decode_details(details, error_type).code or "commit_failed")
-                ),
-                type=ErrorType.THREAD_COMMIT,
-                non_retryable=True,
-            ) from None
+            raise commit_rejected(self._stages, error) from None
         for need in progress.maintenance:
             await start_summary(self._stages, request, need)
         self._stages.set(Stage.COMPLETED)
         return committed.result
-
-    def _failed(self, action: Fail) -> ApplicationError:
-        """The typed, content-free failure of a `Fail` decision."""
-        error = action.error
-        if isinstance(error, RequestCompositionError):
-            self._stages.set(Stage.FAILED, error.code)
-            details = ErrorDetails(
-                code=error.code, request_id=action.request_id, diagnostics=error.diagnostics
-            )
-            error_type = ErrorType.REQUEST_COMPOSITION
-        elif isinstance(error, ThreadError):
-            self._stages.set(Stage.FAILED, error.code)
-            details = ErrorDetails(code=error.code)
-            error_type = ErrorType.THREAD
-        else:
-            self._stages.set(Stage.FAILED)
-            details = ErrorDetails()
-            error_type = ErrorType.INTERNAL
-        return ApplicationError(
-            str(error), encode_details(details), type=error_type, non_retryable=True
-        )
-
-    async def _discard_after(self, request: GenerationInput, error: BaseException) -> None:
-        """Remove what a failed or cancelled run staged; nothing of it may stay behind.
-
-        Only for outcomes that end the run: Temporal failures, typed domain errors and
-        cancellation. A bug that fails the workflow task (and is retried) keeps its
-        staging, and an eviction unwinds without issuing commands.
-        """
-        cancelled = is_cancelled_exception(error)
-        if not (cancelled or isinstance(error, FailureError | CruxError)):
-            return
-        self._stages.set(
-            Stage.CANCELLED if cancelled else Stage.FAILED, "discarding staged content"
-        )
-        # After a cancellation was delivered, new activities run normally; a second
-        # cancellation request would not reach this one either way (it is the last step).
-        with contextlib.suppress(ActivityError):
-            await workflow.execute_activity(
-                ACTIVITY_DISCARD_GENERATION,
-                DiscardGenerationInput(
-                    generation_id=request.generation_id, thread_id=request.thread_id
-                ),
-                result_type=DiscardGenerationResult,
-                **_options.with_summary(_options.DISCARD_GENERATION, "discard staging"),
-            )
-
-
-def _validated(raw: object) -> GenerationInput:
-    try:
-        return decode_input(raw, GenerationInput, what="generation input")
-    except ConfigurationError as error:
-        raise ApplicationError(
-            str(error), type=ErrorType.CONFIGURATION, non_retryable=True
-        ) from None
 
 
 def _error_type(error: ActivityError) -> str | None:
