@@ -6,7 +6,7 @@ activity sends exactly what the plan measured.
 
 from __future__ import annotations
 
-from activities.summaries import render_summary
+from activities._support import render_summary
 from contracts.activities import HistorySource, SelectedSource
 from storage import GenerationStore, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError
