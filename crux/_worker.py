@@ -97,6 +97,10 @@ def build_worker(
         # A domain error raised in workflow code (an unknown model, an invalid budget) can
         # never succeed on a retried task: it fails the workflow, typed, instead.
         workflow_failure_exception_types=[CruxError],
+        # The provider call is taken by this worker straight from the workflow task that
+        # schedules it, when the server allows eager dispatch (the dev stack and the compose
+        # file enable it); the read and the commit are local activities.
+        max_eager_activity_reservations_per_workflow_task=3,
     )
 
 
