@@ -1,6 +1,8 @@
 """Recorded generation histories must replay against the current workflow code.
 
 A change to the workflow's command sequence without `workflow.patched(...)` fails here.
+Histories named `v2_*` were recorded on the current path (`generation-v2`); the others on the
+first path, which `workflows.legacy` carries on unchanged.
 Record new histories with `CRUX_RECORD_HISTORIES=1 make test-fast PYTEST_ARGS=tests/replay`.
 """
 
