@@ -12,6 +12,7 @@ from temporalio import activity
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._inputs import InputStager, scoped_key
+from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
 from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
@@ -112,7 +113,7 @@ class GenerationActivities:
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
-        return await self._reader.read(request)
+        return await uninterrupted(self._reader.read(request))
 
     @activity.defn(name=ACTIVITY_INVOKE_MODEL)
     @maps_errors
@@ -153,16 +154,18 @@ class GenerationActivities:
         sent (the Thread moved first) or that the provider rejects, so every request id a
         receipt or error names can be inspected.
         """
-        await self._receipts.record(
-            request.receipt.id,
-            generation_key=scoped_key(request),
-            thread_id=request.thread_id,
-            receipt=request.receipt.model_dump(mode="json"),
-            inspection=request.inspection.model_dump(mode="json"),
+        await uninterrupted(
+            self._receipts.record(
+                request.receipt.id,
+                generation_key=scoped_key(request),
+                thread_id=request.thread_id,
+                receipt=request.receipt.model_dump(mode="json"),
+                inspection=request.inspection.model_dump(mode="json"),
+            )
         )
 
     @activity.defn(name=ACTIVITY_COMMIT_TURN)
     @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""
-        return await self._committer.commit(request)
+        return await uninterrupted(self._committer.commit(request))
