@@ -1,4 +1,4 @@
-"""A plain turn costs two workflow tasks: local read and commit, one eager provider call."""
+"""A plain turn costs two workflow tasks: local read, plan record and commit; one provider call."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and event.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
-    assert len(local) == 2  # the read and the commit
+    assert len(local) == 3  # the read, the record of the sealed plan, the commit
     stages: list[str] = []
     for event in events:
         if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
