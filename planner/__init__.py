@@ -18,6 +18,7 @@ from planner.budget import (
     merge_input_budgets,
 )
 from planner.builders import context, droppable, offloadable, prefer, summarizable
+from planner.columns import HistoryColumns
 from planner.contributors import contributor_id, source_ids, with_source_tokens
 from planner.errors import ConfigurationError, CruxError, RequestCompositionError
 from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
@@ -105,6 +106,7 @@ __all__ = [
     "EpochFloors",
     "ExactHistory",
     "HistoryAggregate",
+    "HistoryColumns",
     "HistoryItem",
     "HistoryPolicy",
     "HistoryRecord",

@@ -44,7 +44,8 @@ class Span:
 class Projector:
     """Sizes and ids of history spans over one validated transcript (internal).
 
-    Every size is computed in O(1) from the boundary sums of `HistoryScan`.
+    Every size is computed in O(1) from the boundary sums of `HistoryScan`. `items` is
+    empty for columnar input: spans are then reported as positions only (`ranges`).
     """
 
     def __init__(
@@ -53,12 +54,17 @@ class Projector:
         older: HistoryAggregate,
         scan: HistoryScan,
         fmt: MessageFormat,
+        *,
+        has_ids: bool = True,
     ) -> None:
         self.items = items
         self.older = older
         self.scan = scan
         self.fmt = fmt
         self.bounds = scan.group_starts
+        self.listed = scan.group_starts[-1]
+        """Listed messages (the aggregate excluded)."""
+        self.has_ids = has_ids
         # At a group boundary every call made before it has been answered before it, so
         # each call brings one call's and one result's framing.
         self._per_call = fmt.per_tool_call + fmt.per_tool_result
@@ -97,7 +103,7 @@ class Projector:
         tail_content, tail_structure = self._between(first, count)
         content = head_content + tail_content
         structure = head_structure + tail_structure
-        messages = len(self.items) - self.bounds[first] + self.bounds[prefix]
+        messages = self.listed - self.bounds[first] + self.bounds[prefix]
         groups = count - first + prefix
         older = include_older and self.older.count > 0
         if older:
@@ -112,12 +118,61 @@ class Projector:
         return self.span(0, True)
 
     def ids(self, span: Span) -> tuple[str, ...]:
-        """Ids of the listed items a span sends, oldest first (the aggregate is not listed)."""
+        """Ids of the listed items a span sends, oldest first (the aggregate is not listed).
+
+        Empty for columnar input, which carries no ids (see `ranges`).
+        """
+        if not self.has_ids:
+            return ()
         prefix_end = self.prefix_items
         start = self.bounds[span.first_group]
         if start <= prefix_end:
             return tuple(map(_ID, self.items))
         return tuple(map(_ID, self.items[:prefix_end])) + tuple(map(_ID, self.items[start:]))
+
+    def position(self, listed: int) -> int:
+        """Position in the history source of listed message `listed` (or of its end)."""
+        return listed if listed < self.prefix_items else listed + self.older.count
+
+    def ranges(self, span: Span) -> tuple[tuple[int, int], ...]:
+        """Half-open position ranges a span sends, oldest first, aggregate included."""
+        prefix_end = self.prefix_items
+        older = self.older.count
+        start = max(self.bounds[span.first_group], prefix_end)
+        spans = (
+            ((0, self.listed + older),)
+            if span.include_older
+            else ((0, prefix_end), (start + older, self.listed + older))
+        )
+        merged: list[tuple[int, int]] = []
+        for low, high in spans:
+            if high <= low:
+                continue
+            if merged and merged[-1][1] == low:
+                merged[-1] = (merged[-1][0], high)
+            else:
+                merged.append((low, high))
+        return tuple(merged)
+
+    def through(self, listed_start: int) -> tuple[str | None, int | None]:
+        """The message just before listed message `listed_start`, past the system prefix.
+
+        Returns:
+            Its id (`None` without ids) and its position, or `(None, None)` when no
+            conversational message precedes it.
+        """
+        if listed_start > self.prefix_items:
+            position = self.position(listed_start) - 1
+            return (self.items[listed_start - 1].id if self.has_ids else None), position
+        if self.older.count == 0:
+            return None, None
+        # Listed input names the aggregate's last message; without that name, an aggregate
+        # read by a reader that states no ids cannot be summarised by id.
+        position = self.prefix_items + self.older.count - 1
+        if self.has_ids:
+            last = self.older.last_id
+            return last, (position if last is not None else None)
+        return None, position
 
     def recent(
         self, messages: int | None, tokens: int | None

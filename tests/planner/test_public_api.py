@@ -22,6 +22,9 @@ ALLOWED_ROOTS = {
     "enum",
     "functools",
     "itertools",
+    "array",
+    "base64",
+    "binascii",
 }
 
 
