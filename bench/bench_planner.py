@@ -4,11 +4,14 @@ Run: `.venv/bin/python bench/bench_planner.py [--quick]`
 
 For 1,000, 10,000 and 100,000 history messages (four messages per causal group: user,
 assistant tool call, tool result, final assistant) plus 8 elastic context contributors it
-times `plan()` with the recent-suffix policy (the same job as trimming) and with exact
-history, and, on the same transcript, `langchain_core.messages.trim_messages` keeping the
-newest messages under the same token cap, once counting with tiktoken per call and once
-with precomputed per-message counts. It prints medians (and best runs) and the ratios
-anchor / planner, then times selection alone with 8, 100 and 1,000 elastic contributors.
+times decode + validate + plan of the planner input as JSON bytes (the columnar skeleton,
+next to the one-object-per-message form it replaced), then `plan()` alone with the
+recent-suffix policy (the same job as trimming) and with exact history, and, on the same
+transcript, `langchain_core.messages.trim_messages` keeping the newest messages under the
+same token cap, once counting with tiktoken per call and once with precomputed per-message
+counts, with the tool-call/result pairs each output breaks. It prints medians (and best
+runs) and the ratios anchor / planner, then times selection alone with 8, 100 and 1,000
+elastic contributors.
 
 Token counts given to the planner are computed once with tiktoken before timing, as the
 runtime does when a message is stored.
@@ -37,6 +40,7 @@ from langchain_core.messages import (
 )
 
 from planner import (
+    HistoryColumns,
     HistoryItem,
     InputBudget,
     ModelCatalog,
@@ -199,11 +203,21 @@ def timed_ms(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(samples), min(samples)
 
 
+def broken_pairs(kept: list[BaseMessage]) -> int:
+    """Tool calls sent without their result plus results sent without their call."""
+    calls = {
+        call["id"] for m in kept if isinstance(m, AIMessage) for call in m.tool_calls if call["id"]
+    }
+    results = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+    return len(calls ^ results)
+
+
 def run(size: int, runs: int, anchor_runs: int) -> None:
     enc = encoding()
     messages = transcript(size)
     counts = {m.id or "": len(enc.encode(message_text(m))) for m in messages}
     items = history_items(messages, counts)
+    columns = HistoryColumns.pack(items)
     total = sum(counts.values())
     cap = total // 2
     ladder = contributors()
@@ -214,7 +228,7 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
             "request_id": f"bench-{size}",
             "model": profile,
             "system_tokens": 400,
-            "history": items,
+            "history_columns": columns,
             "history_policy": history.recent(tokens=cap),
             "current_turn_tokens": 40,
             "tool_schema_tokens": 300,
@@ -225,14 +239,23 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     unconstrained = plan(recent).input_tokens
     budget = InputBudget(optimize_at=unconstrained - 20_000, max=unconstrained - 12_000)
     recent = recent.model_copy(update={"input_budget": budget})
-    exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
-    start = time.perf_counter()
-    PlanRequest.model_validate(recent.model_dump())
-    validate_ms = (time.perf_counter() - start) * 1000
+    listed = recent.model_copy(update={"history_columns": None, "history": items})
+    # The planner's input as it crosses a workflow boundary: JSON bytes, columnar (today)
+    # and one object per message (the anchor: how the skeleton used to travel).
+    wire = recent.model_dump_json().encode()
+    wire_items = listed.model_dump_json().encode()
 
+    def decode_plan(payload: bytes) -> Callable[[], object]:
+        return lambda: plan(PlanRequest.model_validate_json(payload))
+
+    full, full_best = timed_ms(decode_plan(wire), runs)
+    full_items, _ = timed_ms(decode_plan(wire_items), max(3, runs // 4))
+    validate_items, _ = timed_ms(lambda: PlanRequest.model_validate_json(wire_items), 3)
     plan_recent, best_recent = timed_ms(lambda: plan(recent), runs)
-    plan_exact, best_exact = timed_ms(lambda: plan(exact), runs)
+    exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
+    plan_exact, _ = timed_ms(lambda: plan(exact), runs)
     sealed = plan(recent)
+    sent = [messages[p] for start, end in sealed.message_ranges for p in range(start, end)]
 
     # List counters, as trim_messages calls them (it sums per message when given one).
     def tiktoken_counter(batch: list[BaseMessage]) -> int:
@@ -255,15 +278,20 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
 
     trim_tiktoken, _ = timed_ms(lambda: trim(tiktoken_counter), anchor_runs)
     trim_counts, _ = timed_ms(lambda: trim(precomputed_counter), anchor_runs)
-    kept = len(trim(precomputed_counter))
+    kept = trim(precomputed_counter)
     print(
-        f"{size:>7} msgs | {len({i.group_id for i in items}):>6} groups | "
-        f"plan(recent) {plan_recent:7.2f} ms (best {best_recent:6.2f}) | "
-        f"plan(exact) {plan_exact:7.2f} ms (best {best_exact:6.2f}) | "
+        f"{size:>7} msgs | decode+validate+plan {full:7.2f} ms (best {full_best:6.2f}, "
+        f"{len(wire):>7} B) | per-message anchor {full_items:8.2f} ms "
+        f"({full_items / full:5.1f}x; validate alone {validate_items:7.2f} ms, "
+        f"{len(wire_items):>8} B)"
+    )
+    print(
+        f"{'':>7}      | plan(recent) {plan_recent:6.2f} ms (best {best_recent:6.2f}) | "
+        f"plan(exact) {plan_exact:6.2f} ms | "
         f"trim+tiktoken {trim_tiktoken:9.2f} ms ({trim_tiktoken / plan_recent:6.1f}x) | "
         f"trim+counts {trim_counts:8.2f} ms ({trim_counts / plan_recent:5.1f}x) | "
-        f"kept plan/trim {len(sealed.message_ids)}/{kept} | "
-        f"adaptations {len(sealed.receipt.adaptations)} | skeleton validate {validate_ms:7.1f} ms"
+        f"kept plan/trim {len(sent)}/{len(kept)} | broken pairs plan/trim "
+        f"{broken_pairs(sent)}/{broken_pairs(kept)} | adaptations {len(sealed.receipt.adaptations)}"
     )
 
 
@@ -297,7 +325,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
     runs = 5 if args.quick else 31
-    print("median wall time per call (best in brackets); ratios are anchor / plan(recent) medians")
+    print(
+        "median wall time per call (best in brackets); ratios are anchor / planner medians, "
+        "measured in this run"
+    )
     for size, anchor_runs in ((1_000, 9), (10_000, 5), (100_000, 1)):
         run(size, runs if size < 100_000 else max(3, runs // 4), 1 if args.quick else anchor_runs)
     for count in (8, 100, 1_000):
