@@ -1,6 +1,9 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY vocabulary ./vocabulary
+COPY contracts ./contracts
+COPY telemetry ./telemetry
 COPY crux ./crux
 COPY planner ./planner
 COPY providers ./providers

@@ -8,9 +8,9 @@ import signal
 import sys
 
 from crux._worker import run_worker
-from crux.config import Settings
-from crux.errors import CruxError
-from crux.logs import configure_logging
+from telemetry.logs import configure_logging
+from vocabulary.errors import CruxError
+from vocabulary.settings import Settings
 
 
 async def _main() -> None:

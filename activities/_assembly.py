@@ -6,16 +6,12 @@ activity sends exactly what the plan measured.
 
 from __future__ import annotations
 
-from activities.contracts import HistorySource, SelectedSource
 from activities.summaries import render_summary
-from crux.errors import ThreadError
-from crux.messages import Message
+from contracts.activities import HistorySource, SelectedSource
 from storage import GenerationStore, SummaryStore, ThreadStore
-
-
-def turn_kind(index: int) -> str:
-    """Staging kind of the `index`-th tool-round message of a turn."""
-    return f"turn:{index:03d}"
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
+from vocabulary.staging import StagingKind, context_kind, turn_kind
 
 
 class RequestAssembler:
@@ -38,7 +34,7 @@ class RequestAssembler:
         """The staged context sources, as messages, in the order asked."""
         messages: list[Message] = []
         for source_id in source_ids:
-            staged = await self._generations.get_staged(input_ref, 0, f"context:{source_id}")
+            staged = await self._generations.get_staged(input_ref, 0, context_kind(source_id))
             if staged is None:
                 raise ThreadError("not_found", "a staged context source is missing")
             messages.append(staged.message)
@@ -58,10 +54,10 @@ class RequestAssembler:
         owner: str = "main",
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
-        user = await self._generations.get_staged(generation_id, 0, "user")
+        user = await self._generations.get_staged(generation_id, 0, StagingKind.USER)
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
-        system = await self._generations.get_staged(generation_id, 0, "system")
+        system = await self._generations.get_staged(generation_id, 0, StagingKind.SYSTEM)
         history = await self._history_messages(
             generation_id, thread_id, history_source, message_ids
         )
@@ -131,7 +127,9 @@ class RequestAssembler:
             return await self._threads.load_messages(thread_id, message_ids)
         if history_source == "caller-messages":
             # Call-site or prompt-level messages: only one of the two is ever staged.
-            caller = await self._generations.get_staged_messages(generation_id, "caller-messages")
+            caller = await self._generations.get_staged_messages(
+                generation_id, StagingKind.CALLER_MESSAGES
+            )
             if caller is None:
                 caller = await self._generations.get_staged_messages(
                     generation_id, "prompt-messages"

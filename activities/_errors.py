@@ -15,7 +15,8 @@ from typing import ParamSpec, TypeVar
 import asyncpg
 from temporalio.exceptions import ApplicationError
 
-from crux.errors import (
+from vocabulary.details import ErrorDetails, encode_details
+from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
     ErrorType,
@@ -91,20 +92,26 @@ def to_application_error(error: BaseException) -> BaseException:
         )
     if isinstance(error, ThreadCommitError):
         return ApplicationError(
-            str(error), error.code, type=ErrorType.THREAD_COMMIT, non_retryable=False
+            str(error),
+            encode_details(ErrorDetails(code=error.code)),
+            type=ErrorType.THREAD_COMMIT,
+            non_retryable=False,
         )
     if isinstance(error, ThreadError):
         return ApplicationError(
             str(error),
-            error.code,
+            encode_details(ErrorDetails(code=error.code)),
             type=ErrorType.THREAD,
             non_retryable=error.code not in _RETRYABLE_THREAD_CODES,
         )
     if isinstance(error, RequestCompositionError):
         return ApplicationError(
             str(error),
-            error.code,
-            error.diagnostics,
+            encode_details(
+                ErrorDetails(
+                    code=error.code, request_id=error.request_id, diagnostics=error.diagnostics
+                )
+            ),
             type=ErrorType.REQUEST_COMPOSITION,
             non_retryable=True,
         )
@@ -114,7 +121,7 @@ def to_application_error(error: BaseException) -> BaseException:
         return ApplicationError(
             "invalid_message: a value PostgreSQL cannot store (a NUL byte, a lone surrogate"
             " or an out-of-range number)",
-            "invalid_message",
+            encode_details(ErrorDetails(code="invalid_message")),
             type=ErrorType.THREAD,
             non_retryable=True,
         )
@@ -185,14 +192,14 @@ def _provider_error(error: ProviderError) -> ApplicationError:
         and error.retry_after >= 0
     ):
         delay = timedelta(seconds=error.retry_after)
-    # Details, in order: provider, HTTP status (or None), host, model. `explain()` names
-    # the remedy and never the provider's body text.
+    # `explain()` names the remedy and never the provider's body text.
     return ApplicationError(
         error.explain(),
-        error.provider,
-        error.status,
-        error.host,
-        error.model,
+        encode_details(
+            ErrorDetails(
+                provider=error.provider, status=error.status, host=error.host, model=error.model
+            )
+        ),
         type=error_type,
         non_retryable=not error.retryable,
         next_retry_delay=delay,

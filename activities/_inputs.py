@@ -9,21 +9,14 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from activities.contracts import ReadRequestInput
-from crux.errors import ThreadError
-from crux.messages import Message
-from crux.models import GenerationResult, generation_key
-from crux.prompts import PromptRegistry
+from activities._registries import PromptLookup
+from contracts.activities import ReadRequestInput
+from contracts.generation import GenerationResult
 from storage import GenerationStore
-
-CALLER_MESSAGES = "caller-messages"
-"""Staging kind of call-site messages (first in the history-source precedence)."""
-
-PROMPT_MESSAGES = "prompt-messages"
-"""Staging kind of prompt-level messages (second, after call-site messages)."""
-
-MESSAGE_KINDS = (CALLER_MESSAGES, PROMPT_MESSAGES)
-"""Staging kinds of a message-array history source, in precedence order."""
+from vocabulary.errors import ThreadError
+from vocabulary.ids import generation_key
+from vocabulary.messages import Message
+from vocabulary.staging import MESSAGE_KINDS, StagingKind, context_kind
 
 OverrideReason = Literal["explicit-messages", "prompt-messages"]
 """Why a message array shadowed the Thread (the `thread.history.override` reason)."""
@@ -68,7 +61,7 @@ class InputStager:
         prompts: Prompts that plain Temporal clients may name.
     """
 
-    def __init__(self, generations: GenerationStore, prompts: PromptRegistry) -> None:
+    def __init__(self, generations: GenerationStore, prompts: PromptLookup) -> None:
         self._generations = generations
         self._prompts = prompts
 
@@ -98,7 +91,10 @@ class InputStager:
         if declared is None:
             return None
         staged = await self._generations.stage_messages(
-            scoped_key(request), PROMPT_MESSAGES, list(declared), thread_id=request.thread_id
+            scoped_key(request),
+            StagingKind.PROMPT_MESSAGES,
+            list(declared),
+            thread_id=request.thread_id,
         )
         return staged, "prompt-messages"
 
@@ -129,10 +125,12 @@ class InputStager:
         message_scope = request.generation_id
         generation_id = scoped_key(request)
         if request.input_ref is not None:
-            staged_user = await self._generations.get_staged(request.input_ref, 0, "user")
+            staged_user = await self._generations.get_staged(request.input_ref, 0, StagingKind.USER)
             if staged_user is None:
                 raise ThreadError("not_found", "staged input is missing")
-            staged_system = await self._generations.get_staged(request.input_ref, 0, "system")
+            staged_system = await self._generations.get_staged(
+                request.input_ref, 0, StagingKind.SYSTEM
+            )
             if request.input_ref == generation_id:
                 return staged_user.message, staged_system.message if staged_system else None
             # Input staged under another id: copy it under this generation, so every later
@@ -140,24 +138,28 @@ class InputStager:
             user = await self._generations.stage(
                 generation_id,
                 0,
-                "user",
+                StagingKind.USER,
                 staged_user.message.model_copy(update={"id": user_message_id(message_scope)}),
                 thread_id=request.thread_id,
             )
             system = None
             if staged_system is not None:
                 copied = await self._generations.stage(
-                    generation_id, 0, "system", staged_system.message, thread_id=request.thread_id
+                    generation_id,
+                    0,
+                    StagingKind.SYSTEM,
+                    staged_system.message,
+                    thread_id=request.thread_id,
                 )
                 system = copied.message
             for source_id in request.context_source_ids:
                 staged = await self._generations.get_staged(
-                    request.input_ref, 0, f"context:{source_id}"
+                    request.input_ref, 0, context_kind(source_id)
                 )
                 if staged is None:
                     raise ThreadError("not_found", "a staged context source is missing")
                 await self._generations.stage(
-                    generation_id, 0, f"context:{source_id}", staged.message,
+                    generation_id, 0, context_kind(source_id), staged.message,
                     thread_id=request.thread_id,
                 )  # fmt: skip
             return user.message, system
@@ -166,14 +168,14 @@ class InputStager:
             id=user_message_id(message_scope), role="user", content=prompt.render(request.input)
         )
         user = await self._generations.stage(
-            generation_id, 0, "user", rendered, thread_id=request.thread_id
+            generation_id, 0, StagingKind.USER, rendered, thread_id=request.thread_id
         )
         system: Message | None = None
         if prompt.system:
             staged = await self._generations.stage(
                 generation_id,
                 0,
-                "system",
+                StagingKind.SYSTEM,
                 Message(role="system", content=prompt.system),
                 thread_id=request.thread_id,
             )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from crux.config import Settings
-from crux.errors import ConfigurationError
 from providers import (
     AnthropicMessagesProvider,
     ChatProvider,
     OfflineChatProvider,
     OpenAIChatProvider,
 )
+from vocabulary.errors import ConfigurationError
+from vocabulary.settings import Settings
 
 
 class ProviderRegistry:

@@ -8,10 +8,10 @@ from temporalio import activity
 
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
-from activities.contracts import InvokeModelInput
-from crux.errors import ProviderResponseError
+from contracts.activities import InvokeModelInput
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
 from storage import GenerationStore
+from vocabulary.errors import ProviderResponseError
 
 STREAM_FLUSH_SECONDS = 0.05
 """Streamed text is written to PostgreSQL in batches at most this far apart."""

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from activities._assembly import turn_kind
 from activities._inputs import scoped_key
 from activities._outage import keeping_side_effect
-from activities.contracts import RunToolInput, RunToolResult
+from activities._registries import ToolLookup
 from activities.skeleton import content_tokens
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.tools import ToolRegistry
+from contracts.activities import RunToolInput, RunToolResult
 from planner import ModelCatalog
 from providers import TokenCounter
 from storage import GenerationStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
+from vocabulary.staging import turn_kind
 
 _log = get_logger(__name__)
 
@@ -28,7 +28,7 @@ class ToolRunner:
     """
 
     def __init__(
-        self, generations: GenerationStore, tools: ToolRegistry, catalog: ModelCatalog
+        self, generations: GenerationStore, tools: ToolLookup, catalog: ModelCatalog
     ) -> None:
         self._generations = generations
         self._tools = tools

@@ -11,14 +11,14 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities._errors import maps_errors
-from activities.contracts import (
+from contracts.activities import (
     ACTIVITY_DISCARD_GENERATION,
     DiscardGenerationInput,
     DiscardGenerationResult,
 )
-from crux.logs import get_logger
-from crux.models import generation_key
 from storage import GenerationStore
+from telemetry.logs import get_logger
+from vocabulary.ids import generation_key
 
 _log = get_logger(__name__)
 

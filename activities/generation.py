@@ -14,14 +14,17 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities._assembly import RequestAssembler, turn_kind
+from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable, maps_errors
 from activities._inputs import InputStager, replayed, scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
+from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
 from activities._tools import ToolRunner
-from activities.contracts import (
+from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
+from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
     ACTIVITY_COUNT_REQUEST,
@@ -44,14 +47,7 @@ from activities.contracts import (
     RunToolInput,
     RunToolResult,
 )
-from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from activities.summaries import SummaryPreparer, as_history_summary, await_running_summary
-from crux.errors import ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
-from crux.models import GenerationResult, Usage
-from crux.prompts import PromptRegistry
-from crux.tools import ToolRegistry
+from contracts.generation import GenerationResult, Usage
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import (
     AuthoritativeCounter,
@@ -60,6 +56,10 @@ from providers import (
     TokenCounter,
 )
 from storage import GenerationStore, SummaryStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
+from vocabulary.staging import StagingKind, turn_kind
 
 _T = TypeVar("_T")
 _log = get_logger(__name__)
@@ -101,9 +101,9 @@ class GenerationActivities:
         threads: ThreadStore,
         generations: GenerationStore,
         providers: ProviderRegistry,
-        prompts: PromptRegistry,
+        prompts: PromptLookup,
         catalog: ModelCatalog,
-        tools: ToolRegistry | None = None,
+        tools: ToolLookup | None = None,
         summaries: SummaryStore | None = None,
     ) -> None:
         self._threads = threads
@@ -111,7 +111,7 @@ class GenerationActivities:
         self._providers = providers
         self._prompts = prompts
         self._catalog = catalog
-        self._tools = tools or ToolRegistry()
+        self._tools: ToolLookup = tools or NoTools()
         self._summaries = summaries or SummaryStore(threads.pool)
         self._assembler = RequestAssembler(threads, generations, self._summaries)
         self._preparer = SummaryPreparer(threads, self._summaries, generations, providers, catalog)
@@ -300,7 +300,9 @@ class GenerationActivities:
         return CountRequestResult(input_tokens=tokens)
 
     async def _invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
-        staged = await self._generations.get_staged(scoped_key(request), request.attempt, "output")
+        staged = await self._generations.get_staged(
+            scoped_key(request), request.attempt, StagingKind.OUTPUT
+        )
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the
@@ -414,7 +416,7 @@ class GenerationActivities:
                 lambda: self._generations.stage(
                     scoped_key(request),
                     request.attempt,
-                    "output",
+                    StagingKind.OUTPUT,
                     answer.output,
                     thread_id=request.thread_id,
                     source_message_ids=request.message_ids,
@@ -471,7 +473,7 @@ class GenerationActivities:
         if existing is not None:
             return CommitTurnResult(result=existing)
         output = await self._generations.get_staged(
-            scoped_key(request), request.accepted_attempt, "output"
+            scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
         )
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
@@ -481,7 +483,7 @@ class GenerationActivities:
         )
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
-            user = await self._generations.get_staged(scoped_key(request), 0, "user")
+            user = await self._generations.get_staged(scoped_key(request), 0, StagingKind.USER)
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
             turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)

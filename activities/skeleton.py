@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crux.messages import Message
 from planner import HistoryAggregate, HistoryItem
 from planner.history import leading_system_prefix
 from providers import TokenCounter
 from storage import HistoryEntry, HistoryView, ThreadStore
+from vocabulary.messages import Message
 
 
 @dataclass(frozen=True)

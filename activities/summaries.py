@@ -24,11 +24,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
 
 from activities._providers import ProviderRegistry
-from activities.contracts import AwaitSummaryInput, PrepareSummaryInput, PrepareSummaryResult
 from activities.skeleton import content_tokens
-from crux.errors import ErrorType, ProviderResponseError, RequestCompositionError, ThreadError
-from crux.logs import get_logger
-from crux.messages import Message
+from contracts.activities import AwaitSummaryInput, PrepareSummaryInput, PrepareSummaryResult
 from planner import (
     HistoryItem,
     HistorySummary,
@@ -49,6 +46,9 @@ from storage import (
     ThreadStore,
     summary_artifact_id,
 )
+from telemetry.logs import get_logger
+from vocabulary.errors import ErrorType, ProviderResponseError, RequestCompositionError, ThreadError
+from vocabulary.messages import Message
 
 _log = get_logger(__name__)
 

@@ -24,13 +24,13 @@ from pathlib import Path
 import asyncpg
 
 from crux._worker import build_worker, worker_resources
-from crux.config import Settings
-from crux.messages import Message
-from crux.models import workflow_id_for
 from crux.runtime import Runtime
 from crux.stack import start_postgres_sync, start_temporal
 from providers import ChatRequest, OfflineChatProvider
 from storage import ThreadStore, create_pool, migrate
+from vocabulary.ids import workflow_id_for
+from vocabulary.messages import Message
+from vocabulary.settings import Settings
 
 
 async def _database(url: str) -> str:

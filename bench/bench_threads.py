@@ -29,9 +29,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from crux.messages import Message
 from crux.stack import start_postgres_sync
 from storage import ThreadStore, create_pool, migrate
+from vocabulary.messages import Message
 
 WRITERS = 16
 THREADS = 100

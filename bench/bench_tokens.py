@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crux.messages import Message, TextPart, ToolCallPart
 from providers import TokenCounter
 from providers import _json as wire_json
 from providers._encodings import load_encoding
+from vocabulary.messages import Message, TextPart, ToolCallPart
 
 ENCODING = "o200k_base"
 SNIPPETS = [

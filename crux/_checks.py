@@ -23,10 +23,10 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from crux.config import Settings
-from crux.errors import ConfigurationError
-from crux.logs import get_logger
 from storage.migrate import available_migrations
+from telemetry.logs import get_logger
+from vocabulary.errors import ConfigurationError
+from vocabulary.settings import Settings
 from workflows._search import NAMES as SEARCH_ATTRIBUTE_NAMES
 
 _log = get_logger(__name__)

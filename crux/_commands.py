@@ -13,13 +13,13 @@ import asyncpg
 
 from crux._checks import StartupCheckError, check_database, check_providers, describe_database
 from crux._embedded import embedded_stack
-from crux.config import Settings
 from crux.context import context, droppable, prefer
 from crux.prompts import history, prompt, summarize
 from crux.runtime import Runtime
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
 from storage import GenerationStore, ThreadStore, create_pool, migrate_url
+from vocabulary.settings import Settings
 
 DEMO_MAX_OUTPUT_TOKENS = 400
 """Output cap of each demo turn (answers are asked to be short; real models still ramble)."""

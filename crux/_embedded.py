@@ -15,10 +15,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from crux._checks import check_providers
 from crux._worker import run_worker
-from crux.config import Settings
 from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
 from crux.tools import Tool
 from storage import create_pool, migrate
+from vocabulary.settings import Settings
 
 STACK_DATABASE = "crux"
 

@@ -8,7 +8,10 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 
-from crux.errors import (
+from contracts.generation import GenerationResult, StepRecord, Usage
+from vocabulary.commits import ThreadCommit
+from vocabulary.details import ErrorDetails, decode_details
+from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
     CruxError,
@@ -27,8 +30,7 @@ from crux.errors import (
     ThreadCommitError,
     ThreadError,
 )
-from crux.messages import Message
-from crux.models import GenerationResult, StepRecord, ThreadCommit, Usage
+from vocabulary.messages import Message
 
 
 @dataclass(frozen=True)
@@ -135,16 +137,16 @@ def domain_error(failure: WorkflowFailureError) -> CruxError:
 
 
 def _from_application_error(cause: ApplicationError) -> CruxError | None:
-    details = list(cause.details)
-    code = str(details[0]) if details else ""
+    details = decode_details(cause.details, cause.type)
+    code = details.code or ""
     message = cause.message.removeprefix(f"{code}: ") if code else cause.message
     kind = cause.type
     if kind == ErrorType.REQUEST_COMPOSITION:
         return RequestCompositionError(
             code,  # pyright: ignore[reportArgumentType]
             message,
-            request_id=str(details[2]) if len(details) > 2 else None,
-            diagnostics=_diagnostics(details[1] if len(details) > 1 else None),
+            request_id=details.request_id,
+            diagnostics=_diagnostics(details.diagnostics),
         )
     if kind == ErrorType.THREAD_COMMIT:
         return ThreadCommitError(message)
@@ -163,32 +165,26 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
 
 
 def _provider_error(
-    kind: type[ProviderError], cause: ApplicationError, details: list[Any]
+    kind: type[ProviderError], cause: ApplicationError, details: ErrorDetails
 ) -> ProviderError:
-    """Rebuild a provider error from `[provider, status, host, model]` details."""
-
-    def detail(index: int) -> Any:
-        return details[index] if len(details) > index else None
-
-    provider = str(detail(0) or "provider")
-    status = detail(1)
-    host = detail(2) if isinstance(detail(2), str) else None
-    model = detail(3) if isinstance(detail(3), str) else None
+    """Rebuild a provider error from its details (provider, status, host, model)."""
+    provider = details.provider or "provider"
+    status = details.status
     if issubclass(kind, ProviderHTTPError):
         if kind is ContextOverflowError:
             error: ProviderError = ContextOverflowError(
-                provider, int(status) if isinstance(status, int) else 400
+                provider, status if status is not None else 400
             )
         else:
             error = kind(
                 provider,
-                int(status) if isinstance(status, int) else 0,
+                status if status is not None else 0,
                 should_retry=not cause.non_retryable,
             )
     else:
         error = kind(provider, "call failed")
-    error.host = host
-    error.model = model
+    error.host = details.host
+    error.model = details.model
     error.retryable = not cause.non_retryable
     # The message the worker composed (it names the remedy) is kept as is.
     error.args = (cause.message,)

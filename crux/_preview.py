@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.contracts import CompactHistory, ReadRequestResult
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from crux.messages import Message
-from crux.models import GenerationInput
+from contracts.activities import CompactHistory, ReadRequestResult
+from contracts.generation import GenerationInput
 from crux.prompts import Prompt
 from planner import HistorySummary
 from providers import TokenCounter
 from storage import SummaryStore, ThreadStore
+from vocabulary.messages import Message
 
 
 async def preview_skeleton(

@@ -21,13 +21,13 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
-from crux.config import Settings
-from crux.errors import CruxError
-from crux.logs import get_logger
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
+from telemetry.logs import get_logger
+from vocabulary.errors import CruxError
+from vocabulary.settings import Settings
 from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 _log = get_logger(__name__)
@@ -36,14 +36,15 @@ _log = get_logger(__name__)
 # against a connection that never answers (the activity's heartbeat covers the rest).
 DEFAULT_HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 
-_PASSTHROUGH_MODULES = (
-    # Deterministic, side-effect-free at import; sharing them avoids re-validating pydantic
-    # schemas in every workflow sandbox.
+PASSTHROUGH_MODULES = (
+    # Deterministic and side-effect-free at import, and all the workflow code imports (a test
+    # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
+    # schemas in every workflow sandbox. Nothing that does I/O is on this list.
     "pydantic",
     "pydantic_core",
+    "vocabulary",
     "planner",
-    "crux",
-    "activities",
+    "contracts",
 )
 
 
@@ -79,7 +80,7 @@ def build_worker(
             cleanup.discard_generation,
         ],
         workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*_PASSTHROUGH_MODULES)
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
         ),
         # A domain error raised in workflow code (an unknown model, an invalid budget) can
         # never succeed on a retried task: it fails the workflow, typed, instead.

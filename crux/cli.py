@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from crux.config import Settings
-from crux.errors import CruxError
-from crux.logs import configure_logging
+from telemetry.logs import configure_logging
+from vocabulary.errors import CruxError
+from vocabulary.settings import Settings
 
 DEFAULT_STACK_DIR = ".stack"
 

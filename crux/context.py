@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import planner
 from planner import Contributor, Prefer, Source, Summarizable
-from planner.errors import ConfigurationError
 from planner.ladder import Placement, invalid_ladder
+from vocabulary.errors import ConfigurationError
 
 MAX_ID_LENGTH = 256
 """Longest contributor or prompt id accepted (ids travel in receipts and workflow input)."""

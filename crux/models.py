@@ -1,394 +1,58 @@
-"""Wire models shared by the facade, the activities and the workflows.
-
-Everything here crosses a boundary (Temporal payloads, PostgreSQL rows, the public API), so
-every model is frozen, rejects unknown fields and holds no message text.
-"""
-
-from __future__ import annotations
-
-import hashlib
-import json
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Any, Literal
-from urllib.parse import quote
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from planner import ConfigurationError, Contributor, RequestReceipt
-
-DEFAULT_MAX_TOOL_ROUNDS = 4
-"""Tool rounds a generation may take before the model must answer in text."""
-
-
-class WireModel(BaseModel):
-    """Base for boundary models: frozen, strict about unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ThreadCommit(WireModel):
-    """The receipt of one publication to a Thread (an append or a managed turn).
-
-    Attributes:
-        status: `selected` when the publication advanced the selected head, `alternative`
-            when it was published beside a head that had moved.
-        message_ids: Ids of the published causal group, in order.
-        parent_id: The group's parent (the observed head), `None` at the root.
-        selected_head: The selected head right after this publication (for an alternative,
-            not the new branch tip).
-        committed_at: Commit time shared by every message of the group.
-        replayed: `True` when an identical retry returned the stored receipt.
-    """
-
-    status: Literal["selected", "alternative"]
-    message_ids: tuple[str, ...]
-    parent_id: str | None = None
-    selected_head: str
-    committed_at: datetime
-    replayed: bool = False
-
-
-MAX_GENERATION_ID_LENGTH = 256
-"""Longest accepted `generation_id`, in characters."""
-
-MAX_SCOPE_ID_LENGTH = 512
-"""Longest accepted Thread or owner id, in characters (the Thread store's limit)."""
-
-MAX_WORKFLOW_ID_BYTES = 1000
-"""Temporal's default limit on workflow ids, in UTF-8 bytes."""
-
-MAX_MODEL_ID_LENGTH = 256
-"""Longest accepted `provider:model` id."""
-
-MAX_TOKENS = 2**31 - 1
-"""Largest accepted token or message count (what PostgreSQL's `integer` holds)."""
-
-
-def unstorable_text(value: str) -> bool:
-    """Whether PostgreSQL cannot store `value` as text: a NUL byte or a lone surrogate."""
-    return "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
-
-
-def check_wire_id(value: object, what: str, *, limit: int) -> str:
-    """Return `value` if it is a usable id; the message names only `what`.
-
-    Raises:
-        ConfigurationError: For a non-string, empty, padded or over-long id, or one with
-            control characters, NUL bytes or lone surrogates.
-    """
-    if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"{what} must be a non-empty string")
-    if len(value) > limit:
-        raise ConfigurationError(f"{what} is longer than {limit} characters")
-    if value != value.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise ConfigurationError(f"{what} has surrounding spaces or control characters")
-    if unstorable_text(value):
-        raise ConfigurationError(f"{what} contains a lone surrogate")
-    return value
-
-
-def check_model_id(value: str) -> str:
-    """Return `value` if it has the `provider:model` shape.
-
-    Raises:
-        ConfigurationError: When the provider or the model name is missing.
-    """
-    provider, separator, name = value.partition(":")
-    if not (provider and separator and name):
-        raise ConfigurationError("model ids are 'provider:model'")
-    return value
-
-
-class InputBudgetSpec(WireModel):
-    """An input budget on the wire (`optimize_at` soft, `max` strict).
-
-    Raises:
-        ValueError: (as a validation error) for a value below 1 or `optimize_at > max`.
-    """
-
-    # Validated again when passed as an instance: `model_construct` skips validation.
-    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
-
-    optimize_at: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
-    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> InputBudgetSpec:
-        if self.optimize_at is not None and self.max is not None and self.optimize_at > self.max:
-            raise ConfigurationError("optimize_at must not exceed max")
-        return self
-
-
-SummaryStrategy = Literal["adaptive", "regenerate", "rolling", "hierarchical"]
-OnMiss = Literal["inline", "recent-only", "fail"]
-
-
-class HistorySpec(WireModel):
-    """The request-history policy on the wire.
-
-    Attributes:
-        kind: `exact` (the whole selected path, required), `recent` (a causal-group-safe
-            exact suffix bounded by `messages` and/or `tokens`) or `managed` (a derived
-            summary of older turns plus an exact recent suffix).
-        messages: Message cap of the exact suffix.
-        tokens: Token cap of the exact suffix.
-        on_miss: Managed only: `inline`, `recent-only` or `fail` when no summary is ready.
-        strategy: Managed only: how summaries are prepared.
-        summary_model: Managed only: the support model (`provider:model`); the response
-            model when `None`.
-        provider_native: Managed only: whether a compatible provider-native summary path
-            may be used; `False` forces the portable path.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
-
-    kind: Literal["exact", "recent", "managed"] = "exact"
-    messages: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
-    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
-    on_miss: OnMiss = "inline"
-    strategy: SummaryStrategy = "adaptive"
-    summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
-    provider_native: bool = True
-
-    @field_validator("summary_model")
-    @classmethod
-    def _summary_model(cls, value: str | None) -> str | None:
-        return None if value is None else check_model_id(value)
-
-
-DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
-"""A storage outage shorter than this only delays a generation."""
-
-
-class GenerationInput(WireModel):
-    """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
-
-    Attributes:
-        generation_id: Caller-supplied idempotency key, scoped to its Thread (ad-hoc
-            generations to their own scope); the workflow id is `workflow_id_for(...)`.
-        thread_id: The Thread to read and commit to; `None` for an ad-hoc generation.
-        model: `provider:model` id (for example `openai:gpt-4o-mini` or `offline:echo`).
-        prompt_id: A prompt registered on the worker; `crux.default` renders `input` as the
-            user message (a string, or an object with a `message` field).
-        input: Inline prompt input. It is recorded in the workflow's start event; callers
-            who keep all text out of Temporal stage it instead (`input_ref`).
-        input_ref: Id of input staged in PostgreSQL by the facade.
-        messages_ref: Id under which the facade staged call-site messages (or, when the
-            call passed none, the prompt's prompt-level messages); when set they shadow the
-            Thread (the Thread is neither read nor committed).
-        owner: Thread owner whose head is read and advanced.
-        history: Request-history policy.
-        input_budget: Input budget for every provider call of this generation.
-        max_output_tokens: Output reserve override.
-        contributors: Context contributors (ids, placements and ladders; token counts are
-            filled in by the worker from the texts staged under `input_ref`).
-        tools: Names of tools registered on the worker that the model may call.
-        tool_choice: `auto`, `required` (first call only) or `none`.
-        max_tool_rounds: Tool rounds before a final answer is required.
-        stream: Stream provider deltas into PostgreSQL for `Runtime.stream` (progress only:
-            the accepted turn is the committed one).
-        on_revision_moved: What happens when the Thread moved between the read and the
-            provider call: `replan` (default) reads the new revision and plans again (each
-            plan receipted and linked, reason `revision-moved`); `fail` raises
-            `ThreadError("identity_conflict")` before any provider call.
-        storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
-            the `storage_blocked` or `commit_blocked` stage) before the run fails with
-            `StorageUnavailableError`.
-    """
-
-    generation_id: str
-    thread_id: str | None = None
-    model: str = Field(default="offline:echo", min_length=1, max_length=MAX_MODEL_ID_LENGTH)
-    prompt_id: str = Field(default="crux.default", min_length=1, max_length=MAX_MODEL_ID_LENGTH)
-    input: Any = None
-    input_ref: str | None = None
-    messages_ref: str | None = None
-    owner: str = "main"
-    history: HistorySpec = HistorySpec()
-    input_budget: InputBudgetSpec | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
-    contributors: list[Contributor] = []
-    tools: list[str] = []
-    tool_choice: Literal["auto", "required", "none"] | None = None
-    max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=0, le=32)
-    stream: bool = False
-    on_revision_moved: Literal["replan", "fail"] = "replan"
-    storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
-
-    @field_validator("generation_id")
-    @classmethod
-    def _generation_id(cls, value: str) -> str:
-        return check_wire_id(value, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
-
-    @field_validator("thread_id")
-    @classmethod
-    def _thread_id(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        return check_wire_id(value, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, value: str) -> str:
-        return check_model_id(value)
-
-    @field_validator("owner")
-    @classmethod
-    def _owner(cls, value: str) -> str:
-        return check_wire_id(value, "owner", limit=MAX_SCOPE_ID_LENGTH)
-
-    @model_validator(mode="after")
-    def _addressable(self) -> GenerationInput:
-        # The workflow id must fit Temporal's limit once encoded; checked here so that the
-        # facade refuses before anything is staged.
-        if (
-            len(workflow_id_for(self.generation_id, self.thread_id).encode())
-            > MAX_WORKFLOW_ID_BYTES
-        ):
-            raise ConfigurationError(
-                f"thread_id and generation_id exceed {MAX_WORKFLOW_ID_BYTES} bytes as a workflow id"
-            )
-        return self
-
-
-class Usage(WireModel):
-    """Token usage reported by a provider."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-class StepRecord(WireModel):
-    """One provider step of a generation (content-free).
-
-    Attributes:
-        attempt: Attempt number within the generation (1-based).
-        request: The request receipt of the sealed plan that was sent.
-        usage: Usage the provider reported.
-        finish_reason: The provider's finish reason.
-        output_tokens: Size of the staged output.
-    """
-
-    attempt: int
-    request: RequestReceipt
-    usage: Usage
-    finish_reason: str
-    output_tokens: int = 0
-
-
-class GenerationResult(WireModel):
-    """Result of `ManagedGenerationWorkflow` (content-free; text stays in PostgreSQL).
-
-    Attributes:
-        generation_id: The caller's generation id.
-        thread_id: The Thread, when managed.
-        output_message_id: Id of the final assistant message (in the Thread, or in
-            generation staging for ad-hoc generations).
-        thread_commit: The commit receipt for managed generations.
-        steps: One record per provider step.
-        usage: Total usage over the steps.
-        history_source: `thread`, `caller-messages` (call-site or prompt-level messages)
-            or `none`.
-        replayed: `True` when this generation had already completed and its stored result
-            was returned.
-    """
-
-    generation_id: str
-    thread_id: str | None = None
-    output_message_id: str
-    thread_commit: ThreadCommit | None = None
-    steps: tuple[StepRecord, ...] = ()
-    usage: Usage = Usage()
-    history_source: Literal["thread", "caller-messages", "none"] = "none"
-    replayed: bool = False
-
-
-def encode_id_component(component: str) -> str:
-    """One component of a composite id, percent-encoded so it holds no `/`.
-
-    Args:
-        component: A Thread, generation, message or model id.
-
-    Returns:
-        The component with everything but letters, digits, `-._~` and `:` percent-encoded.
-    """
-    # Percent-encoding leaves no `/` inside a component, so the segments of an id parse back
-    # unambiguously. Letters, digits, `-._~` and `:` stay readable.
-    return quote(component, safe=":")
-
-
-def generation_key(generation_id: str, thread_id: str | None) -> str:
-    """The storage key of a generation: its id scoped to its Thread, injectively.
-
-    `<thread>/<generation>` for a Thread, `<generation>` for an ad-hoc generation, each
-    component percent-encoded: Thread `X/x` with generation `y` and Thread `X` with
-    generation `x/y` get different keys, and an ad-hoc id never meets a Thread's. Staging
-    rows, the generation ledger and receipts are keyed by it.
-    """
-    if thread_id is None:
-        return encode_id_component(generation_id)
-    return f"{encode_id_component(thread_id)}/{encode_id_component(generation_id)}"
-
-
-def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
-    """The workflow id of a generation: `crux/gen/` + `generation_key(...)`.
-
-    `crux/gen/<thread>/<generation>` for a Thread and `crux/gen/<generation>` for an ad-hoc
-    generation, components percent-encoded (so the number of segments tells the scope).
-    """
-    return f"crux/gen/{generation_key(generation_id, thread_id)}"
-
-
-def summary_key(thread_id: str, through_id: str, strategy: str, model: str) -> str:
-    """The key of one prefix-summary preparation, injective over its four components.
-
-    `<thread>/<through>/<strategy>/<model>`, each component percent-encoded, so a `/` inside a
-    Thread id cannot shift the segments. A key that would push the workflow id past Temporal's
-    length limit becomes `<thread>/sha256-<digest>` (or `sha256-<digest>` alone), whose segment
-    count tells it apart from the readable form.
-    """
-    parts = (thread_id, through_id, strategy, model)
-    readable = "/".join(encode_id_component(p) for p in parts)
-    # Room for the `crux/summary/` prefix the workflow id adds.
-    budget = MAX_WORKFLOW_ID_BYTES - 32
-    if len(readable.encode()) <= budget:
-        return readable
-    digest = hashlib.sha256(json.dumps(parts[1:]).encode()).hexdigest()
-    short = f"{encode_id_component(thread_id)}/sha256-{digest}"
-    if len(short.encode()) <= budget:
-        return short
-    return f"sha256-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()}"
-
-
-def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
-    """A content-free fingerprint of what a generation asks for.
-
-    Hashes the request's settings (model, prompt, history, budget, contributors, tools)
-    and the JSON of the rendered texts it stages, so a reused `generation_id` with
-    different content is told apart from a replay without storing any of the content.
-
-    Args:
-        request: The generation input (its refs, inline input and stream flag are ignored:
-            they name where the content is, not what it is).
-        texts: The staged messages (or their JSON) in a fixed order.
-    """
-    settings = request.model_dump(
-        mode="json",
-        # Run policies (how to wait, whether to re-plan) are not what is asked for.
-        exclude={
-            "generation_id",
-            "input",
-            "input_ref",
-            "messages_ref",
-            "stream",
-            "on_revision_moved",
-            "storage_wait_seconds",
-        },
-    )
-    digest = hashlib.sha256()
-    digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
-    for text in texts:
-        encoded = json.dumps(text, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        digest.update(hashlib.sha256(encoded.encode()).digest())
-    return digest.hexdigest()
+"""Public home of the wire models (defined in `contracts.generation` and `vocabulary`)."""
+
+from contracts.generation import (
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_STORAGE_WAIT_SECONDS,
+    GenerationInput,
+    GenerationResult,
+    HistorySpec,
+    InputBudgetSpec,
+    OnMiss,
+    StepRecord,
+    SummaryStrategy,
+    Usage,
+    request_fingerprint,
+)
+from vocabulary.commits import ThreadCommit, WireModel
+from vocabulary.ids import (
+    MAX_GENERATION_ID_LENGTH,
+    MAX_MODEL_ID_LENGTH,
+    MAX_SCOPE_ID_LENGTH,
+    MAX_TOKENS,
+    MAX_WORKFLOW_ID_BYTES,
+    check_model_id,
+    check_wire_id,
+    encode_id_component,
+    generation_key,
+    summary_key,
+    unstorable_text,
+    workflow_id_for,
+)
+
+__all__ = [
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "DEFAULT_STORAGE_WAIT_SECONDS",
+    "GenerationInput",
+    "GenerationResult",
+    "HistorySpec",
+    "InputBudgetSpec",
+    "MAX_GENERATION_ID_LENGTH",
+    "MAX_MODEL_ID_LENGTH",
+    "MAX_SCOPE_ID_LENGTH",
+    "MAX_TOKENS",
+    "MAX_WORKFLOW_ID_BYTES",
+    "OnMiss",
+    "StepRecord",
+    "SummaryStrategy",
+    "ThreadCommit",
+    "Usage",
+    "WireModel",
+    "check_model_id",
+    "check_wire_id",
+    "encode_id_component",
+    "generation_key",
+    "request_fingerprint",
+    "summary_key",
+    "unstorable_text",
+    "workflow_id_for",
+]

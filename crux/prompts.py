@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.context import ContextContributor, check_id
-from crux.errors import ConfigurationError, RequestCompositionError
-from crux.messages import Message
-from crux.models import MAX_TOKENS, HistorySpec, InputBudgetSpec, SummaryStrategy
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
+from vocabulary.errors import ConfigurationError, RequestCompositionError
+from vocabulary.ids import MAX_TOKENS
+from vocabulary.messages import Message
 
 DEFAULT_PROMPT_ID = "crux.default"
 

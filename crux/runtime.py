@@ -22,6 +22,15 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from contracts.generation import (
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_STORAGE_WAIT_SECONDS,
+    GenerationInput,
+    GenerationResult,
+    HistorySpec,
+    InputBudgetSpec,
+    request_fingerprint,
+)
 from crux._outcomes import (
     Generation,
     StreamCommitted,
@@ -31,26 +40,6 @@ from crux._outcomes import (
     await_result,
 )
 from crux._preview import preview_skeleton
-from crux.config import Settings
-from crux.errors import (
-    ConfigurationError,
-    ThreadError,
-)
-from crux.messages import Message
-from crux.models import (
-    DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_STORAGE_WAIT_SECONDS,
-    MAX_GENERATION_ID_LENGTH,
-    MAX_SCOPE_ID_LENGTH,
-    GenerationInput,
-    GenerationResult,
-    HistorySpec,
-    InputBudgetSpec,
-    check_wire_id,
-    generation_key,
-    request_fingerprint,
-    workflow_id_for,
-)
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
@@ -59,6 +48,17 @@ from providers import TokenCounter
 from storage import GenerationStore, SummaryStore, ThreadStore
 from storage.generations import STREAM_CHANNEL
 from storage.threads._validate import check_storable
+from vocabulary.errors import ConfigurationError, ThreadError
+from vocabulary.ids import (
+    MAX_GENERATION_ID_LENGTH,
+    MAX_SCOPE_ID_LENGTH,
+    check_wire_id,
+    generation_key,
+    workflow_id_for,
+)
+from vocabulary.messages import Message
+from vocabulary.settings import Settings
+from vocabulary.staging import StagingKind, context_kind
 from workflows._decode import describe_invalid
 from workflows._planning import build_plan_request, max_input_tokens
 
@@ -234,12 +234,14 @@ class Runtime:
         rendered = Message(
             id=f"gen:{generation_id}:user", role="user", content=prompt.render(input)
         )
-        staged: list[tuple[str, Message]] = [("user", rendered)]
+        staged: list[tuple[str, Message]] = [(StagingKind.USER, rendered)]
         if prompt.system:
             staged.append(("system", Message(role="system", content=prompt.system)))
         for contributor in prompt.contexts:
             for source_id, source_text in contributor.texts.items():
-                staged.append((f"context:{source_id}", Message(role="system", content=source_text)))
+                staged.append(
+                    (context_kind(source_id), Message(role="system", content=source_text))
+                )
         caller = None if messages is None else _normalise(messages)
         declared = list(prompt.messages) if caller is None and prompt.messages is not None else None
         for _, message in staged:
@@ -275,7 +277,7 @@ class Runtime:
             await self._generations.stage(key, 0, kind, message, thread_id=thread_id)
         if caller is not None:
             await self._generations.stage_messages(
-                key, "caller-messages", caller, thread_id=thread_id
+                key, StagingKind.CALLER_MESSAGES, caller, thread_id=thread_id
             )
         elif declared is not None:
             await self._generations.stage_messages(
@@ -502,7 +504,7 @@ class Runtime:
             )
         else:
             staged = await self._generations.get_staged(
-                generation_key(result.generation_id, result.thread_id), 0, "final"
+                generation_key(result.generation_id, result.thread_id), 0, StagingKind.FINAL
             )
             if staged is None:
                 raise ThreadError("not_found", "the generation's output is no longer stored")

@@ -19,7 +19,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from crux.errors import ConfigurationError
+from vocabulary.errors import ConfigurationError
 from workflows._search import NAMES
 
 SEARCH_ATTRIBUTES = NAMES

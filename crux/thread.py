@@ -21,9 +21,6 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
-from crux.errors import ConfigurationError, ThreadError
-from crux.messages import JsonValue, Message, Part
-from crux.models import ThreadCommit
 from storage.threads import (
     EMPTY_REVISION,
     MAIN_OWNER,
@@ -38,6 +35,9 @@ from storage.threads import (
     VariantInfo,
     validate_id,
 )
+from vocabulary.commits import ThreadCommit
+from vocabulary.errors import ConfigurationError, ThreadError
+from vocabulary.messages import JsonValue, Message, Part
 
 MessageInput = Message | Mapping[str, Any]
 """A canonical message, or a mapping with the same fields."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crux.context import check_text
-from crux.errors import ConfigurationError
 from providers.types import ToolSpec
+from vocabulary.errors import ConfigurationError
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 """Receives the parsed arguments; returns a string or any JSON value."""

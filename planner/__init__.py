@@ -20,7 +20,6 @@ from planner.budget import (
 from planner.builders import context, droppable, offloadable, prefer, summarizable
 from planner.columns import HistoryColumns
 from planner.contributors import contributor_id, source_ids, with_source_tokens
-from planner.errors import ConfigurationError, CruxError, RequestCompositionError
 from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
 from planner.inspection import with_runtime_facts
 from planner.ladder import (
@@ -84,6 +83,7 @@ from planner.summaries import (
     summary_calls,
     summary_chunks,
 )
+from vocabulary.errors import ConfigurationError, CruxError, RequestCompositionError
 
 __all__ = [
     "Adaptation",

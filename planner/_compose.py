@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from planner._rungs import Ladder, Rung, flatten
 from planner.budget import DerivedBudget, derive_budget
-from planner.errors import ConfigurationError, RequestCompositionError
 from planner.history import HistoryWarning, scan_history
 from planner.measure import MessageFormat, message_format
 from planner.policies import MANAGED_RECENT_TOKEN_PERCENT, ManagedHistory, RecentHistory
 from planner.projection import Projector, Span
 from planner.request import PlanRequest, epoch_key
 from planner.select import Option
+from vocabulary.errors import ConfigurationError, RequestCompositionError
 
 HISTORY_ID = "history"
 """Contributor id of managed history in receipts, floors and inspections."""

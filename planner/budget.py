@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import model_validator
 
 from planner._base import Confidence, FrozenModel
-from planner.errors import ConfigurationError
 from planner.profiles import ModelProfile
+from vocabulary.errors import ConfigurationError
 
 PROVIDER_OVERHEAD_TOKENS = 32
 """Fixed allowance for provider-side framing that no per-message constant captures."""

@@ -13,7 +13,6 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from planner.errors import ConfigurationError
 from planner.ladder import (
     Droppable,
     Offloadable,
@@ -25,6 +24,7 @@ from planner.ladder import (
     Tool,
     invalid_ladder,
 )
+from vocabulary.errors import ConfigurationError
 
 _M = TypeVar("_M")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import cast
 
 from planner._compose import HISTORY_ID, Composition
-from planner.errors import CompositionErrorCode, RequestCompositionError
 from planner.receipt import Diagnostic
+from vocabulary.errors import CompositionErrorCode, RequestCompositionError
 
 REQUEST_REMEDIES: tuple[str, ...] = (
     "raise input_budget.max (up to the model capacity) or use a model with a larger window",

@@ -24,7 +24,7 @@ from typing import Literal, Protocol, get_args
 from pydantic import Field
 
 from planner._base import FrozenModel
-from planner.errors import RequestCompositionError
+from vocabulary.errors import RequestCompositionError
 
 Role = Literal["system", "user", "assistant", "tool"]
 

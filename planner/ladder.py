@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from planner._base import FrozenModel
-from planner.errors import RequestCompositionError
+from vocabulary.errors import RequestCompositionError
 
 RungKind = Literal["full", "authored", "summary", "offload", "omitted"]
 """Representation kinds, highest fidelity first."""

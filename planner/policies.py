@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from planner._base import FrozenModel
-from planner.errors import ConfigurationError
 from planner.receipt import SupportRequestRecord
+from vocabulary.errors import ConfigurationError
 
 DEFAULT_RECENT_MESSAGES = 20
 """Message cap of `history.recent()` called without arguments."""

@@ -17,11 +17,11 @@ from typing import Literal
 from planner._base import Confidence, FrozenModel
 from planner._compose import compose
 from planner.diagnostics import composition_error, diagnostic_items, minimum_size
-from planner.errors import ConfigurationError, RequestCompositionError
 from planner.receipt import Adaptation, Diagnostic, ReceiptWarning
 from planner.request import PlanRequest
 from planner.seal import plan
 from planner.select import select_two_tier
+from vocabulary.errors import ConfigurationError, RequestCompositionError
 
 PreviewStatus = Literal["fits", "unknown", "over-limit"]
 

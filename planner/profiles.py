@@ -14,7 +14,7 @@ from types import MappingProxyType
 from pydantic import Field, PrivateAttr, model_validator
 
 from planner._base import Confidence, FrozenModel
-from planner.errors import ConfigurationError
+from vocabulary.errors import ConfigurationError
 
 DEFAULT_CONTEXT_WINDOW = 8_192
 """Window assumed for a model the catalog does not know."""

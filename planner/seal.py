@@ -6,7 +6,6 @@ from typing import Literal, cast
 
 from planner._compose import HISTORY_ID, Composition, compose
 from planner.diagnostics import composition_error
-from planner.errors import RequestCompositionError
 from planner.inspection import build_inspection, history_record, with_runtime_facts
 from planner.projection import Span
 from planner.receipt import (
@@ -20,6 +19,7 @@ from planner.receipt import (
 from planner.request import EpochFloor, EpochFloors, PlanRequest
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 from planner.select import Selection, select_two_tier
+from vocabulary.errors import RequestCompositionError
 
 
 def needs_authoritative_count(request: PlanRequest) -> bool:

@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field
 
 from planner._base import FrozenModel
-from planner.errors import ConfigurationError
 from planner.history import HistoryItem
+from vocabulary.errors import ConfigurationError
 
 SUMMARY_CHUNK_TOKENS = 4_000
 """A chunk closes before a unit that would take it past this many content tokens."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from crux.errors import ConfigurationError
-from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers._errors import malformed
 from providers._json import as_list, as_object
 from providers.types import ChatRequest, ChatResponse, ToolChoiceTool, Usage
+from vocabulary.errors import ConfigurationError
+from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 
 PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from crux.errors import (
+from providers._json import as_object
+from vocabulary.errors import (
     ContextOverflowError,
     ProviderConnectionError,
     ProviderError,
@@ -28,7 +29,6 @@ from crux.errors import (
     ProviderTimeoutError,
     http_error,
 )
-from providers._json import as_object
 
 MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 """Longer hints are treated as bogus and ignored."""

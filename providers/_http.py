@@ -13,11 +13,11 @@ from typing import Any, cast
 
 import httpx
 
-from crux.errors import ProviderError
 from providers import _json
 from providers._errors import error_from_exception, error_from_response, malformed
 from providers._sse import SSEEvent, iter_sse
 from providers.types import ChatResponse, StreamDone, StreamEvent
+from vocabulary.errors import ProviderError
 
 
 def _at(error: ProviderError, url: str) -> ProviderError:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from crux.messages import FilePart, ImagePart
 from providers._image_size import data_url_image_size
+from vocabulary.messages import FilePart, ImagePart
 
 # OpenAI (GPT-4o family): `low` detail is a flat base cost; otherwise the image is scaled to
 # fit 2048x2048, then its short side to 768, and billed per 512-pixel tile plus the base.

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from crux.errors import ConfigurationError
-from crux.messages import FilePart, ImagePart, Message, TextPart
 from providers import _json
 from providers._openai_wire import response_format_body
 from providers.types import ChatRequest, ToolChoiceTool
+from vocabulary.errors import ConfigurationError
+from vocabulary.messages import FilePart, ImagePart, Message, TextPart
 
 
 def _input_part(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:

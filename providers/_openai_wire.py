@@ -7,12 +7,12 @@ import re
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from crux.errors import ConfigurationError
-from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers import _json
 from providers._errors import malformed
 from providers._json import as_list, as_object
 from providers.types import ChatRequest, ChatResponse, ToolChoiceTool, Usage
+from vocabulary.errors import ConfigurationError
+from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 
 PROVIDER = "openai"
 

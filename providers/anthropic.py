@@ -13,8 +13,6 @@ from typing import Any
 
 import httpx
 
-from crux.errors import ProviderConnectionError, ProviderError
-from crux.messages import Message
 from providers import _anthropic_wire as wire
 from providers import _json
 from providers._errors import error_from_response, malformed
@@ -30,6 +28,8 @@ from providers.types import (
     ToolCallDelta,
     Usage,
 )
+from vocabulary.errors import ProviderConnectionError, ProviderError
+from vocabulary.messages import Message
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 DEFAULT_MAX_TOKENS = 4_096

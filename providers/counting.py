@@ -33,10 +33,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, Literal, Protocol
 
-from crux.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from providers import _json
 from providers._encodings import canonical_encoding_name, load_encoding
 from providers._media import anthropic_image_tokens, file_tokens, openai_image_tokens
+from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 
 Confidence = Literal["exact", "estimated", "conservative"]
 """How far a count can be trusted (the planner turns it into a safety margin)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncGenerator, Iterable
 
-from crux.messages import Message
 from providers.counting import TokenCounter
 from providers.offline import OFFLINE_ENCODING, OfflineChatProvider
 from providers.types import (
@@ -22,6 +21,7 @@ from providers.types import (
     TextDelta,
     Usage,
 )
+from vocabulary.messages import Message
 
 Outcome = str | ChatResponse | BaseException
 """A scripted outcome: reply text, a complete response, or an exception to raise."""

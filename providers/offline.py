@@ -12,7 +12,6 @@ import hashlib
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from crux.messages import Message, ToolCallPart
 from providers import _json
 from providers.counting import TokenCounter
 from providers.estimate import estimate_request
@@ -27,6 +26,7 @@ from providers.types import (
     ToolSpec,
     Usage,
 )
+from vocabulary.messages import Message, ToolCallPart
 
 OFFLINE_MODEL = "echo"
 """The model name; in catalogs it is `offline:echo`."""

@@ -11,8 +11,6 @@ from typing import Any, cast
 
 import httpx
 
-from crux.errors import ProviderConnectionError, ProviderHTTPError
-from crux.messages import Message, ToolCallPart
 from providers import _json
 from providers import _openai_wire as wire
 from providers._errors import error_from_response, malformed
@@ -27,6 +25,8 @@ from providers.types import (
     TextDelta,
     ToolCallDelta,
 )
+from vocabulary.errors import ProviderConnectionError, ProviderHTTPError
+from vocabulary.messages import Message, ToolCallPart
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crux.messages import Message
+from vocabulary.messages import Message
 
 FinishReason = Literal[
     "stop", "length", "tool_calls", "content_filter", "refusal", "context_overflow", "other"

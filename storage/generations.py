@@ -18,9 +18,11 @@ from typing import Any
 
 import asyncpg
 
-from crux.messages import Message
-from crux.models import GenerationResult, generation_key, unstorable_text
+from contracts.generation import GenerationResult
 from storage.threads._validate import check_storable
+from vocabulary.ids import generation_key, unstorable_text
+from vocabulary.messages import Message
+from vocabulary.staging import DELTA_PREFIX, StagingKind, delta_kind
 
 _STAGE = """
 INSERT INTO crux_generation_staging
@@ -58,7 +60,7 @@ DELETE FROM crux_generation_staging
 WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
 """
 
-IDENTITY_KIND = "identity"
+IDENTITY_KIND = StagingKind.IDENTITY
 """Staging kind of a generation's content-free fingerprint, kept as long as its ledger row."""
 
 _CLAIM_IDENTITY = """
@@ -270,7 +272,7 @@ class GenerationStore:
                     _STAGE,
                     key,
                     0,
-                    "final",
+                    StagingKind.FINAL,
                     result.thread_id,
                     keep_final.model_dump(mode="json"),
                     [],
@@ -318,7 +320,7 @@ class GenerationStore:
                 _STAGE,
                 generation_id,
                 0,
-                f"delta:{key}",
+                delta_kind(key),
                 thread_id,
                 {"role": "assistant", "content": text},
                 list(source_message_ids),
@@ -335,9 +337,9 @@ class GenerationStore:
             ORDER BY kind
             """,
             generation_id,
-            f"delta:{after}",
+            delta_kind(after),
         )
-        return [(str(row["kind"]).removeprefix("delta:"), str(row["text"])) for row in rows]
+        return [(str(row["kind"]).removeprefix(DELTA_PREFIX), str(row["text"])) for row in rows]
 
     async def drop_staged(self, generation_id: str, attempt: int) -> None:
         """Delete an attempt's staged output (it must never be committed)."""

@@ -1,8 +1,24 @@
-"""Import rules: `planner/` is pure and `workflows/` only sequences."""
+"""Import rules: the layers, bottom to top, and what the workflow sandbox loads.
+
+```
+vocabulary   errors, messages, ids, stages, staging kinds, the error-detail codec (the leaf)
+planner      pure planning                                   -> vocabulary
+contracts    shapes that cross Temporal                      -> planner, vocabulary
+storage      PostgreSQL        providers   HTTP wire formats -> contracts, planner, vocabulary
+telemetry    logging
+activities   the I/O steps     workflows   sequencing only   -> everything below
+crux         the public facade                               -> everything
+```
+
+Direct imports are checked per module; the workflow sandbox's closure is checked by importing
+`workflows` in a fresh interpreter.
+"""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,10 +51,9 @@ PLANNER_BANNED_STDLIB = {
 WORKFLOW_ALLOWED_PREFIXES = (
     "temporalio",
     "pydantic",
+    "vocabulary",
     "planner",
-    "crux.models",
-    "crux.errors",
-    "activities.contracts",
+    "contracts",
     "workflows",
     "__future__",
     "contextlib",
@@ -71,7 +86,7 @@ def _modules(package: str) -> list[Path]:
 def test_planner_imports_only_stdlib_pydantic_and_itself(path: Path) -> None:
     for name in _imports(path):
         top = name.split(".")[0]
-        if top in ("planner", "pydantic", "__future__", "typing_extensions"):
+        if top in ("planner", "vocabulary", "pydantic", "__future__", "typing_extensions"):
             continue
         assert top in STDLIB, f"{path.name} imports {name}"
         assert top not in PLANNER_BANNED_STDLIB, f"{path.name} imports {name}"
@@ -101,3 +116,96 @@ def test_providers_have_no_temporal_types() -> None:
     for path in _modules("providers"):
         for name in _imports(path):
             assert not name.startswith("temporalio"), f"{path.name} imports {name}"
+
+
+OURS = {
+    "vocabulary",
+    "planner",
+    "contracts",
+    "storage",
+    "providers",
+    "telemetry",
+    "activities",
+    "workflows",
+    "crux",
+    "worker",
+}
+# Which of our packages each layer may import (itself always).
+LAYERS: dict[str, set[str]] = {
+    "vocabulary": set(),
+    "planner": {"vocabulary"},
+    "contracts": {"vocabulary", "planner"},
+    "storage": {"vocabulary", "planner", "contracts"},
+    "providers": {"vocabulary", "planner", "contracts"},
+    "telemetry": set(),
+    "activities": {"vocabulary", "planner", "contracts", "storage", "providers", "telemetry"},
+    "workflows": {"vocabulary", "planner", "contracts"},
+}
+# What the workflow sandbox must never load: I/O libraries and the layers that use them.
+SANDBOX_BANNED = {
+    "asyncpg",
+    "httpx",
+    "tiktoken",
+    "structlog",
+    "storage",
+    "providers",
+    "activities",
+    "telemetry",
+    "crux",
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_each_layer_imports_only_the_layers_below(layer: str) -> None:
+    allowed = LAYERS[layer] | {layer}
+    for path in _modules(layer):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in OURS:
+                assert top in allowed, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_vocabulary_imports_only_the_standard_library_and_pydantic() -> None:
+    for path in _modules("vocabulary"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            assert top in STDLIB or top in ("vocabulary", "pydantic", "__future__"), name
+
+
+def _loaded_after(statement: str) -> set[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(done.stdout.split())
+
+
+def test_the_workflow_sandbox_loads_no_io_module_transitively() -> None:
+    loaded = _loaded_after("import workflows")
+    banned = sorted(name for name in loaded if name.split(".")[0] in SANDBOX_BANNED)
+    assert banned == []
+    ours = {name.split(".")[0] for name in loaded} & OURS
+    assert ours <= {"vocabulary", "planner", "contracts", "workflows"}
+
+
+def test_the_leaf_loads_nothing_else_of_ours() -> None:
+    loaded = _loaded_after(
+        "import vocabulary.errors, vocabulary.messages, vocabulary.ids, vocabulary.details,"
+        " vocabulary.staging, vocabulary.stages, vocabulary.commits, vocabulary.settings"
+    )
+    assert {name.split(".")[0] for name in loaded} & OURS == {"vocabulary"}
+
+
+def test_the_worker_passes_only_named_deterministic_modules_through() -> None:
+    from crux._worker import PASSTHROUGH_MODULES
+
+    assert set(PASSTHROUGH_MODULES) <= {"pydantic", "pydantic_core", *LAYERS["workflows"]}
+    assert not set(PASSTHROUGH_MODULES) & SANDBOX_BANNED

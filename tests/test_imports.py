@@ -11,6 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
+    "vocabulary",
+    "contracts",
+    "telemetry",
     "providers",
     "crux",
     "storage",

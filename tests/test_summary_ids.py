@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from activities.contracts import PrepareSummaryInput
+from contracts.activities import PrepareSummaryInput
 from crux.models import MAX_WORKFLOW_ID_BYTES
 from workflows.summary import summary_workflow_id
 

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.common import RawValue
 
-from crux.errors import ConfigurationError
-from crux.models import unstorable_text
+from vocabulary.errors import ConfigurationError
+from vocabulary.ids import unstorable_text
 
 MAX_INPUT_BYTES = 2 * 1024 * 1024
 """Largest accepted input payload; bigger content belongs in PostgreSQL (`input_ref`)."""

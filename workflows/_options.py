@@ -7,7 +7,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
-from crux.errors import ErrorType
+from vocabulary.errors import ErrorType
 
 # Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
 # a ceiling), not inside an activity's retry budget: retrying them here would hide the

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from activities.contracts import ReadRequestResult, SelectedSource
-from crux.models import GenerationInput, HistorySpec, InputBudgetSpec
+from contracts.activities import ReadRequestResult, SelectedSource
+from contracts.generation import GenerationInput, HistorySpec, InputBudgetSpec
 from planner import (
     Contributor,
     Droppable,

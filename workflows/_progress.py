@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from crux.models import GenerationInput
+from contracts.generation import GenerationInput
 from planner import EpochFloors, HistorySummary, Preparation, SealedPlan
 
 

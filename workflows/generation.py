@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -25,7 +25,7 @@ from temporalio.workflow import ActivityConfig, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
     # re-importing them per workflow run would only cost time.
-    from activities.contracts import (
+    from contracts.activities import (
         ACTIVITY_AWAIT_SUMMARY,
         ACTIVITY_COMMIT_TURN,
         ACTIVITY_COUNT_REQUEST,
@@ -50,13 +50,11 @@ with workflow.unsafe.imports_passed_through():
         RunToolInput,
         RunToolResult,
     )
-    from crux.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
-    from crux.models import (
+    from contracts.generation import (
         GenerationInput,
         GenerationResult,
         StepRecord,
         request_fingerprint,
-        workflow_id_for,
     )
     from planner import (
         HistorySummary,
@@ -70,6 +68,9 @@ with workflow.unsafe.imports_passed_through():
         plan,
         source_ids,
     )
+    from vocabulary.details import ErrorDetails, decode_details, encode_details
+    from vocabulary.errors import ConfigurationError, CruxError, ErrorType, RequestCompositionError
+    from vocabulary.ids import workflow_id_for
     from workflows import _options, _search
     from workflows._decode import decode_input
     from workflows._planning import (
@@ -81,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
         selected_sources,
     )
     from workflows._progress import TurnProgress
+    from workflows.legacy.generation import LegacyGeneration
     from workflows.summary import SUMMARY_ID_PATCH, SUMMARY_WORKFLOW, summary_workflow_id
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -103,6 +105,10 @@ FAIL_STARTS_REFRESH_PATCH = "fail-starts-refresh-v1"
 # Versioning marker for the cleanup activity on the failure and cancellation path.
 DISCARD_ON_FAILURE_PATCH = "discard-staging-on-failure-v1"
 
+# Versioning marker of the second generation path. Runs whose history lacks it started on
+# the first path and are carried on, unchanged, by `workflows.legacy`.
+GENERATION_V2_PATCH = "generation-v2"
+
 # A provider that says "too long" despite our measurement gets exactly one linked retry
 # with a stricter ceiling, this fraction of what we measured.
 OVERFLOW_RECOVERY_FACTOR = 0.85
@@ -117,6 +123,7 @@ class ManagedGenerationWorkflow:
     def __init__(self) -> None:
         self._stage = "starting"
         self._own_attributes = False
+        self._legacy: LegacyGeneration | None = None
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -126,7 +133,7 @@ class ManagedGenerationWorkflow:
         `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
         `maintenance`, `completed`, `failed` or `cancelled`.
         """
-        return self._stage
+        return self._legacy.stage if self._legacy is not None else self._stage
 
     @workflow.run
     async def run(self, raw: RawValue) -> GenerationResult:
@@ -138,6 +145,10 @@ class ManagedGenerationWorkflow:
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = _validated(raw)
+        if not workflow.patched(GENERATION_V2_PATCH):
+            self._legacy = LegacyGeneration()
+            # Runs of the first path return the payload they always returned.
+            return cast(GenerationResult, await self._legacy.run(request))
         self._publish_identity(request)
         try:
             return await self._generate(request)
@@ -327,7 +338,7 @@ class ManagedGenerationWorkflow:
         raise ApplicationError(
             f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
             f" (storage_wait_seconds={request.storage_wait_seconds})",
-            stage,
+            encode_details(ErrorDetails(stage=stage)),
             type=ErrorType.STORAGE_UNAVAILABLE,
             non_retryable=True,
         )
@@ -346,7 +357,7 @@ class ManagedGenerationWorkflow:
             )
             raise ApplicationError(
                 f"identity_conflict: {why}",
-                "identity_conflict",
+                encode_details(ErrorDetails(code="identity_conflict")),
                 type=ErrorType.THREAD,
                 non_retryable=True,
             )
@@ -464,9 +475,13 @@ class ManagedGenerationWorkflow:
         self._set_stage("failed", rejection.code)
         raise ApplicationError(
             str(rejection),
-            rejection.code,
-            rejection.diagnostics,
-            plan_request.request_id,
+            encode_details(
+                ErrorDetails(
+                    code=rejection.code,
+                    request_id=plan_request.request_id,
+                    diagnostics=rejection.diagnostics,
+                )
+            ),
             type=ErrorType.REQUEST_COMPOSITION,
             non_retryable=True,
         ) from None
@@ -579,10 +594,10 @@ class ManagedGenerationWorkflow:
                 cause = error.cause
                 if isinstance(cause, ApplicationError) and cause.non_retryable:
                     self._set_stage("failed", "commit rejected")
-                    code = cause.details[0] if cause.details else "commit_failed"
+                    code = decode_details(cause.details, cause.type).code or "commit_failed"
                     raise ApplicationError(
                         "the accepted turn could not be published",
-                        code,
+                        encode_details(ErrorDetails(code=code)),
                         type=ErrorType.THREAD_COMMIT,
                         non_retryable=True,
                     ) from None

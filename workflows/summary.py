@@ -15,13 +15,15 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
-    from activities.contracts import (
+    from contracts.activities import (
         ACTIVITY_PREPARE_SUMMARY,
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
-    from crux.errors import ConfigurationError, CruxError, ErrorType
-    from crux.models import DEFAULT_STORAGE_WAIT_SECONDS, summary_key
+    from contracts.generation import DEFAULT_STORAGE_WAIT_SECONDS
+    from vocabulary.details import ErrorDetails, encode_details
+    from vocabulary.errors import ConfigurationError, CruxError, ErrorType
+    from vocabulary.ids import summary_key
     from workflows import _options, _search
     from workflows._decode import decode_input
 
@@ -121,7 +123,7 @@ class SummaryWorkflow:
             if waited >= timedelta(seconds=DEFAULT_STORAGE_WAIT_SECONDS):
                 raise ApplicationError(
                     f"storage unavailable for {int(waited.total_seconds())} s while summarising",
-                    "summarising",
+                    encode_details(ErrorDetails(stage="summarising")),
                     type=ErrorType.STORAGE_UNAVAILABLE,
                     non_retryable=True,
                 )

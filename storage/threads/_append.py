@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from crux.errors import ThreadError
-from crux.models import ThreadCommit
 from storage.threads._control import Control, decode_control, lock_control
 from storage.threads._db import Connection
 from storage.threads._nodes import Node, group_receipt, nodes_by_id, publish_group
 from storage.threads._validate import MAIN_OWNER, PreparedMessage
+from vocabulary.commits import ThreadCommit
+from vocabulary.errors import ThreadError
 
 # Locks the control row and, in the same round trip, looks up the supplied ids and the
 # parent. The lookup uses the statement's snapshot, which may predate a publication that

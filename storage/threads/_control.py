@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from crux.errors import ThreadError
 from storage.threads._db import Connection, Row
+from vocabulary.errors import ThreadError
 
 EMPTY_REVISION = "r0"
 """Revision of a Thread that was never written (no control row)."""

@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 import asyncpg
 
-from crux.errors import StorageUnavailableError, ThreadCommitError, ThreadError
+from vocabulary.errors import StorageUnavailableError, ThreadCommitError, ThreadError
 
 
 class Row(Protocol):

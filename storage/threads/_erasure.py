@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from crux.errors import ThreadError, ThreadInUseError
 from storage.threads._control import lock_control, lock_live_control, publish
 from storage.threads._db import Connection, write_transaction
 from storage.threads._nodes import node, nodes_by_id
+from vocabulary.errors import ThreadError, ThreadInUseError
 
 _TOMBSTONE = """
 UPDATE crux_thread_messages

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from crux.errors import ThreadError
-from crux.messages import Message
 from storage.threads._control import EMPTY_REVISION, Control
 from storage.threads._db import Connection
 from storage.threads._models import HistoryView
+from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
 
 _HISTORY_PATH = """
 WITH RECURSIVE path AS (

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crux.messages import JsonValue, Message, Part, Role
+from vocabulary.messages import JsonValue, Message, Part, Role
 
 
 class _Frozen(BaseModel):

@@ -6,9 +6,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crux.errors import ThreadCommitError, ThreadError
-from crux.messages import JsonValue, Message, Part
-from crux.models import ThreadCommit
 from storage.threads._append import REMEMBER_TIP, check_writer
 from storage.threads._control import lock_live_control, publish
 from storage.threads._db import Connection, write_transaction
@@ -16,6 +13,9 @@ from storage.threads._models import ThreadSnapshot
 from storage.threads._nodes import Node, group_receipt, node, path_to, publish_group
 from storage.threads._read import build_snapshot
 from storage.threads._validate import check_id, prepare_batch
+from vocabulary.commits import ThreadCommit
+from vocabulary.errors import ThreadCommitError, ThreadError
+from vocabulary.messages import JsonValue, Message, Part
 
 _TIPS = """
 SELECT branch_start, leaf FROM crux_thread_leaves WHERE thread_id = $1 AND owner_id = $2

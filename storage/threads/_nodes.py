@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from crux.models import ThreadCommit
 from storage.threads._control import Control
 from storage.threads._db import Connection, Row
 from storage.threads._validate import PreparedMessage
+from vocabulary.commits import ThreadCommit
 
 _NODE_COLUMNS = (
     "message_id, parent_id, group_id, seq, group_end, depth, state, published_version, role, "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from crux.errors import ThreadError
 from storage.threads._control import lock_control, lock_live_control, publish
 from storage.threads._db import write_transaction
 from storage.threads._validate import MAIN_OWNER, check_id
+from vocabulary.errors import ThreadError
 
 _FORGET_TIPS = "DELETE FROM crux_thread_leaves WHERE thread_id = $1 AND owner_id = $2"
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crux.errors import ThreadError
 from storage.threads._control import EMPTY_REVISION, Control
 from storage.threads._db import Connection, Row
 from storage.threads._models import (
@@ -15,6 +14,7 @@ from storage.threads._models import (
     VariantInfo,
 )
 from storage.threads._nodes import Node, path_to
+from vocabulary.errors import ThreadError
 
 # PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
 _BODY_FIELDS = """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from crux.errors import ThreadError
 from storage.threads._db import Connection
+from vocabulary.errors import ThreadError
 
 # Shares the control row lock with writers, so a count can never be stored for a message
 # whose redaction is committing at the same moment.

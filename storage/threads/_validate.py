@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crux.errors import ThreadError
-from crux.messages import FilePart, ImagePart, Message
-from crux.models import unstorable_text
+from vocabulary.errors import ThreadError
+from vocabulary.ids import unstorable_text
+from vocabulary.messages import FilePart, ImagePart, Message
 
 MAX_ID_LENGTH = 512
 MAIN_OWNER = "main"

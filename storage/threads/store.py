@@ -83,9 +83,6 @@ from typing import Any, Literal
 
 import asyncpg
 
-from crux.errors import ThreadError
-from crux.messages import JsonValue, Message, Part
-from crux.models import ThreadCommit
 from storage.threads import _erasure, _navigate, _owners
 from storage.threads._append import append_group, fast_append, lock_for_append
 from storage.threads._control import EMPTY_REVISION, load_control
@@ -101,6 +98,9 @@ from storage.threads._validate import (
     normalise_id_set,
     prepare_batch,
 )
+from vocabulary.commits import ThreadCommit
+from vocabulary.errors import ThreadError
+from vocabulary.messages import JsonValue, Message, Part
 
 OwnerState = Literal["open", "closed"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from activities.contracts import CompactHistory
+from contracts.activities import CompactHistory
 from crux.messages import Role
 from planner import HistoryItem
 

@@ -22,6 +22,7 @@ from crux.errors import (
     ThreadError,
     http_error,
 )
+from vocabulary.details import DETAILS_VERSION, ErrorDetails, decode_details, encode_details
 
 
 @pytest.mark.parametrize(
@@ -61,10 +62,11 @@ def test_retry_after_becomes_next_retry_delay() -> None:
     assert mapped.next_retry_delay == timedelta(seconds=1.5)
 
 
-def test_thread_error_code_is_the_first_detail() -> None:
+def test_thread_error_code_travels_in_the_keyed_details() -> None:
     mapped = to_application_error(ThreadError("identity_conflict", "moved"))
     assert isinstance(mapped, ApplicationError)
-    assert mapped.details[0] == "identity_conflict"
+    assert decode_details(mapped.details, mapped.type).code == "identity_conflict"
+    assert mapped.details[0]["crux_details"] == DETAILS_VERSION
 
 
 def test_unknown_errors_fail_at_once_naming_only_their_class() -> None:
@@ -86,7 +88,7 @@ def test_unknown_errors_fail_at_once_naming_only_their_class() -> None:
 def test_data_postgresql_cannot_store_is_never_retried(error: Exception) -> None:
     mapped = to_application_error(error)
     assert isinstance(mapped, ApplicationError)
-    assert (mapped.type, mapped.details[0], mapped.non_retryable) == (
+    assert (mapped.type, decode_details(mapped.details).code, mapped.non_retryable) == (
         "ThreadError",
         "invalid_message",
         True,
@@ -136,7 +138,9 @@ def test_provider_http_errors_name_status_host_model_and_remedy(
     assert isinstance(mapped, ApplicationError)
     assert mapped.type == expected_type
     assert mapped.non_retryable
-    assert list(mapped.details) == ["openai", status, "127.0.0.1:9", "openai:gpt-x"]
+    assert decode_details(mapped.details, mapped.type) == ErrorDetails(
+        provider="openai", status=status, host="127.0.0.1:9", model="openai:gpt-x"
+    )
     assert remedy in str(mapped) and "127.0.0.1:9" in str(mapped)
 
 
@@ -174,4 +178,21 @@ async def test_decorated_activity_tells_provider_errors_the_model() -> None:
 
     with pytest.raises(ApplicationError) as raised:
         await call(Request())
-    assert raised.value.details[3] == "openai:gpt-x"
+    assert decode_details(raised.value.details).model == "openai:gpt-x"
+
+
+def test_details_of_earlier_releases_still_decode() -> None:
+    assert decode_details(["REQUEST_TOO_LARGE", {"limit": 5}, "request_1"]) == ErrorDetails(
+        code="REQUEST_TOO_LARGE", diagnostics={"limit": 5}, request_id="request_1"
+    )
+    assert decode_details(["openai", 429, "h:1", "openai:m"], "ProviderHTTPError") == (
+        ErrorDetails(provider="openai", status=429, host="h:1", model="openai:m")
+    )
+    assert decode_details([]) == ErrorDetails()
+
+
+def test_details_round_trip_and_leave_unset_fields_out() -> None:
+    details = ErrorDetails(code="identity_conflict", diagnostics={"rounds": 3})
+    encoded = encode_details(details)
+    assert set(encoded) == {"crux_details", "code", "diagnostics"}
+    assert decode_details([encoded]) == details

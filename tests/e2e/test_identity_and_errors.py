@@ -26,6 +26,7 @@ from crux.models import HistorySpec, workflow_id_for
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
+from vocabulary.details import decode_details
 
 MODEL = "openai:gpt-4o-mini"
 SECRET = "body-text-that-must-never-surface"
@@ -146,7 +147,7 @@ async def test_plain_client_reusing_an_id_with_other_input_is_refused(
     with pytest.raises(WorkflowFailureError) as raised:
         await start("Something else")
     cause = _failure_cause(raised.value)
-    assert (cause.type, cause.details[0]) == ("ThreadError", "identity_conflict")
+    assert (cause.type, decode_details(cause.details).code) == ("ThreadError", "identity_conflict")
     assert len(openai_server.requests) == 1
 
 

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 import crux
 from activities import GenerationActivities, ProviderRegistry
-from activities.contracts import CommitTurnInput, InvokeModelInput, InvokeModelResult
+from contracts.activities import CommitTurnInput, InvokeModelInput, InvokeModelResult
 from crux.config import Settings
 from crux.errors import ThreadError
 from crux.messages import Message

@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from crux.messages import Role
-from crux.models import (
+from contracts.generation import (
     GenerationResult,
     HistorySpec,
     InputBudgetSpec,
     StepRecord,
     SummaryStrategy,
     Usage,
-    WireModel,
 )
 from planner import (
     HistoryAggregate,
@@ -23,9 +21,9 @@ from planner import (
     RequestInspection,
     RequestReceipt,
 )
-
-HistorySource = Literal["thread", "caller-messages", "none"]
-
+from vocabulary.commits import WireModel
+from vocabulary.messages import Role
+from vocabulary.staging import HistorySource
 
 _ROLE_LETTERS: dict[Role, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 _LETTER_ROLES: dict[str, Role] = {letter: role for role, letter in _ROLE_LETTERS.items()}

@@ -1,0 +1,90 @@
+"""What the activities need of the worker's prompts and tools, as protocols.
+
+The facade's `PromptRegistry` and `ToolRegistry` satisfy them; the activities depend on the
+shape only, so they sit below the facade in the import graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from providers.types import ToolSpec
+from vocabulary.errors import ConfigurationError
+from vocabulary.messages import Message
+
+
+class DeclaredPrompt(Protocol):
+    """A prompt registered on the worker."""
+
+    @property
+    def system(self) -> str | None:
+        """System instructions, if any."""
+        ...
+
+    @property
+    def messages(self) -> tuple[Message, ...] | None:
+        """Prompt-level messages, or `None` when unset."""
+        ...
+
+    @property
+    def render(self) -> Callable[[Any], str]:
+        """Turns the prompt input into the user message text."""
+        ...
+
+
+class PromptLookup(Protocol):
+    """The worker's prompts, by id."""
+
+    def get(self, prompt_id: str) -> DeclaredPrompt:
+        """The prompt registered as `prompt_id` (raises a typed error when unknown)."""
+        ...
+
+
+class RunnableTool(Protocol):
+    """A tool registered on the worker."""
+
+    @property
+    def name(self) -> str:
+        """The name the model calls."""
+        ...
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The provider-facing specification."""
+        ...
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        """Run the tool and render its result as the tool message text."""
+        ...
+
+
+class ToolLookup(Protocol):
+    """The worker's tools, by name."""
+
+    def get(self, name: str) -> RunnableTool | None:
+        """The tool called `name`, or `None`."""
+        ...
+
+    def require(self, names: Iterable[str]) -> Sequence[RunnableTool]:
+        """The tools named, in order (raises a typed error for an unregistered one)."""
+        ...
+
+
+class NoTools:
+    """A worker without tools."""
+
+    def get(self, name: str) -> RunnableTool | None:
+        """Always `None`."""
+        del name
+        return None
+
+    def require(self, names: Iterable[str]) -> Sequence[RunnableTool]:
+        """Empty for no names.
+
+        Raises:
+            ConfigurationError: Any name is requested.
+        """
+        if any(True for _ in names):
+            raise ConfigurationError("a requested tool is not registered on the worker")
+        return []

@@ -1,0 +1,1 @@
+"""Logging for workers and tools: structured, content-free, configured once per process."""

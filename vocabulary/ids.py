@@ -1,0 +1,120 @@
+"""The id scheme: composite keys, workflow ids and the checks every id passes.
+
+Composite ids percent-encode their components so they parse back unambiguously; every check
+names only what was wrong, never the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from urllib.parse import quote
+
+from vocabulary.errors import ConfigurationError
+
+MAX_GENERATION_ID_LENGTH = 256
+"""Longest accepted `generation_id`, in characters."""
+
+MAX_SCOPE_ID_LENGTH = 512
+"""Longest accepted Thread or owner id, in characters (the Thread store's limit)."""
+
+MAX_WORKFLOW_ID_BYTES = 1000
+"""Temporal's default limit on workflow ids, in UTF-8 bytes."""
+
+MAX_MODEL_ID_LENGTH = 256
+"""Longest accepted `provider:model` id."""
+
+MAX_TOKENS = 2**31 - 1
+"""Largest accepted token or message count (what PostgreSQL's `integer` holds)."""
+
+
+def unstorable_text(value: str) -> bool:
+    """Whether PostgreSQL cannot store `value` as text: a NUL byte or a lone surrogate."""
+    return "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+
+
+def check_wire_id(value: object, what: str, *, limit: int) -> str:
+    """Return `value` if it is a usable id; the message names only `what`.
+
+    Raises:
+        ConfigurationError: For a non-string, empty, padded or over-long id, or one with
+            control characters, NUL bytes or lone surrogates.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{what} must be a non-empty string")
+    if len(value) > limit:
+        raise ConfigurationError(f"{what} is longer than {limit} characters")
+    if value != value.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ConfigurationError(f"{what} has surrounding spaces or control characters")
+    if unstorable_text(value):
+        raise ConfigurationError(f"{what} contains a lone surrogate")
+    return value
+
+
+def check_model_id(value: str) -> str:
+    """Return `value` if it has the `provider:model` shape.
+
+    Raises:
+        ConfigurationError: When the provider or the model name is missing.
+    """
+    provider, separator, name = value.partition(":")
+    if not (provider and separator and name):
+        raise ConfigurationError("model ids are 'provider:model'")
+    return value
+
+
+def encode_id_component(component: str) -> str:
+    """One component of a composite id, percent-encoded so it holds no `/`.
+
+    Args:
+        component: A Thread, generation, message or model id.
+
+    Returns:
+        The component with everything but letters, digits, `-._~` and `:` percent-encoded.
+    """
+    # Percent-encoding leaves no `/` inside a component, so the segments of an id parse back
+    # unambiguously. Letters, digits, `-._~` and `:` stay readable.
+    return quote(component, safe=":")
+
+
+def generation_key(generation_id: str, thread_id: str | None) -> str:
+    """The storage key of a generation: its id scoped to its Thread, injectively.
+
+    `<thread>/<generation>` for a Thread, `<generation>` for an ad-hoc generation, each
+    component percent-encoded: Thread `X/x` with generation `y` and Thread `X` with
+    generation `x/y` get different keys, and an ad-hoc id never meets a Thread's. Staging
+    rows, the generation ledger and receipts are keyed by it.
+    """
+    if thread_id is None:
+        return encode_id_component(generation_id)
+    return f"{encode_id_component(thread_id)}/{encode_id_component(generation_id)}"
+
+
+def workflow_id_for(generation_id: str, thread_id: str | None) -> str:
+    """The workflow id of a generation: `crux/gen/` + `generation_key(...)`.
+
+    `crux/gen/<thread>/<generation>` for a Thread and `crux/gen/<generation>` for an ad-hoc
+    generation, components percent-encoded (so the number of segments tells the scope).
+    """
+    return f"crux/gen/{generation_key(generation_id, thread_id)}"
+
+
+def summary_key(thread_id: str, through_id: str, strategy: str, model: str) -> str:
+    """The key of one prefix-summary preparation, injective over its four components.
+
+    `<thread>/<through>/<strategy>/<model>`, each component percent-encoded, so a `/` inside a
+    Thread id cannot shift the segments. A key that would push the workflow id past Temporal's
+    length limit becomes `<thread>/sha256-<digest>` (or `sha256-<digest>` alone), whose segment
+    count tells it apart from the readable form.
+    """
+    parts = (thread_id, through_id, strategy, model)
+    readable = "/".join(encode_id_component(p) for p in parts)
+    # Room for the `crux/summary/` prefix the workflow id adds.
+    budget = MAX_WORKFLOW_ID_BYTES - 32
+    if len(readable.encode()) <= budget:
+        return readable
+    digest = hashlib.sha256(json.dumps(parts[1:]).encode()).hexdigest()
+    short = f"{encode_id_component(thread_id)}/sha256-{digest}"
+    if len(short.encode()) <= budget:
+        return short
+    return f"sha256-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()}"

@@ -1,0 +1,124 @@
+"""Runtime settings, built once from the environment and passed down explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from vocabulary.errors import ConfigurationError
+
+DEFAULT_TEMPORAL_ADDRESS = "localhost:7233"
+DEFAULT_TEMPORAL_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "crux"
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+
+
+class Settings(BaseModel):
+    """Everything a worker, the CLI or the facade needs to connect.
+
+    Secrets (`openai_api_key`, `anthropic_api_key`) stay in this object on the worker side
+    and never enter workflow inputs, results or history.
+
+    Attributes:
+        temporal_address: `host:port` of the Temporal frontend (`TEMPORAL_ADDRESS`).
+        temporal_namespace: Temporal namespace (`TEMPORAL_NAMESPACE`).
+        task_queue: Task queue of the Crux worker (`CRUX_TASK_QUEUE`).
+        database_url: PostgreSQL URL (`CRUX_DATABASE_URL`); `None` means "not configured".
+        openai_base_url: Base URL of an OpenAI-compatible API (`OPENAI_BASE_URL`).
+        openai_api_key: Key for that API (`OPENAI_API_KEY`).
+        openai_output_cap_field: Body field carrying the output cap
+            (`OPENAI_OUTPUT_CAP_FIELD`): `auto` sends `max_completion_tokens` to api.openai.com
+            and `max_tokens` elsewhere (llama.cpp, vLLM, Ollama); `max_tokens`,
+            `max_completion_tokens` or `both` force one.
+        anthropic_base_url: Base URL of the Anthropic API (`ANTHROPIC_BASE_URL`).
+        anthropic_api_key: Key for the Anthropic API (`ANTHROPIC_API_KEY`).
+        default_model: Model used when a caller names none (`CRUX_MODEL`).
+        log_format: `json` or `console` (`CRUX_LOG_FORMAT`); `auto` picks by terminal.
+        log_level: Minimum log level (`CRUX_LOG_LEVEL`).
+        migrate_on_start: Apply SQL migrations when a worker starts (`CRUX_MIGRATE`).
+        register_search_attributes: Register missing search attributes at worker start
+            (`CRUX_REGISTER_SEARCH_ATTRIBUTES`): `auto` does so on a loopback (dev) server
+            only and otherwise stops with the `temporal operator` command to run.
+        staging_retention_seconds: Age after which staged text of generations that never
+            finished is swept (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
+        sweep_interval_seconds: How often a worker sweeps (`CRUX_SWEEP_INTERVAL_SECONDS`;
+            0 turns the periodic sweep off, `crux db sweep` still works).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temporal_address: str = DEFAULT_TEMPORAL_ADDRESS
+    temporal_namespace: str = DEFAULT_TEMPORAL_NAMESPACE
+    task_queue: str = DEFAULT_TASK_QUEUE
+    database_url: str | None = None
+    openai_base_url: str = DEFAULT_OPENAI_BASE_URL
+    openai_api_key: SecretStr | None = None
+    openai_output_cap_field: Literal["auto", "max_tokens", "max_completion_tokens", "both"] = "auto"
+    anthropic_base_url: str = DEFAULT_ANTHROPIC_BASE_URL
+    anthropic_api_key: SecretStr | None = None
+    default_model: str = "offline:echo"
+    log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
+    log_level: str = "info"
+    migrate_on_start: bool = False
+    register_search_attributes: Literal["auto", "true", "false"] = "auto"
+    staging_retention_seconds: float = Field(default=86_400.0, gt=0)
+    sweep_interval_seconds: float = Field(default=3_600.0, ge=0)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Build settings from an environment mapping (pass `os.environ` in programs).
+
+        Args:
+            env: The variables to read; tests pass a plain dict.
+
+        Returns:
+            The frozen settings.
+
+        Raises:
+            ConfigurationError: A variable has an invalid value.
+        """
+        values: dict[str, object] = {}
+        names = {
+            "TEMPORAL_ADDRESS": "temporal_address",
+            "TEMPORAL_NAMESPACE": "temporal_namespace",
+            "CRUX_TASK_QUEUE": "task_queue",
+            "CRUX_DATABASE_URL": "database_url",
+            "OPENAI_BASE_URL": "openai_base_url",
+            "OPENAI_API_KEY": "openai_api_key",
+            "OPENAI_OUTPUT_CAP_FIELD": "openai_output_cap_field",
+            "ANTHROPIC_BASE_URL": "anthropic_base_url",
+            "ANTHROPIC_API_KEY": "anthropic_api_key",
+            "CRUX_MODEL": "default_model",
+            "CRUX_LOG_FORMAT": "log_format",
+            "CRUX_LOG_LEVEL": "log_level",
+            "CRUX_REGISTER_SEARCH_ATTRIBUTES": "register_search_attributes",
+            "CRUX_STAGING_RETENTION_SECONDS": "staging_retention_seconds",
+            "CRUX_SWEEP_INTERVAL_SECONDS": "sweep_interval_seconds",
+        }
+        for variable, field in names.items():
+            raw = env.get(variable)
+            if raw is not None and raw.strip():
+                values[field] = raw.strip()
+        migrate = env.get("CRUX_MIGRATE", "").strip().lower()
+        if migrate:
+            if migrate not in ("1", "0", "true", "false", "yes", "no"):
+                raise ConfigurationError("CRUX_MIGRATE must be a boolean (1/0/true/false)")
+            values["migrate_on_start"] = migrate in ("1", "true", "yes")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            fields = sorted({str(e["loc"][0]) for e in error.errors() if e["loc"]})
+            raise ConfigurationError(f"invalid settings: {', '.join(fields)}") from None
+
+    def require_database_url(self) -> str:
+        """Return the database URL or raise a clear error when it is missing.
+
+        Raises:
+            ConfigurationError: `CRUX_DATABASE_URL` is not set.
+        """
+        if not self.database_url:
+            raise ConfigurationError("CRUX_DATABASE_URL is not set")
+        return self.database_url

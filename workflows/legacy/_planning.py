@@ -1,0 +1,199 @@
+"""Translate the generation's wire input and read skeleton into a planner request.
+
+Pure functions over pure data: safe inside the workflow sandbox and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contracts.generation import GenerationInput, HistorySpec, InputBudgetSpec
+from planner import (
+    Contributor,
+    Droppable,
+    EpochFloors,
+    ExactHistory,
+    HistorySummary,
+    InputBudget,
+    ManagedHistory,
+    ModelCatalog,
+    ModelProfile,
+    Offloadable,
+    PlanRequest,
+    Prefer,
+    RecentHistory,
+    SealedPlan,
+    Source,
+    SourceGroup,
+    Summarizable,
+    derive_budget,
+    with_source_tokens,
+)
+from planner.ladder import Placement
+from planner.policies import DEFAULT_RECENT_MESSAGES
+from workflows.legacy.contracts import ReadRequestResult, SelectedSource
+
+_CATALOG = ModelCatalog.default()
+
+# Lowest first: a fallback tokenizer can only lower the profile's counting confidence.
+_CONFIDENCE_RANK = ("conservative", "estimated", "exact")
+
+
+def resolve_profile(model_id: str) -> ModelProfile:
+    """The default catalog's profile of a `provider:model` id (conservative when unknown).
+
+    Only a first bound for the read and a fallback for reads recorded before the reader
+    returned the worker's own profile: the workflow plans with `ReadRequestResult.profile`,
+    so custom profiles registered on the worker apply.
+    """
+    return _CATALOG.resolve(model_id)
+
+
+def input_budget(spec: InputBudgetSpec | None) -> InputBudget | None:
+    """The planner's budget for a wire budget."""
+    if spec is None:
+        return None
+    return InputBudget(optimize_at=spec.optimize_at, max=spec.max)
+
+
+def history_policy(
+    spec: HistorySpec, summary: HistorySummary | None = None
+) -> ExactHistory | RecentHistory | ManagedHistory:
+    """The planner's history policy for a wire policy (with the stored summary, if any)."""
+    if spec.kind == "recent":
+        if spec.messages is None and spec.tokens is None:
+            # A plain client's `{"kind": "recent"}` means `history.recent()`: the default cap.
+            return RecentHistory(messages=DEFAULT_RECENT_MESSAGES)
+        return RecentHistory(messages=spec.messages, tokens=spec.tokens)
+    if spec.kind == "managed":
+        return ManagedHistory(
+            recent_messages=spec.messages,
+            recent_tokens=spec.tokens,
+            on_miss=spec.on_miss,
+            summary=summary,
+        )
+    return ExactHistory()
+
+
+def max_input_tokens(profile: ModelProfile, request: GenerationInput) -> int:
+    """The strict input ceiling, which bounds how much history the read returns."""
+    budget = derive_budget(
+        profile, input_budget(request.input_budget), output_reserve=request.max_output_tokens
+    )
+    return budget.max
+
+
+def build_plan_request(
+    *,
+    request_id: str,
+    request: GenerationInput,
+    read: ReadRequestResult,
+    profile: ModelProfile,
+    ceiling: int | None,
+    previous_request_id: str | None,
+    epoch: EpochFloors | None = None,
+    turn_tokens: int = 0,
+    turn_messages: int = 0,
+) -> PlanRequest:
+    """Assemble the planner input for one provider step.
+
+    Args:
+        request_id: Id of this request (from `workflow.uuid4()`).
+        request: The generation input.
+        read: The content-free skeleton from the read stage.
+        profile: The model profile.
+        ceiling: A stricter `max` after a provider's overflow rejection.
+        previous_request_id: The request this one recovers from, if any.
+        epoch: Epoch floors from the previous step of this generation.
+        turn_tokens: Content tokens of the tool-round messages already in this turn.
+        turn_messages: How many tool-round messages the turn holds.
+    """
+    budget = input_budget(request.input_budget)
+    if ceiling is not None:
+        strict = ceiling if budget is None or budget.max is None else min(ceiling, budget.max)
+        optimize = None if budget is None else budget.optimize_at
+        if optimize is not None:
+            optimize = min(optimize, strict)
+        budget = InputBudget(optimize_at=optimize, max=strict)
+    confidence = min(profile.confidence, read.counting_confidence, key=_CONFIDENCE_RANK.index)
+    return PlanRequest(
+        request_id=request_id,
+        model=profile.model_copy(update={"confidence": confidence}),
+        input_budget=budget,
+        system_tokens=read.system_tokens,
+        history=read.history.items(),
+        older_history=read.older_history,
+        history_policy=history_policy(request.history, read.summary),
+        contributors=tuple(
+            with_source_tokens(c, read.context_tokens) for c in request.contributors
+        ),
+        current_turn_tokens=read.current_turn_tokens + turn_tokens,
+        current_turn_messages=1 + turn_messages,
+        tool_schema_tokens=read.tool_schema_tokens if request.tools else 0,
+        output_reserve=request.max_output_tokens,
+        previous_request_id=previous_request_id,
+        epoch=epoch,
+        history_source="messages"
+        if read.history_source == "caller-messages"
+        else read.history_source,
+    )
+
+
+def _sources(node: object) -> list[Source]:
+    """Every exact source of a ladder, in declaration order (with their placements)."""
+    if isinstance(node, Source):
+        return [node]
+    if isinstance(node, SourceGroup):
+        return list(node.members)
+    if isinstance(node, Prefer):
+        return [node.primary, *node.alternatives]
+    if isinstance(node, Summarizable | Offloadable | Droppable):
+        return _sources(node.target)
+    return []
+
+
+def selected_sources(
+    contributors: Sequence[Contributor], sealed: SealedPlan
+) -> list[SelectedSource]:
+    """The sources a sealed plan sends, in declaration order, with their placement."""
+    placement: dict[str, Placement] = {s.id: s.placement for c in contributors for s in _sources(c)}
+    return [
+        SelectedSource(id=source_id, placement=placement[source_id])
+        for choice in sealed.choices
+        for source_id in choice.sources
+        if source_id in placement
+    ]
+
+
+def _full_sources(node: object) -> list[Source]:
+    if isinstance(node, Source):
+        return [node]
+    if isinstance(node, SourceGroup):
+        return list(node.members)
+    if isinstance(node, Prefer):
+        return [node.primary]
+    if isinstance(node, Summarizable | Offloadable | Droppable):
+        return _full_sources(node.target)
+    return []
+
+
+def all_sources(contributors: Sequence[Contributor]) -> list[SelectedSource]:
+    """Every contributor at its full rung (what an authoritative count measures)."""
+    return [
+        SelectedSource(id=source.id, placement=source.placement)
+        for contributor in contributors
+        for source in _full_sources(contributor)
+    ]
+
+
+def can_count_authoritatively(request: GenerationInput, read: ReadRequestResult) -> bool:
+    """Whether the whole request can be rebuilt for a provider count.
+
+    Only exact history qualifies, and only when the skeleton holds every message (nothing
+    was aggregated as older history).
+    """
+    return (
+        request.history.kind == "exact"
+        and read.older_history.count == 0
+        and read.history_source != "caller-messages"
+    )

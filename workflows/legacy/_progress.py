@@ -1,0 +1,65 @@
+"""Where a generation's provider loop stands: attempts, tool rounds, epoch, ceiling."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts.generation import GenerationInput
+from planner import EpochFloors, HistorySummary, Preparation, SealedPlan
+
+
+class TurnProgress:
+    """Where the generation's provider loop stands (attempts, tool rounds, epoch)."""
+
+    def __init__(self) -> None:
+        self.attempt = 1
+        self.rounds = 0
+        self.turn_counts: list[int] = []
+        """Content tokens of each tool-round message of the turn, in order."""
+        self.ceiling: int | None = None
+        self.previous_request_id: str | None = None
+        self.previous_reason: str | None = None
+        """Why the next plan replaces `previous_request_id` unsent (`revision-moved`)."""
+        self.epoch: EpochFloors | None = None
+        self.summary: HistorySummary | None = None
+        self.maintenance: tuple[Preparation, ...] = ()
+
+    @property
+    def turn_messages(self) -> int:
+        """Tool-round messages in the turn so far."""
+        return len(self.turn_counts)
+
+    @property
+    def turn_tokens(self) -> int:
+        """Their content tokens."""
+        return sum(self.turn_counts)
+
+    def add_turn_message(self, tokens: int) -> None:
+        """Count one more tool-round message of `tokens` content tokens in the turn."""
+        self.turn_counts.append(tokens)
+
+    def next_step(self, sealed: SealedPlan) -> None:
+        """Move to the next provider call, linked to the one `sealed` describes."""
+        # The next call is planned again and linked to this one; reduced contributors never
+        # re-expand within the model epoch.
+        self.previous_request_id = sealed.request_id
+        self.epoch = sealed.epoch
+        self.attempt += 1
+
+    def replan(self, sealed: SealedPlan, reason: str) -> None:
+        """Plan the same attempt again, linked to `sealed`, which was never sent."""
+        # Same attempt number: nothing was staged for it, and its epoch floors stay those of
+        # the last call that was actually sent.
+        self.previous_request_id = sealed.request_id
+        self.previous_reason = reason
+
+    def tool_choice(self, request: GenerationInput) -> Literal["auto", "required", "none"] | None:
+        """The tool choice for the next call."""
+        if not request.tools:
+            return None
+        if self.rounds >= request.max_tool_rounds:
+            return "none"
+        if request.tool_choice == "required" and self.rounds > 0:
+            # Forcing a call on every round would never let the model answer.
+            return "auto"
+        return request.tool_choice
