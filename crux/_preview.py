@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
-from contracts.activities import CompactHistory, ReadRequestResult
+from contracts.activities import ReadRequestResult
 from contracts.generation import GenerationInput
 from crux.prompts import Prompt
 from planner import HistorySummary
@@ -62,11 +62,11 @@ async def preview_skeleton(
         tool_schema_tokens=tool_schema_tokens,
     )
     if messages is not None:
-        items, older = caller_skeleton(counter, messages, ceiling)
+        columns, older = caller_skeleton(counter, messages, ceiling)
         read = read.model_copy(
             update={
                 "history_source": "caller-messages",
-                "history": CompactHistory.from_items(items),
+                "history": columns,
                 "older_history": older,
             }
         )
@@ -98,7 +98,7 @@ async def preview_skeleton(
                 "history_source": "thread",
                 "revision": skeleton.view.revision,
                 "head": skeleton.view.head,
-                "history": CompactHistory.from_items(skeleton.history),
+                "history": skeleton.history,
                 "older_history": skeleton.older,
             }
         )

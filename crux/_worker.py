@@ -71,6 +71,7 @@ def build_worker(
         workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
         activities=[
             activities.read_request,
+            activities.resolve_history_ids,
             activities.count_request,
             activities.run_tool,
             activities.prepare_summary,

@@ -152,6 +152,11 @@ class HistoryColumns(FrozenModel):
             prefix_groups=scan.prefix_groups,
         )
 
+    @property
+    def message_count(self) -> int:
+        """Listed messages (positions `0..message_count` when nothing is aggregated)."""
+        return sum(unpack_ints(self.groups))
+
     def scan(self, request_id: str | None, *, has_older: bool, prefix_items: int) -> HistoryScan:
         """Decode into the boundary sums the planner works on (C-level work only).
 

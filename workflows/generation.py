@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_PREPARE_SUMMARY,
         ACTIVITY_READ_REQUEST,
+        ACTIVITY_RESOLVE_HISTORY_IDS,
         ACTIVITY_RUN_TOOL,
         AwaitSummaryInput,
         CommitTurnInput,
@@ -47,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryResult,
         ReadRequestInput,
         ReadRequestResult,
+        ResolveHistoryIdsInput,
+        ResolveHistoryIdsResult,
         RunToolInput,
         RunToolResult,
     )
@@ -186,13 +189,12 @@ class ManagedGenerationWorkflow:
                 revision=read.revision,
                 history_source=read.history_source,
                 model=request.model,
-                message_ids=list(sealed.message_ids),
+                message_ranges=list(sealed.message_ranges),
                 context=selected_sources(request.contributors, sealed),
                 summary_artifact_id=(
                     sealed.history_summary.artifact_id if sealed.history_summary else None
                 ),
                 summary_position=(sealed.history_summary.position if sealed.history_summary else 0),
-                older_through_id=(sealed.included_older.last_id if sealed.included_older else None),
                 max_output_tokens=sealed.max_output_tokens,
                 tools=request.tools,
                 tool_choice=progress.tool_choice(request),
@@ -249,7 +251,7 @@ class ManagedGenerationWorkflow:
 
         result = await self._commit(request, read, progress, steps, inspections, superseded)
         for need in progress.maintenance:
-            await self._prepare_summary(request, need, wait=False)
+            await self._prepare_summary(request, need, wait=False, head=read.head)
         self._set_stage("completed")
         return result
 
@@ -425,7 +427,9 @@ class ManagedGenerationWorkflow:
         ):
             # Managed history needs a summary before this call can fit: prepare it (or join
             # the preparation already running) and plan again.
-            progress.summary = await self._prepare_summary(request, needs[0], wait=True)
+            progress.summary = await self._prepare_summary(
+                request, needs[0], wait=True, head=read.head
+            )
             return await self._plan(request, read, profile, progress)
         if (
             rejection.code == "REQUEST_TOO_LARGE"
@@ -448,7 +452,8 @@ class ManagedGenerationWorkflow:
                     thread_id=request.thread_id,
                     history_source=read.history_source,
                     model=request.model,
-                    message_ids=read.history.ids,
+                    message_ranges=[(0, read.history.message_count)],
+                    owner=request.owner,
                     context=all_sources(request.contributors),
                 ),
                 CountRequestResult,
@@ -471,7 +476,7 @@ class ManagedGenerationWorkflow:
         ):
             # `on_miss="fail"` does not wait for the summary, but starts its refresh so a
             # later turn can fit; without it every later turn would fail the same way.
-            await self._prepare_summary(request, background[0], wait=False)
+            await self._prepare_summary(request, background[0], wait=False, head=read.head)
         self._set_stage("failed", rejection.code)
         raise ApplicationError(
             str(rejection),
@@ -490,16 +495,44 @@ class ManagedGenerationWorkflow:
         progress.maintenance = tuple(p for p in sealed.preparations if p.when == "after-response")
         return sealed
 
+    async def _through_id(
+        self, request: GenerationInput, need: Preparation, head: str | None
+    ) -> str | None:
+        """The id of the last message a preparation covers, named by position in the plan.
+
+        The skeleton carries no ids, so the position is mapped on the path to the head the
+        read observed (a commit after that head leaves the path to it as it was).
+        """
+        if need.through_id is not None or request.thread_id is None:
+            return need.through_id
+        if need.through_position is None:
+            return None
+        resolved: ResolveHistoryIdsResult = await self._waiting_out_storage(
+            request,
+            "summarising",
+            ACTIVITY_RESOLVE_HISTORY_IDS,
+            ResolveHistoryIdsInput(
+                thread_id=request.thread_id,
+                owner=request.owner,
+                head=head,
+                positions=[need.through_position],
+            ),
+            ResolveHistoryIdsResult,
+            _options.with_summary(_options.READ_REQUEST, "summary boundary"),
+        )
+        return resolved.ids[0]
+
     async def _prepare_summary(
-        self, request: GenerationInput, need: Preparation, *, wait: bool
+        self, request: GenerationInput, need: Preparation, *, wait: bool, head: str | None
     ) -> HistorySummary | None:
         """Run (`wait`) or start (maintenance) the summary workflow for one preparation."""
-        if request.thread_id is None or need.through_id is None:
+        through_id = await self._through_id(request, need, head)
+        if request.thread_id is None or through_id is None:
             return None
         summary_input = PrepareSummaryInput(
             thread_id=request.thread_id,
             owner=request.owner,
-            through_id=need.through_id,
+            through_id=through_id,
             strategy=request.history.strategy,
             model=request.history.summary_model or request.model,
             counting_model=request.model,

@@ -50,12 +50,13 @@ async def build_history_view(
     *,
     owner: str,
     encoding: str | None,
+    head: str | None = None,
 ) -> HistoryView:
-    """Render the content-free view of the owner's selected path."""
+    """Render the content-free view of the owner's selected path (or the path to `head`)."""
     if control is None:
         return HistoryView(thread_id=thread_id, revision=EMPTY_REVISION)
     control.ensure_live()
-    head = control.head(owner)
+    head = head or control.head(owner)
     if head is None:
         return HistoryView(thread_id=thread_id, revision=control.revision)
     rows = await connection.fetch(_HISTORY_PATH, thread_id, head, encoding)

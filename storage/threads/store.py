@@ -288,7 +288,12 @@ class ThreadStore:
             )
 
     async def read_history_view(
-        self, thread_id: str, *, owner: str = MAIN_OWNER, encoding: str | None = None
+        self,
+        thread_id: str,
+        *,
+        owner: str = MAIN_OWNER,
+        encoding: str | None = None,
+        head: str | None = None,
     ) -> HistoryView:
         """The content-free selected path at one exact revision.
 
@@ -296,6 +301,8 @@ class ThreadStore:
             thread_id: The Thread.
             owner: Whose head to read.
             encoding: Token counts of this encoding are attached (`None` where not counted).
+            head: Read the path that ends at this message instead of the owner's head (a
+                path to a given message never changes, except by erasure).
 
         Raises:
             ThreadError: `deleted` after deletion.
@@ -304,7 +311,7 @@ class ThreadStore:
         async with read_transaction(self._pool, thread_id) as connection:
             control = await load_control(connection, thread_id)
             return await build_history_view(
-                connection, control, thread_id, owner=owner, encoding=encoding
+                connection, control, thread_id, owner=owner, encoding=encoding, head=head
             )
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:

@@ -52,7 +52,7 @@ def test_required_entry_names_are_exported() -> None:
 
 
 def test_planner_imports_only_pure_modules() -> None:
-    """planner/ may import only the stdlib subset above, pydantic, the leaf vocabulary and itself."""
+    """planner/ may import only the stdlib subset above, pydantic, the vocabulary and itself."""
     for path in PLANNER_DIR.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
