@@ -174,7 +174,7 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
         revision=revision,
         history_source="thread",
         model="offline:echo",
-        message_ids=["q0", "a0"],
+        message_ranges=[(0, 2)],
     )
     if redact:
         # The redaction reached the staged output; the attempt is planned again instead.
@@ -219,7 +219,7 @@ async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_c
             revision=revision,
             history_source="thread",
             model="no-such-provider:model",  # resolving it would fail: no call is attempted
-            message_ids=["q0"],
+            message_ranges=[(0, 1)],
         )
     )
     assert result.revision_moved
