@@ -17,7 +17,13 @@ from temporalio.client import Client
 
 import crux
 from activities import GenerationActivities, ProviderRegistry
-from contracts.activities import CommitTurnInput, InvokeModelInput, InvokeModelResult
+from activities.skeleton import thread_ids_at
+from contracts.activities import (
+    CommitTurnInput,
+    InvokeModelInput,
+    InvokeModelResult,
+    ResolveHistoryIdsInput,
+)
 from crux.config import Settings
 from crux.errors import ThreadError
 from crux.messages import Message
@@ -260,3 +266,38 @@ async def test_many_turns_in_flight_per_thread_all_land_without_faults(
             assert commit is not None
             messages = await store.load_messages(thread_id, commit.message_ids)
             assert [m.role for m in messages] == ["user", "assistant"]
+
+
+async def test_positions_name_messages_at_the_pinned_revision_and_on_the_observed_path(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """The skeleton carries no ids: positions map back to them, never across a move."""
+    threads = ThreadStore(pool)
+    activities = await _activities(pool, database_url)
+    thread_id = f"positions:{uuid.uuid4().hex[:6]}"
+    opened = await threads.append(
+        thread_id,
+        [
+            Message(id="q0", role="user", content="first"),
+            Message(id="a0", role="assistant", content="first answer"),
+        ],
+    )
+    revision = await threads.revision(thread_id)
+    head = opened.message_ids[-1]
+    assert await thread_ids_at(
+        threads, thread_id, owner="main", revision=revision, ranges=[(1, 2), (0, 1)]
+    ) == ["a0", "q0"]
+    await threads.append(thread_id, [Message(id="q1", role="user", content="landed later")])
+    moved = await thread_ids_at(
+        threads, thread_id, owner="main", revision=revision, ranges=[(0, 1)]
+    )
+    assert moved is None
+    # The path to the head a read observed is unchanged by later turns.
+    resolved = await activities.resolve_history_ids(
+        ResolveHistoryIdsInput(thread_id=thread_id, head=head, positions=[1, 0, 2])
+    )
+    assert resolved.ids == ["a0", "q0", None]
+    current = await activities.resolve_history_ids(
+        ResolveHistoryIdsInput(thread_id=thread_id, positions=[2])
+    )
+    assert current.ids == ["q1"]
