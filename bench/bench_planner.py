@@ -24,6 +24,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +40,10 @@ from langchain_core.messages import (
     trim_messages,
 )
 
+from activities.skeleton import pack_skeleton
+from contracts.activities import ReadRequestResult
 from planner import (
+    HistoryAggregate,
     HistoryColumns,
     HistoryItem,
     InputBudget,
@@ -55,6 +59,8 @@ from planner import (
     prefer,
     summarizable,
 )
+from workflows.legacy.contracts import CompactHistory as LegacyCompactHistory
+from workflows.legacy.contracts import ReadRequestResult as LegacyReadResult
 
 WORDS = [
     "order",
@@ -320,6 +326,46 @@ def many_contributors(count: int, runs: int) -> None:
     )
 
 
+def skeleton_bytes() -> None:
+    """Bytes of the read result's history on a 128k-token model as a Thread grows.
+
+    The previous wire form (ids, roles and counts per message, from the frozen first
+    release) is the anchor; the thread alternates user and assistant messages of 40 to 200
+    tokens in two-message causal groups with realistic generation-derived ids.
+    """
+    rng = random.Random(11)
+    ceiling = 128_000 - 4_096 - 32
+    for size in (10, 100, 1_000, 10_000):
+        roles = ("user", "assistant")
+        items = tuple(
+            HistoryItem(
+                id=f"gen:{uuid.UUID(int=rng.getrandbits(128))}:{roles[n % 2]}",
+                role=roles[n % 2],
+                group_id=f"g{n // 2}",
+                tokens=rng.randint(40, 200),
+            )
+            for n in range(size)
+        )
+        columns, older = pack_skeleton(items, ceiling)
+        listed = items[len(items) - columns.message_count :]
+        named = HistoryAggregate(
+            count=older.count,
+            tokens=older.tokens,
+            first_id=items[0].id if older.count else None,
+            last_id=items[older.count - 1].id if older.count else None,
+        )
+        before = len(
+            LegacyReadResult(
+                history=LegacyCompactHistory.from_items(listed), older_history=named
+            ).model_dump_json()
+        )
+        after = len(ReadRequestResult(history=columns, older_history=older).model_dump_json())
+        print(
+            f"{size:>7} msgs on a 128k model | {len(listed):>5} listed | skeleton {after:>6} B "
+            f"(per-message form {before:>7} B, {before / after:6.1f}x)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -333,6 +379,7 @@ def main() -> None:
         run(size, runs if size < 100_000 else max(3, runs // 4), 1 if args.quick else anchor_runs)
     for count in (8, 100, 1_000):
         many_contributors(count, runs)
+    skeleton_bytes()
 
 
 if __name__ == "__main__":
