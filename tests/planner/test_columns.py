@@ -21,7 +21,8 @@ from planner import (
 )
 from planner.columns import pack_ints, unpack_ints
 from planner.history import leading_system_prefix
-from tests.planner.helpers import request, tool_round, turns
+from planner.projection import Projector
+from tests.planner.helpers import ZERO_FORMAT, request, tool_round, turns
 from tests.planner.test_properties import FAST, transcripts
 
 
@@ -215,3 +216,78 @@ def test_a_long_skeleton_validates_as_a_few_strings() -> None:
     sealed = plan(again)
     assert sealed.message_ranges == ((9_900, 10_000),)
     assert sealed.message_ids == ()
+
+
+def _walk(
+    projector: Projector, messages: int | None, tokens: int | None
+) -> tuple[int, bool, tuple[str, ...]]:
+    """The newest-first walk `Projector.recent` replaces with binary search (the oracle)."""
+    codes: list[str] = []
+    message_cap = messages if messages is not None else -1
+    token_cap = tokens if tokens is not None else -1
+    bounds, before = projector.bounds, projector.scan.tokens_before
+    lowest = projector.scan.prefix_groups
+    count = total = 0
+    first = projector.group_count
+    include_older = False
+    g = projector.group_count - 1
+    older_left = projector.older.count > 0
+    selected = False
+    while g >= lowest or (older_left and g == lowest - 1):
+        if g >= lowest:
+            size, unit = bounds[g + 1] - bounds[g], before[g + 1] - before[g]
+        else:
+            size, unit = projector.older.count, projector.older.tokens
+        if (message_cap >= 0 and count + size > message_cap) or (
+            token_cap >= 0 and total + unit > token_cap
+        ):
+            if selected:
+                codes.append("HISTORY_CAUSAL_BOUNDARY")
+                break
+            codes.append("HISTORY_CAP_OVERFLOW")
+        count += size
+        total += unit
+        selected = True
+        if g >= lowest:
+            first = g
+        else:
+            include_older = True
+            older_left = False
+        g -= 1
+        if (message_cap >= 0 and count >= message_cap) or (token_cap >= 0 and total >= token_cap):
+            break
+    return (0 if include_older else first), include_older, tuple(codes)
+
+
+@FAST
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(0, 50)), max_size=12),
+    st.integers(0, 3),
+    st.tuples(st.integers(0, 6), st.integers(0, 80)),
+    st.one_of(st.none(), st.integers(0, 20)),
+    st.one_of(st.none(), st.integers(0, 200)),
+)
+def test_binary_search_stops_where_the_newest_first_walk_stops(
+    groups: list[tuple[int, int]],
+    prefix_groups: int,
+    older: tuple[int, int],
+    messages: int | None,
+    tokens: int | None,
+) -> None:
+    columns = HistoryColumns(
+        groups=pack_ints([size for size, _ in groups]),
+        tokens=pack_ints([tokens for _, tokens in groups]),
+        prefix_groups=min(prefix_groups, len(groups)),
+    )
+    has_older = older[0] > 0
+    starts = [0]
+    for size, _ in groups:
+        starts.append(starts[-1] + size)
+    prefix_items = starts[columns.prefix_groups] if has_older else 0
+    aggregate = HistoryAggregate(count=older[0], tokens=older[1], prefix_items=prefix_items)
+    scan = columns.scan(None, has_older=has_older, prefix_items=prefix_items)
+    projector = Projector((), aggregate, scan, ZERO_FORMAT, has_ids=False)
+    span, warnings = projector.recent(messages, tokens)
+    first, include_older, codes = _walk(projector, messages, tokens)
+    assert span == projector.span(first, include_older)
+    assert tuple(w.code for w in warnings) == codes
