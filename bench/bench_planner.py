@@ -4,14 +4,16 @@ Run: `.venv/bin/python bench/bench_planner.py [--quick]`
 
 For 1,000, 10,000 and 100,000 history messages (four messages per causal group: user,
 assistant tool call, tool result, final assistant) plus 8 elastic context contributors it
-times decode + validate + plan of the planner input as JSON bytes (the columnar skeleton,
-next to the one-object-per-message form it replaced), then `plan()` alone with the
+times decode + validate + plan of the read result as the workflow receives it (JSON bytes
+of the columnar skeleton, next to the previous release's per-message form as the anchor),
+then `plan()` alone with the
 recent-suffix policy (the same job as trimming) and with exact history, and, on the same
 transcript, `langchain_core.messages.trim_messages` keeping the newest messages under the
 same token cap, once counting with tiktoken per call and once with precomputed per-message
 counts, with the tool-call/result pairs each output breaks. It prints medians (and best
 runs) and the ratios anchor / planner, then times selection alone with 8, 100 and 1,000
-elastic contributors.
+elastic contributors, and prints the skeleton's bytes on a 128k-token model as a Thread grows
+from 10 to 10,000 messages.
 
 Token counts given to the planner are computed once with tiktoken before timing, as the
 runtime does when a message is stored.
@@ -245,18 +247,29 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     unconstrained = plan(recent).input_tokens
     budget = InputBudget(optimize_at=unconstrained - 20_000, max=unconstrained - 12_000)
     recent = recent.model_copy(update={"input_budget": budget})
-    listed = recent.model_copy(update={"history_columns": None, "history": items})
-    # The planner's input as it crosses a workflow boundary: JSON bytes, columnar (today)
-    # and one object per message (the anchor: how the skeleton used to travel).
-    wire = recent.model_dump_json().encode()
-    wire_items = listed.model_dump_json().encode()
+    # The skeleton as the workflow receives it (JSON bytes of the read result), decoded,
+    # validated and planned: packed per group, next to the previous release's one-entry-
+    # per-message form (ids, roles, counts; unpacked into items) as the anchor.
+    fields = {name: getattr(recent, name) for name in PlanRequest.model_fields}
+    fields["history_columns"] = None
+    wire = ReadRequestResult(history=columns).model_dump_json().encode()
+    wire_items = (
+        LegacyReadResult(history=LegacyCompactHistory.from_items(items)).model_dump_json().encode()
+    )
 
-    def decode_plan(payload: bytes) -> Callable[[], object]:
-        return lambda: plan(PlanRequest.model_validate_json(payload))
+    def columnar() -> object:
+        read = ReadRequestResult.model_validate_json(wire)
+        return plan(PlanRequest.model_validate({**fields, "history_columns": read.history}))
 
-    full, full_best = timed_ms(decode_plan(wire), runs)
-    full_items, _ = timed_ms(decode_plan(wire_items), max(3, runs // 4))
-    validate_items, _ = timed_ms(lambda: PlanRequest.model_validate_json(wire_items), 3)
+    def per_message() -> object:
+        read = LegacyReadResult.model_validate_json(wire_items)
+        return plan(PlanRequest.model_validate({**fields, "history": read.history.items()}))
+
+    full, full_best = timed_ms(columnar, runs)
+    full_items, _ = timed_ms(per_message, max(3, runs // 4))
+    validate_items, _ = timed_ms(
+        lambda: LegacyReadResult.model_validate_json(wire_items).history.items(), 3
+    )
     plan_recent, best_recent = timed_ms(lambda: plan(recent), runs)
     exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
     plan_exact, _ = timed_ms(lambda: plan(exact), runs)
@@ -288,7 +301,7 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     print(
         f"{size:>7} msgs | decode+validate+plan {full:7.2f} ms (best {full_best:6.2f}, "
         f"{len(wire):>7} B) | per-message anchor {full_items:8.2f} ms "
-        f"({full_items / full:5.1f}x; validate alone {validate_items:7.2f} ms, "
+        f"({full_items / full:5.1f}x; decode+validate alone {validate_items:7.2f} ms, "
         f"{len(wire_items):>8} B)"
     )
     print(
