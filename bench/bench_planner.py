@@ -6,14 +6,13 @@ For 1,000, 10,000 and 100,000 history messages (four messages per causal group: 
 assistant tool call, tool result, final assistant) plus 8 elastic context contributors it
 times decode + validate + plan of the read result as the workflow receives it (JSON bytes
 of the columnar skeleton, next to the previous release's per-message form as the anchor),
-then `plan()` alone with the
-recent-suffix policy (the same job as trimming) and with exact history, and, on the same
-transcript, `langchain_core.messages.trim_messages` keeping the newest messages under the
-same token cap, once counting with tiktoken per call and once with precomputed per-message
-counts, with the tool-call/result pairs each output breaks. It prints medians (and best
-runs) and the ratios anchor / planner, then times selection alone with 8, 100 and 1,000
-elastic contributors, and prints the skeleton's bytes on a 128k-token model as a Thread grows
-from 10 to 10,000 messages.
+then `plan()` alone with the recent-suffix policy (the same job as trimming) and with exact
+history, and, on the same transcript, `langchain_core.messages.trim_messages` keeping the
+newest messages under the same token cap, once counting with tiktoken per call and once
+with precomputed per-message counts, with the tool-call/result pairs each output breaks.
+It prints medians (and best runs) and the ratios anchor / planner, then times selection
+alone with 8, 100 and 1,000 elastic contributors, and prints the skeleton's bytes on a
+128k-token model as a Thread grows from 10 to 10,000 messages.
 
 Token counts given to the planner are computed once with tiktoken before timing, as the
 runtime does when a message is stored.
