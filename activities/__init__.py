@@ -1,10 +1,10 @@
 """Thin Temporal activities over `providers/` and `storage/`."""
 
 from activities._errors import to_application_error
-from activities._inputs import user_message_id
 from activities._providers import ProviderRegistry
 from activities.cleanup import StagingCleanup
-from activities.generation import GenerationActivities, assistant_message_id
+from activities.generation import GenerationActivities
+from vocabulary.ids import assistant_message_id, user_message_id
 
 __all__ = [
     "GenerationActivities",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from activities.summaries import render_summary
+from activities._support import render_summary
 from contracts.activities import HistorySource, SelectedSource
 from storage import GenerationStore, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from activities._registries import PromptLookup
+from activities.rendering import render_turn
 from contracts.activities import ReadRequestInput
 from contracts.generation import GenerationResult
 from storage import GenerationStore
 from vocabulary.errors import ThreadError
-from vocabulary.ids import generation_key
+from vocabulary.ids import generation_key, user_message_id
 from vocabulary.messages import Message
 from vocabulary.staging import MESSAGE_KINDS, StagingKind, context_kind
 
@@ -33,11 +34,6 @@ class _Addressed(Protocol):
 def scoped_key(request: _Addressed) -> str:
     """The storage key of the generation an activity input addresses (Thread-scoped)."""
     return generation_key(request.generation_id, request.thread_id)
-
-
-def user_message_id(generation_id: str) -> str:
-    """Deterministic id of a generation's rendered user message."""
-    return f"gen:{generation_id}:user"
 
 
 def replayed(result: GenerationResult) -> GenerationResult:
@@ -163,21 +159,11 @@ class InputStager:
                     thread_id=request.thread_id,
                 )  # fmt: skip
             return user.message, system
-        prompt = self._prompts.get(request.prompt_id)
-        rendered = Message(
-            id=user_message_id(message_scope), role="user", content=prompt.render(request.input)
-        )
-        user = await self._generations.stage(
-            generation_id, 0, StagingKind.USER, rendered, thread_id=request.thread_id
-        )
-        system: Message | None = None
-        if prompt.system:
-            staged = await self._generations.stage(
-                generation_id,
-                0,
-                StagingKind.SYSTEM,
-                Message(role="system", content=prompt.system),
-                thread_id=request.thread_id,
+        turn = render_turn(self._prompts.get(request.prompt_id), request.input, message_scope)
+        staged_rows = [
+            await self._generations.stage(
+                generation_id, 0, kind, message, thread_id=request.thread_id
             )
-            system = staged.message
-        return user.message, system
+            for kind, message in turn.staged()
+        ]
+        return staged_rows[0].message, staged_rows[1].message if turn.system else None

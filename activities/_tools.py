@@ -12,6 +12,7 @@ from providers import TokenCounter
 from storage import GenerationStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
+from vocabulary.ids import turn_message_id
 from vocabulary.messages import Message
 from vocabulary.staging import turn_kind
 
@@ -56,7 +57,7 @@ class ToolRunner:
                     failed = True
                     text = f"error: the tool failed ({type(error).__name__})"
             result = Message(
-                id=f"gen:{request.generation_id}:turn:{request.result_turn_index}",
+                id=turn_message_id(request.generation_id, request.result_turn_index),
                 role="tool",
                 content=text,
                 tool_call_id=call.tool_call_id,

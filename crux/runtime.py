@@ -8,12 +8,11 @@ and reads the final text back from PostgreSQL. Temporal never sees message text.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
-from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -29,7 +28,6 @@ from contracts.generation import (
     GenerationResult,
     HistorySpec,
     InputBudgetSpec,
-    request_fingerprint,
 )
 from crux._outcomes import (
     Generation,
@@ -39,28 +37,27 @@ from crux._outcomes import (
     StreamUpdate,
     await_result,
 )
-from crux._preview import preview_skeleton
-from crux.prompts import Prompt, normalise_messages
-from crux.prompts import prompt as define_prompt
+from crux._preview import preview_call
+from crux._request import CallOptions, stage_call
+from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
+from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
-from planner import preview as plan_preview
-from providers import TokenCounter
 from storage import GenerationStore, SummaryStore, ThreadStore
-from storage.generations import STREAM_CHANNEL
-from storage.threads._validate import check_storable
-from vocabulary.errors import ConfigurationError, ThreadError
-from vocabulary.ids import (
-    MAX_GENERATION_ID_LENGTH,
-    MAX_SCOPE_ID_LENGTH,
-    check_wire_id,
-    generation_key,
-    workflow_id_for,
-)
+from vocabulary.errors import ThreadError
+from vocabulary.ids import generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
-from vocabulary.staging import StagingKind, context_kind
-from workflows._decode import describe_invalid
-from workflows._planning import build_plan_request, max_input_tokens
+from vocabulary.staging import StagingKind
+
+__all__ = [
+    "STREAM_POLL_SECONDS",
+    "Generation",
+    "Runtime",
+    "StreamCommitted",
+    "StreamDelta",
+    "StreamReset",
+    "StreamUpdate",
+]
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
 
@@ -100,6 +97,7 @@ class Runtime:
         self._search_attributes = search_attributes
         self._generations = GenerationStore(pool)
         self._threads = ThreadStore(pool)
+        self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
 
     @classmethod
@@ -155,43 +153,12 @@ class Runtime:
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
         """
-        request = await self._stage_request(
-            prompt,
-            input=input,
-            thread=thread,
-            model=model,
-            messages=messages,
-            generation_id=generation_id,
-            history=history,
-            input_budget=input_budget,
-            max_output_tokens=max_output_tokens,
-            owner=owner,
-            tool_choice=tool_choice,
-            max_tool_rounds=max_tool_rounds,
-            on_revision_moved=on_revision_moved,
-            storage_wait_seconds=storage_wait_seconds,
-        )
+        request = await self._stage_request(CallOptions.of(locals()))
         result = await self.run(request)
         return await self._hydrate(result)
 
     async def _stage_request(
-        self,
-        prompt: Prompt | str,
-        *,
-        input: Any,
-        thread: object | None,
-        model: str | None,
-        messages: Sequence[Message | Mapping[str, Any]] | None,
-        generation_id: str | None,
-        history: HistorySpec | None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None,
-        max_output_tokens: int | None,
-        owner: str,
-        tool_choice: Literal["auto", "required", "none"] | None,
-        max_tool_rounds: int,
-        on_revision_moved: Literal["replan", "fail"],
-        storage_wait_seconds: int,
-        stream: bool = False,
+        self, options: CallOptions, *, stream: bool = False
     ) -> GenerationInput:
         """Render the prompt here, stage its text in PostgreSQL, return the ids-only input.
 
@@ -200,90 +167,8 @@ class Runtime:
         cannot store) and the generation id's identity (`ThreadError("identity_conflict")`
         when the id was used for a different request in the same scope).
         """
-        if isinstance(prompt, str):
-            text = prompt
-            prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
-        if not isinstance(prompt, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("prompt must be a crux.prompt(...) or a string")
-        thread_id = _thread_id(thread) or prompt.thread_id
-        generation_id = f"gen_{uuid.uuid4().hex}" if generation_id is None else generation_id
-        check_wire_id(generation_id, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
-        if thread_id is not None:
-            check_wire_id(thread_id, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
-        key = generation_key(generation_id, thread_id)
-        request = validated_input(
-            generation_id=generation_id,
-            thread_id=thread_id,
-            model=model or self._default_model,
-            prompt_id=prompt.id,
-            input_ref=key,
-            # Call-site messages shadow prompt-level messages, which shadow the Thread.
-            messages_ref=key if messages is not None or prompt.messages is not None else None,
-            owner=owner,
-            history=history or prompt.history,
-            input_budget=_merge_budget(prompt.input_budget, input_budget),
-            max_output_tokens=max_output_tokens,
-            contributors=[c.spec for c in prompt.contexts],
-            tools=[t.name for t in prompt.tools],
-            tool_choice=tool_choice,
-            max_tool_rounds=max_tool_rounds,
-            on_revision_moved=on_revision_moved,
-            storage_wait_seconds=storage_wait_seconds,
-            stream=stream,
-        )
-        rendered = Message(
-            id=f"gen:{generation_id}:user", role="user", content=prompt.render(input)
-        )
-        staged: list[tuple[str, Message]] = [(StagingKind.USER, rendered)]
-        if prompt.system:
-            staged.append(("system", Message(role="system", content=prompt.system)))
-        for contributor in prompt.contexts:
-            for source_id, source_text in contributor.texts.items():
-                staged.append(
-                    (context_kind(source_id), Message(role="system", content=source_text))
-                )
-        caller = None if messages is None else _normalise(messages)
-        declared = list(prompt.messages) if caller is None and prompt.messages is not None else None
-        for _, message in staged:
-            check_storable(message, thread_id=thread_id)
-        for message in [*(caller or ()), *(declared or ())]:
-            check_storable(message, thread_id=thread_id)
-        fingerprint = request_fingerprint(
-            request,
-            [
-                *([kind, message.model_dump(mode="json")] for kind, message in staged),
-                *([m.model_dump(mode="json") for m in caller] if caller is not None else []),
-                *(
-                    [["prompt-messages", m.model_dump(mode="json")] for m in declared]
-                    if declared is not None
-                    else []
-                ),
-            ],
-        )
-        claimed, stored = await self._generations.claim_identity(
-            key, fingerprint, thread_id=thread_id
-        )
-        if stored != fingerprint:
-            raise ThreadError(
-                "identity_conflict",
-                "this generation_id was already used with a different request",
-                thread_id=thread_id,
-            )
-        if not claimed and await self._generations.find_result(key) is not None:
-            # A completed generation asked again: the workflow replays its stored result;
-            # staging its text again would only leave rows nobody drops.
-            return request
-        for kind, message in staged:
-            await self._generations.stage(key, 0, kind, message, thread_id=thread_id)
-        if caller is not None:
-            await self._generations.stage_messages(
-                key, StagingKind.CALLER_MESSAGES, caller, thread_id=thread_id
-            )
-        elif declared is not None:
-            await self._generations.stage_messages(
-                key, "prompt-messages", declared, thread_id=thread_id
-            )
-        return request
+        call = options.build(self._default_model, stream=stream)
+        return await stage_call(call, self._generations)
 
     async def stream(
         self,
@@ -312,63 +197,13 @@ class Runtime:
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
-        request = await self._stage_request(
-            prompt,
-            input=input,
-            thread=thread,
-            model=model,
-            messages=messages,
-            generation_id=generation_id,
-            history=history,
-            input_budget=input_budget,
-            max_output_tokens=max_output_tokens,
-            owner=owner,
-            tool_choice=tool_choice,
-            max_tool_rounds=max_tool_rounds,
-            on_revision_moved=on_revision_moved,
-            storage_wait_seconds=storage_wait_seconds,
-            stream=True,
-        )
-        handle = await self._start(request)
-        outcome = asyncio.ensure_future(await_result(handle))
-        wake = asyncio.Event()
-
+        request = await self._stage_request(CallOptions.of(locals()), stream=True)
+        outcome = asyncio.ensure_future(await_result(await self._start(request)))
         key = generation_key(request.generation_id, request.thread_id)
-
-        def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
-            if payload == key:
-                wake.set()
-
-        connection = await self._pool.acquire()
-        await connection.add_listener(STREAM_CHANNEL, on_notify)
-        try:
-            last = ""
-            current: str | None = None
-            while True:
-                finished = outcome.done()
-                for delta_key, text in await self._generations.deltas_after(key, last):
-                    stream_id, _, _ = delta_key.rpartition(":")
-                    if current is not None and stream_id != current:
-                        yield StreamReset(attempt=int(stream_id.split(":")[0]))
-                    current, last = stream_id, delta_key
-                    yield StreamDelta(text=text)
-                if finished:
-                    break
-                wake.clear()
-                waiter = asyncio.ensure_future(wake.wait())
-                await asyncio.wait(
-                    {outcome, waiter},
-                    timeout=STREAM_POLL_SECONDS,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                waiter.cancel()
-            result = outcome.result()
-        finally:
-            if not outcome.done():
-                outcome.cancel()
-            await connection.remove_listener(STREAM_CHANNEL, on_notify)
-            await self._pool.release(connection)
-        yield StreamCommitted(generation=await self._hydrate(result))
+        async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
+            async for update in deltas:
+                yield update
+        yield StreamCommitted(generation=await self._hydrate(outcome.result()))
 
     async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, GenerationResult]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
@@ -458,44 +293,10 @@ class Runtime:
             could make it fit) or `over-limit`; an over-limit request is returned, not
             raised.
         """
-        if isinstance(prompt, str):
-            prompt = define_prompt(id="crux.inline", prompt=prompt)
-        model_id = model or self._default_model
-        profile = self._catalog.resolve(model_id)
-        counter = TokenCounter.for_encoding(profile.encoding)
-        thread_id = _thread_id(thread) or prompt.thread_id
-        request = validated_input(
-            generation_id="preview",
-            thread_id=thread_id,
-            model=model_id,
-            prompt_id=prompt.id,
-            owner=owner,
-            history=history or prompt.history,
-            input_budget=_merge_budget(prompt.input_budget, input_budget),
-            max_output_tokens=max_output_tokens,
-            contributors=[c.spec for c in prompt.contexts],
-            tools=[t.name for t in prompt.tools],
+        call = CallOptions.of(locals()).build(self._default_model)
+        return await preview_call(
+            call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
-        transcript = prompt.messages if messages is None else _normalise(messages)
-        read = await preview_skeleton(
-            prompt,
-            input,
-            request,
-            counter,
-            messages=None if transcript is None else list(transcript),
-            ceiling=max_input_tokens(profile, request),
-            threads=self._threads,
-            summaries=SummaryStore(self._pool),
-        )
-        plan_request = build_plan_request(
-            request_id=f"preview_{uuid.uuid4().hex}",
-            request=request,
-            read=read,
-            profile=profile,
-            ceiling=None,
-            previous_request_id=None,
-        )
-        return plan_preview(plan_request)
 
     async def _hydrate(self, result: GenerationResult) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
@@ -510,60 +311,3 @@ class Runtime:
                 raise ThreadError("not_found", "the generation's output is no longer stored")
             message = staged.message
         return Generation(text=message.text, message=message, result=result)
-
-
-def _normalise(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
-    return list(normalise_messages(messages))
-
-
-STREAM_POLL_SECONDS = 0.25
-"""Followers re-check staged deltas at least this often, notifications or not."""
-
-
-def _thread_id(thread: object | None) -> str | None:
-    if thread is None:
-        return None
-    if isinstance(thread, str):
-        return thread
-    identifier = getattr(thread, "id", None)
-    if isinstance(identifier, str):
-        return identifier
-    raise ConfigurationError("thread must be a Thread handle or an id")
-
-
-def _merge_budget(
-    base: InputBudgetSpec | None, override: Mapping[str, int] | InputBudgetSpec | None
-) -> InputBudgetSpec | None:
-    if override is None:
-        return base
-    if not isinstance(override, InputBudgetSpec):
-        if not isinstance(override, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("input_budget must be a mapping of optimize_at and max")
-        try:
-            override = InputBudgetSpec.model_validate(dict(override))
-        except ValidationError as error:
-            raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
-    if base is None:
-        return override
-    # Field by field: the invocation wins where it speaks.
-    try:
-        return InputBudgetSpec(
-            optimize_at=(
-                override.optimize_at if override.optimize_at is not None else base.optimize_at
-            ),
-            max=override.max if override.max is not None else base.max,
-        )
-    except ValidationError as error:
-        raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
-
-
-def validated_input(**fields: Any) -> GenerationInput:
-    """Build a `GenerationInput`, raising a content-free `ConfigurationError` if invalid.
-
-    Raises:
-        ConfigurationError: Names the invalid fields and the kind of each defect.
-    """
-    try:
-        return GenerationInput(**fields)
-    except ValidationError as error:
-        raise ConfigurationError(f"invalid generation request: {describe_invalid(error)}") from None

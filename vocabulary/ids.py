@@ -118,3 +118,18 @@ def summary_key(thread_id: str, through_id: str, strategy: str, model: str) -> s
     if len(short.encode()) <= budget:
         return short
     return f"sha256-{hashlib.sha256(json.dumps(parts).encode()).hexdigest()}"
+
+
+def user_message_id(generation_id: str) -> str:
+    """The id of a generation's rendered user message (the first of its committed turn)."""
+    return f"gen:{generation_id}:user"
+
+
+def turn_message_id(generation_id: str, index: int) -> str:
+    """The id of the `index`-th tool-round message (a tool call or result) of a turn."""
+    return f"gen:{generation_id}:turn:{index}"
+
+
+def assistant_message_id(generation_id: str) -> str:
+    """The id of a generation's final assistant message (the last of its committed turn)."""
+    return f"gen:{generation_id}:assistant"

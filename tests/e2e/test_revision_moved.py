@@ -14,6 +14,7 @@ import asyncpg
 import httpx
 import pytest
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 import crux
 from activities import GenerationActivities, ProviderRegistry
@@ -184,13 +185,14 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
     )
     if redact:
         # The redaction reached the staged output; the attempt is planned again instead.
-        refused = await activities._invoke_model(invoke)
+        refused = await ActivityEnvironment().run(activities.invoke_model, invoke)
         assert refused.revision_moved and not refused.reused_staged_output
         assert await generations.get_staged(key, 1, "output") is None
         return
-    reused = await activities._invoke_model(invoke)
+    reused = await ActivityEnvironment().run(activities.invoke_model, invoke)
     assert reused.reused_staged_output and not reused.revision_moved
-    committed = await activities._commit_turn(
+    committed = await ActivityEnvironment().run(
+        activities.commit_turn,
         CommitTurnInput(
             generation_id="g1",
             workflow_id=workflow_id_for("g1", thread_id),
@@ -198,7 +200,7 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
             expected_head=head,
             accepted_attempt=1,
             history_source="thread",
-        )
+        ),
     )
     commit = committed.result.thread_commit
     assert commit is not None
@@ -217,7 +219,8 @@ async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_c
     await threads.append(thread_id, [Message(id="q0", role="user", content="first")])
     revision = await threads.revision(thread_id)
     await threads.append(thread_id, [Message(id="a0", role="assistant", content="moved")])
-    result = await activities._invoke_model(
+    result = await ActivityEnvironment().run(
+        activities.invoke_model,
         InvokeModelInput(
             generation_id="g2",
             attempt=1,
@@ -226,7 +229,7 @@ async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_c
             history_source="thread",
             model="no-such-provider:model",  # resolving it would fail: no call is attempted
             message_ranges=[(0, 1)],
-        )
+        ),
     )
     assert result.revision_moved
     assert result.usage == Usage()

@@ -1,0 +1,243 @@
+"""The read stage: one function sizes a request, for the read activity and for `preview()`.
+
+`read_skeleton` resolves the history source, reads one exact Thread revision, finds the best
+stored summary (with its support request ids) and measures the user turn, the system text,
+the context sources and the tool schemas. The read activity calls it with the staged texts
+(storing new token counts); `Runtime.preview` calls it with the texts rendered in memory
+(storing nothing). Both get the same skeleton, so a preview is the first plan of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from activities._assembly import RequestAssembler
+from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
+from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from activities.summary_join import as_history_summary
+from contracts.activities import ReadRequestInput, ReadRequestResult
+from contracts.generation import HistorySpec
+from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
+from providers import TokenCounter, ToolSpec
+from storage import GenerationStore, SummaryStore, ThreadStore
+from telemetry.logs import get_logger
+from vocabulary.messages import Message
+
+_log = get_logger(__name__)
+
+ToolSpecs = Callable[[Sequence[str]], Sequence[ToolSpec]]
+"""Resolves offered tool names to their provider-facing schemas."""
+
+
+@dataclass(frozen=True)
+class ReadSources:
+    """The texts one request is measured from (rendered in memory, or read from staging).
+
+    Attributes:
+        user: The rendered user turn.
+        system: The system instructions, if any.
+        contexts: Context sources as `(source id, message)`, in declaration order.
+        tools: The schemas of the tools offered to the model.
+        transcript: The message array that shadows the Thread (call-site messages first,
+            then prompt-level ones), or `None` when the Thread (or nothing) is the source.
+    """
+
+    user: Message
+    system: Message | None = None
+    contexts: Sequence[tuple[str, Message]] = ()
+    tools: Sequence[ToolSpec] = ()
+    transcript: Sequence[Message] | None = None
+
+
+async def read_skeleton(
+    sources: ReadSources,
+    *,
+    thread_id: str | None,
+    owner: str,
+    history: HistorySpec,
+    model: str,
+    counter: TokenCounter,
+    ceiling: int,
+    threads: ThreadStore,
+    summaries: SummaryStore,
+    store_counts: bool,
+) -> ReadRequestResult:
+    """Size a request: history source by precedence, one Thread revision, every text.
+
+    History source precedence: a message array (`sources.transcript`) > the Thread's
+    selected path > none. Arrays are never merged with the Thread.
+
+    Args:
+        sources: The texts to measure.
+        thread_id: The Thread, if the request names one.
+        owner: Whose selected path is read.
+        history: The request-history policy (a managed one looks up stored summaries).
+        model: The generation's model (the default summary model).
+        counter: The model's counter.
+        ceiling: The strict input maximum bounding the skeleton.
+        threads: The Thread store.
+        summaries: Summary artifacts.
+        store_counts: Persist newly computed message counts (the read activity) or not
+            (`preview`, which writes nothing).
+    """
+    [turn_tokens, *rest] = content_tokens(
+        counter, [sources.user, *([sources.system] if sources.system else [])]
+    )
+    context_counts = content_tokens(counter, [message for _, message in sources.contexts])
+    measured = ReadRequestResult(
+        history_source="none",
+        system_tokens=rest[0] if rest else 0,
+        current_turn_tokens=turn_tokens,
+        counting_confidence=counter.confidence,
+        encoding=counter.encoding_name,
+        context_tokens={
+            source_id: tokens
+            for (source_id, _), tokens in zip(sources.contexts, context_counts, strict=True)
+        },
+        tool_schema_tokens=sum(
+            counter.count_definition(spec.model_dump_json()) for spec in sources.tools
+        ),
+    )
+    if sources.transcript is not None:
+        columns, older = caller_skeleton(counter, list(sources.transcript), ceiling)
+        return measured.model_copy(
+            update={
+                "history_source": "caller-messages",
+                "history": columns,
+                "older_history": older,
+            }
+        )
+    if thread_id is None:
+        return measured
+    skeleton = await thread_skeleton(
+        threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=store_counts
+    )
+    summary = None
+    if history.kind == "managed":
+        found = await summaries.best(
+            thread_id,
+            [entry.id for entry in skeleton.view.messages],
+            strategy=history.strategy,
+            model=history.summary_model or model,
+        )
+        if found is not None:
+            summary = as_history_summary(found)
+    return measured.model_copy(
+        update={
+            "history_source": "thread",
+            "summary": summary,
+            "revision": skeleton.view.revision,
+            "head": skeleton.view.head,
+            "history": skeleton.history,
+            "older_history": skeleton.older,
+            "counted_messages": skeleton.counted,
+        }
+    )
+
+
+class RequestReader:
+    """The read activity's side of `read_skeleton`: staging, identity, the worker's catalog.
+
+    Args:
+        threads: The canonical Thread store.
+        generations: Staging and results.
+        summaries: Summary artifacts.
+        inputs: Stages the rendered user turn, system text and message arrays.
+        assembler: Reads staged context sources.
+        catalog: The worker's model profiles.
+        tool_specs: Resolves tool names to their schemas.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: ThreadStore,
+        generations: GenerationStore,
+        summaries: SummaryStore,
+        inputs: InputStager,
+        assembler: RequestAssembler,
+        catalog: ModelCatalog,
+        tool_specs: ToolSpecs,
+    ) -> None:
+        self._threads = threads
+        self._generations = generations
+        self._summaries = summaries
+        self._inputs = inputs
+        self._assembler = assembler
+        self._catalog = catalog
+        self._tool_specs = tool_specs
+
+    async def read(self, request: ReadRequestInput) -> ReadRequestResult:
+        """Stage the user turn, read one exact Thread revision and size everything."""
+        await self._inputs.check_identity(request)
+        existing = await self._generations.find_result(scoped_key(request))
+        if existing is not None:
+            return ReadRequestResult(existing=replayed(existing))
+        profile = self._catalog.resolve(request.model)
+        ceiling = request_ceiling(request, profile)
+        user, system = await self._inputs.stage(request)
+        contexts = list(
+            zip(
+                request.context_source_ids,
+                await self._assembler.context_messages(
+                    scoped_key(request), request.context_source_ids
+                ),
+                strict=True,
+            )
+        )
+        transcript = await self._inputs.transcript(request)
+        if transcript is not None:
+            _log_override(request, *transcript)
+        elif request.thread_id is None and request.history.kind != "exact":
+            # The receipt carries HISTORY_SOURCE_MISSING too; this is the operator's copy.
+            _log.warning(
+                "history.source.missing",
+                generation_id=request.generation_id,
+                policy=request.history.kind,
+            )
+        read = await read_skeleton(
+            ReadSources(
+                user=user,
+                system=system,
+                contexts=contexts,
+                tools=self._tool_specs(request.tools),
+                transcript=None if transcript is None else transcript[0],
+            ),
+            thread_id=request.thread_id,
+            owner=request.owner,
+            history=request.history,
+            model=request.model,
+            counter=TokenCounter.for_encoding(profile.encoding),
+            ceiling=ceiling,
+            threads=self._threads,
+            summaries=self._summaries,
+            store_counts=True,
+        )
+        return read.model_copy(update={"profile": profile})
+
+
+def _log_override(
+    request: ReadRequestInput, messages: list[Message], reason: OverrideReason
+) -> None:
+    if request.thread_id is None:
+        return
+    # Shadowing is deliberate but must be visible in every environment.
+    _log.info(
+        "thread.history.override",
+        generation_id=request.generation_id,
+        thread_id=request.thread_id,
+        reason=reason,
+        source="call-site" if reason == "explicit-messages" else "prompt",
+        shadowed="thread",
+        messages=len(messages),
+    )
+
+
+def request_ceiling(request: ReadRequestInput, profile: ModelProfile) -> int:
+    """The skeleton's bound: from this worker's profile when the workflow asks for it."""
+    if not request.derive_ceiling:
+        return request.max_input_tokens
+    spec = request.input_budget
+    budget = None if spec is None else InputBudget(optimize_at=spec.optimize_at, max=spec.max)
+    return derive_budget(profile, budget, output_reserve=request.max_output_tokens).max

@@ -1,0 +1,67 @@
+"""Following a streamed generation: staged deltas, woken by PostgreSQL notifications."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import asyncpg
+
+from crux._outcomes import StreamDelta, StreamReset
+from storage import GenerationStore
+from storage.generations import STREAM_CHANNEL
+
+STREAM_POLL_SECONDS = 0.25
+"""Followers re-check staged deltas at least this often, notifications or not."""
+
+
+async def follow_deltas(
+    pool: asyncpg.Pool,
+    generations: GenerationStore,
+    key: str,
+    outcome: asyncio.Future[Any],
+) -> AsyncGenerator[StreamDelta | StreamReset]:
+    """Yield the staged deltas of generation `key` as they arrive, until `outcome` is done.
+
+    A `StreamReset` is yielded when a new provider attempt starts streaming. The last
+    deltas are read after `outcome` completes, so none is lost to the race.
+
+    Args:
+        pool: The pool a listening connection is borrowed from.
+        generations: Where the deltas are staged.
+        key: The generation's storage key (the notification payload).
+        outcome: The run's result (not awaited here; cancelled if still pending on exit).
+    """
+    wake = asyncio.Event()
+
+    def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
+        if payload == key:
+            wake.set()
+
+    connection = await pool.acquire()
+    await connection.add_listener(STREAM_CHANNEL, on_notify)
+    try:
+        last = ""
+        current: str | None = None
+        while True:
+            finished = outcome.done()
+            for delta_key, text in await generations.deltas_after(key, last):
+                stream_id, _, _ = delta_key.rpartition(":")
+                if current is not None and stream_id != current:
+                    yield StreamReset(attempt=int(stream_id.split(":")[0]))
+                current, last = stream_id, delta_key
+                yield StreamDelta(text=text)
+            if finished:
+                return
+            wake.clear()
+            waiter = asyncio.ensure_future(wake.wait())
+            await asyncio.wait(
+                {outcome, waiter}, timeout=STREAM_POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiter.cancel()
+    finally:
+        if not outcome.done():
+            outcome.cancel()
+        await connection.remove_listener(STREAM_CHANNEL, on_notify)
+        await pool.release(connection)
