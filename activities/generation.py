@@ -147,10 +147,9 @@ class GenerationActivities:
     @maps_errors
     async def resolve_history_ids(self, request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
         """Name the messages at some positions of the path to the head a read observed."""
-        view = await self._threads.read_history_view(
+        _, ids = await self._threads.path_ids(
             request.thread_id, owner=request.owner, head=request.head
         )
-        ids = view.message_ids
         return ResolveHistoryIdsResult(
             ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )

@@ -225,7 +225,7 @@ async def thread_ids_at(
     """
     if not ranges:
         return []
-    view = await threads.read_history_view(thread_id, owner=owner)
-    if revision is not None and view.revision != revision:
+    current, ids = await threads.path_ids(thread_id, owner=owner)
+    if revision is not None and current != revision:
         return None
-    return ids_at_positions(view.message_ids, ranges)
+    return ids_at_positions(ids, ranges)

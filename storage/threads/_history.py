@@ -33,6 +33,21 @@ FROM path p
 ORDER BY p.depth
 """
 
+_PATH_IDS = """
+WITH RECURSIVE path AS (
+    SELECT message_id, parent_id, group_id, depth, state
+    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
+    UNION ALL
+    SELECT m.message_id, m.parent_id, m.group_id, m.depth, m.state
+    FROM path p CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages x
+        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
+        LIMIT 1
+    ) m
+)
+SELECT message_id, group_id, state FROM path ORDER BY depth
+"""
+
 _MESSAGES = """
 SELECT message_id, state, body::text AS body
 FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
@@ -50,13 +65,12 @@ async def build_history_view(
     *,
     owner: str,
     encoding: str | None,
-    head: str | None = None,
 ) -> HistoryView:
-    """Render the content-free view of the owner's selected path (or the path to `head`)."""
+    """Render the content-free view of the owner's selected path."""
     if control is None:
         return HistoryView(thread_id=thread_id, revision=EMPTY_REVISION)
     control.ensure_live()
-    head = head or control.head(owner)
+    head = control.head(owner)
     if head is None:
         return HistoryView(thread_id=thread_id, revision=control.revision)
     rows = await connection.fetch(_HISTORY_PATH, thread_id, head, encoding)
@@ -85,6 +99,33 @@ async def build_history_view(
                 if row["group_id"] not in incomplete
             ],
         }
+    )
+
+
+async def read_path_ids(
+    connection: Connection,
+    control: Control | None,
+    thread_id: str,
+    *,
+    owner: str,
+    head: str | None = None,
+) -> tuple[str, tuple[str, ...]]:
+    """The revision and the ids of `build_history_view`'s messages, and nothing else.
+
+    Positions in a history view index these ids; mapping a plan's positions back to ids
+    needs neither roles nor counts, so the path walk reads only what it must.
+    """
+    if control is None:
+        return EMPTY_REVISION, ()
+    control.ensure_live()
+    head = head or control.head(owner)
+    if head is None:
+        return control.revision, ()
+    rows = await connection.fetch(_PATH_IDS, thread_id, head)
+    # The same rule as the view: a group with any erased member is left out whole.
+    incomplete = {row["group_id"] for row in rows if row["state"] != "live"}
+    return control.revision, tuple(
+        row["message_id"] for row in rows if row["group_id"] not in incomplete
     )
 
 

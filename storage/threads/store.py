@@ -87,7 +87,7 @@ from storage.threads import _erasure, _navigate, _owners
 from storage.threads._append import append_group, fast_append, lock_for_append
 from storage.threads._control import EMPTY_REVISION, load_control
 from storage.threads._db import read_transaction, single_statement, write_transaction
-from storage.threads._history import build_history_view, load_stored_messages
+from storage.threads._history import build_history_view, load_stored_messages, read_path_ids
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
@@ -288,12 +288,7 @@ class ThreadStore:
             )
 
     async def read_history_view(
-        self,
-        thread_id: str,
-        *,
-        owner: str = MAIN_OWNER,
-        encoding: str | None = None,
-        head: str | None = None,
+        self, thread_id: str, *, owner: str = MAIN_OWNER, encoding: str | None = None
     ) -> HistoryView:
         """The content-free selected path at one exact revision.
 
@@ -301,8 +296,6 @@ class ThreadStore:
             thread_id: The Thread.
             owner: Whose head to read.
             encoding: Token counts of this encoding are attached (`None` where not counted).
-            head: Read the path that ends at this message instead of the owner's head (a
-                path to a given message never changes, except by erasure).
 
         Raises:
             ThreadError: `deleted` after deletion.
@@ -311,8 +304,26 @@ class ThreadStore:
         async with read_transaction(self._pool, thread_id) as connection:
             control = await load_control(connection, thread_id)
             return await build_history_view(
-                connection, control, thread_id, owner=owner, encoding=encoding, head=head
+                connection, control, thread_id, owner=owner, encoding=encoding
             )
+
+    async def path_ids(
+        self, thread_id: str, *, owner: str = MAIN_OWNER, head: str | None = None
+    ) -> tuple[str, tuple[str, ...]]:
+        """The revision and the message ids of `read_history_view`, without the rest.
+
+        Args:
+            thread_id: The Thread.
+            owner: Whose head to read.
+            head: Read the path that ends at this message instead of the owner's head.
+
+        Raises:
+            ThreadError: `deleted` after deletion.
+        """
+        check_id(thread_id, "thread", thread_id=thread_id)
+        async with read_transaction(self._pool, thread_id) as connection:
+            control = await load_control(connection, thread_id)
+            return await read_path_ids(connection, control, thread_id, owner=owner, head=head)
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set.
