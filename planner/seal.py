@@ -81,21 +81,16 @@ def summary_room(comp: Composition, limit: int) -> int:
 def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -> Preparation:
     managed = comp.managed
     assert managed is not None
-    budget = comp.budget
     # Maintenance aims below the soft watermark; an inline preparation must fit the max.
-    limit = maintenance_watermark(comp) if when == "after-response" else budget.max
-    if when == "after-response" and managed.next_through_position is not None:
-        prefix_messages = managed.next_prefix_messages
-        through_id, through_position = managed.next_through_id, managed.next_through_position
-    else:
-        prefix_messages = managed.prefix_messages
-        through_id, through_position = managed.through_id, managed.through_position
+    limit = maintenance_watermark(comp) if when == "after-response" else comp.budget.max
+    # Maintenance runs after the commit: it aims at the suffix the next request keeps.
+    ahead = when == "after-response" and managed.next_through_position is not None
     return Preparation(
         contributor=HISTORY_ID,
         when=when,
-        prefix_messages=prefix_messages,
-        through_id=through_id,
-        through_position=through_position,
+        prefix_messages=managed.next_prefix_messages if ahead else managed.prefix_messages,
+        through_id=managed.next_through_id if ahead else managed.through_id,
+        through_position=managed.next_through_position if ahead else managed.through_position,
         max_summary_tokens=summary_room(comp, limit),
     )
 
