@@ -151,7 +151,16 @@ _TRANSIENT_SQLSTATES = ("40001", "40P01", "55P03")
 
 
 def _transient_storage(error: BaseException) -> bool:
-    if isinstance(error, StorageUnavailableError | OSError | TimeoutError | asyncpg.InterfaceError):
+    # `InternalClientError` is a connection left in a broken protocol state (a worker killed
+    # or a query cancelled mid-exchange): a retry takes another connection and succeeds.
+    if isinstance(
+        error,
+        StorageUnavailableError
+        | OSError
+        | TimeoutError
+        | asyncpg.InterfaceError
+        | asyncpg.InternalClientError,
+    ):
         return True
     if isinstance(error, asyncpg.PostgresError):
         state = str(getattr(error, "sqlstate", "") or "")

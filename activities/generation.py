@@ -12,6 +12,7 @@ from temporalio import activity
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._inputs import InputStager
+from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
 from activities._registries import NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
@@ -111,7 +112,7 @@ class GenerationActivities:
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
-        return await self._reader.read(request)
+        return await uninterrupted(self._reader.read(request))
 
     @activity.defn(name=ACTIVITY_INVOKE_MODEL)
     @maps_errors
@@ -146,10 +147,8 @@ class GenerationActivities:
     @activity.defn(name=ACTIVITY_RESOLVE_HISTORY_IDS)
     @maps_errors
     async def resolve_history_ids(self, request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
-        """Name the messages at some positions of the path to the head a read observed."""
-        _, ids = await self._threads.path_ids(
-            request.thread_id, owner=request.owner, head=request.head
-        )
+        """Name the messages at some positions of the owner's selected path."""
+        _, ids = await self._threads.path_ids(request.thread_id, owner=request.owner)
         return ResolveHistoryIdsResult(
             ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )
@@ -158,4 +157,4 @@ class GenerationActivities:
     @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""
-        return await self._committer.commit(request)
+        return await uninterrupted(self._committer.commit(request))

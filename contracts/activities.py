@@ -269,15 +269,14 @@ class ResolveHistoryIdsInput(WireModel):
 
     Attributes:
         thread_id: The Thread.
-        owner: Whose selected path the positions lie on.
-        head: The head the read observed: positions are taken on the path to it, which a
-            commit after it does not change.
+        owner: Whose selected path the positions lie on (a turn committed after the
+            head the read observed extends that path, so earlier positions keep naming the
+            same messages).
         positions: Positions on that path (e.g. `Preparation.through_position`).
     """
 
     thread_id: str
     owner: str = "main"
-    head: str | None = None
     positions: list[int]
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import httpx
@@ -62,14 +63,25 @@ def build_worker(
     *,
     task_queue: str,
     activities: GenerationActivities,
+    extra_workflows: Sequence[type] = (),
+    extra_activities: Sequence[Callable[..., Any]] = (),
 ) -> Worker:
-    """Create a worker for the generation workflow and its activities."""
+    """Create a worker for the generation workflow and its activities.
+
+    Args:
+        client: The connected Temporal client.
+        task_queue: The task queue to poll.
+        activities: The generation activities, bound to their pools and clients.
+        extra_workflows: More workflows served by the same worker (benchmark anchors).
+        extra_activities: More activities served by the same worker.
+    """
     cleanup = StagingCleanup(activities.generations)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
+        workflows=[ManagedGenerationWorkflow, SummaryWorkflow, *extra_workflows],
         activities=[
+            *extra_activities,
             activities.read_request,
             activities.resolve_history_ids,
             activities.count_request,
@@ -86,6 +98,10 @@ def build_worker(
         # A domain error raised in workflow code (an unknown model, an invalid budget) can
         # never succeed on a retried task: it fails the workflow, typed, instead.
         workflow_failure_exception_types=[CruxError],
+        # The provider call is taken by this worker straight from the workflow task that
+        # schedules it, when the server allows eager dispatch (the dev stack and the compose
+        # file enable it); the read and the commit are local activities.
+        max_eager_activity_reservations_per_workflow_task=3,
     )
 
 

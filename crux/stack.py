@@ -70,6 +70,12 @@ async def start_temporal(
         ui=ui,
         ui_port=ui_port,
         dev_server_log_level=log_level,
+        # A worker in the same process as the workflow takes the activities it schedules
+        # straight from the workflow task's completion (eager dispatch), skipping a poll.
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            "system.enableActivityEagerExecution=true",
+        ],
     )
 
 

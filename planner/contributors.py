@@ -84,3 +84,27 @@ def with_source_tokens(contributor: C, tokens: Mapping[str, int]) -> C:
         A new contributor of the same shape and type; the input is unchanged.
     """
     return cast(C, _fill_any(contributor, tokens))
+
+
+def sources(contributor: Contributor) -> tuple[Source, ...]:
+    """Return every exact source of a ladder in declaration order.
+
+    The primary, then its alternatives (or every member of a source group); rungs that are
+    derived (summaries, offloads) have no source of their own.
+    """
+    base = _base(contributor)
+    if isinstance(base, Source):
+        return (base,)
+    if isinstance(base, Prefer):
+        return (base.primary, *base.alternatives)
+    return base.members
+
+
+def full_sources(contributor: Contributor) -> tuple[Source, ...]:
+    """Return the sources a ladder sends at its full rung (what an exact count measures)."""
+    base = _base(contributor)
+    if isinstance(base, Source):
+        return (base,)
+    if isinstance(base, Prefer):
+        return (base.primary,)
+    return base.members

@@ -1,5 +1,8 @@
 """Generation staging, the generation ledger and request receipts.
 
+`GenerationStore` combines staging (here) with the ledger and receipts
+(`_generation_ledger`) and streamed deltas (`_generation_stream`).
+
 Staged rows hold text only while a managed generation is in flight (the rendered user turn,
 each attempt's output); the ledger row written at completion is content-free and answers
 "did this `generation_id` already produce a turn?" for as long as the database keeps it,
@@ -18,46 +21,18 @@ from typing import Any
 
 import asyncpg
 
-from contracts.generation import GenerationResult
+from storage._generation_ledger import GenerationLedger
+from storage._generation_stream import STREAM_CHANNEL, DeltaStream
+from storage._staging_sql import STAGE
 from storage.threads._validate import check_storable
-from vocabulary.ids import generation_key, unstorable_text
 from vocabulary.messages import Message
-from vocabulary.staging import DELTA_PREFIX, StagingKind, delta_kind
+from vocabulary.staging import StagingKind
 
-_STAGE = """
-INSERT INTO crux_generation_staging
-    (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (generation_id, attempt, kind) DO NOTHING
-"""
+__all__ = ["IDENTITY_KIND", "STREAM_CHANNEL", "GenerationStore", "StagedMessage"]
 
 _GET_STAGED = """
 SELECT message, info, source_message_ids FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = $2 AND kind = $3
-"""
-
-_FIND_RESULT = "SELECT result FROM crux_generations WHERE generation_id = $1"
-
-_RECORD_RESULT = """
-INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (generation_id) DO NOTHING
-"""
-
-_RECORD_RECEIPT = """
-INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (request_id) DO NOTHING
-"""
-
-_GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
-
-STREAM_CHANNEL = "crux_stream"
-"""`NOTIFY` channel on which a generation's id is sent whenever a delta is staged."""
-
-_DROP_STAGING = """
-DELETE FROM crux_generation_staging
-WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
 """
 
 IDENTITY_KIND = StagingKind.IDENTITY
@@ -131,7 +106,7 @@ def _messages(row: Any) -> list[Message]:
     return [Message.model_validate(m) for m in row["message"]["messages"]]
 
 
-class GenerationStore:
+class GenerationStore(GenerationLedger, DeltaStream):
     """Staging, ledger and receipts for managed generations.
 
     Args:
@@ -173,7 +148,7 @@ class GenerationStore:
         check_storable(message, thread_id=thread_id)
         async with self._pool.acquire() as connection:
             await connection.execute(
-                _STAGE,
+                STAGE,
                 generation_id,
                 attempt,
                 kind,
@@ -239,7 +214,7 @@ class GenerationStore:
             check_storable(message)
         payload = {"messages": [m.model_dump(mode="json") for m in messages]}
         async with self._pool.acquire() as connection:
-            await connection.execute(_STAGE, generation_id, 0, kind, thread_id, payload, [], None)
+            await connection.execute(STAGE, generation_id, 0, kind, thread_id, payload, [], None)
             row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return _messages(row)
 
@@ -247,109 +222,6 @@ class GenerationStore:
         """Return a staged message list, or `None` when none is staged."""
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return None if row is None else _messages(row)
-
-    async def find_result(self, generation_id: str) -> GenerationResult | None:
-        """The stored result of a completed generation, if any."""
-        stored: Any = await self._pool.fetchval(_FIND_RESULT, generation_id)
-        return None if stored is None else GenerationResult.model_validate(stored)
-
-    async def record_result(
-        self,
-        result: GenerationResult,
-        *,
-        workflow_id: str,
-        receipts: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]] = (),
-        keep_final: Message | None = None,
-    ) -> GenerationResult:
-        """Record a completed generation, its receipts, and drop its in-flight staging.
-
-        Idempotent: a second call keeps the first result and returns it.
-
-        Args:
-            result: The content-free result.
-            workflow_id: The workflow that produced it.
-            receipts: `(request_id, receipt JSON, inspection JSON)` per provider step.
-            keep_final: For ad-hoc generations, the output to keep (as the `final` row),
-                since no Thread holds it.
-
-        Returns:
-            The result stored for this generation id.
-        """
-        key = generation_key(result.generation_id, result.thread_id)
-        async with self._pool.acquire() as connection, connection.transaction():
-            if keep_final is not None:
-                await connection.execute(
-                    _STAGE,
-                    key,
-                    0,
-                    StagingKind.FINAL,
-                    result.thread_id,
-                    keep_final.model_dump(mode="json"),
-                    [],
-                    None,
-                )
-            await connection.execute(
-                _RECORD_RESULT,
-                key,
-                result.thread_id,
-                workflow_id,
-                result.model_dump(mode="json"),
-            )
-            for request_id, receipt, inspection in receipts:
-                await connection.execute(
-                    _RECORD_RECEIPT,
-                    request_id,
-                    key,
-                    result.thread_id,
-                    receipt,
-                    inspection,
-                )
-            await connection.execute(_DROP_STAGING, key)
-            stored: Any = await connection.fetchval(_FIND_RESULT, key)
-        return GenerationResult.model_validate(stored)
-
-    async def stage_delta(
-        self,
-        generation_id: str,
-        key: str,
-        text: str,
-        *,
-        thread_id: str | None,
-        source_message_ids: Sequence[str],
-    ) -> None:
-        """Stage one streamed delta under `delta:<key>` and wake followers.
-
-        Deltas are staging rows, so redaction cascades and the commit's cleanup reach them.
-        A delta PostgreSQL cannot store is skipped: deltas are progress only, and the
-        staged output is checked (and refused) as a whole.
-        """
-        if unstorable_text(text):
-            return
-        async with self._pool.acquire() as connection, connection.transaction():
-            await connection.execute(
-                _STAGE,
-                generation_id,
-                0,
-                delta_kind(key),
-                thread_id,
-                {"role": "assistant", "content": text},
-                list(source_message_ids),
-                None,
-            )
-            await connection.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, generation_id)
-
-    async def deltas_after(self, generation_id: str, after: str) -> list[tuple[str, str]]:
-        """Staged deltas with keys after `after`, in order: `(key, text)`."""
-        rows = await self._pool.fetch(
-            """
-            SELECT kind, message ->> 'content' AS text FROM crux_generation_staging
-            WHERE generation_id = $1 AND attempt = 0 AND kind LIKE 'delta:%' AND kind > $2
-            ORDER BY kind
-            """,
-            generation_id,
-            delta_kind(after),
-        )
-        return [(str(row["kind"]).removeprefix(DELTA_PREFIX), str(row["text"])) for row in rows]
 
     async def drop_staged(self, generation_id: str, attempt: int) -> None:
         """Delete an attempt's staged output (it must never be committed)."""
@@ -390,34 +262,3 @@ class GenerationStore:
         """
         status = await self._pool.execute(_SWEEP_ORPHANS, float(older_than_seconds))
         return _deleted(status)
-
-    async def record_support_request(
-        self,
-        request_id: str,
-        *,
-        generation_id: str | None,
-        thread_id: str | None,
-        receipt: dict[str, Any],
-    ) -> None:
-        """Record a support call's content-free receipt (linked from inspections).
-
-        Args:
-            request_id: The support call's request id.
-            generation_id: The caller's id of the generation that asked (it is scoped to
-                `thread_id` here, like every generation key).
-            thread_id: The Thread summarised.
-            receipt: The content-free receipt.
-        """
-        key = None if generation_id is None else generation_key(generation_id, thread_id)
-        await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
-
-    async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """Return `(receipt, inspection)` JSON for a request id.
-
-        Raises:
-            KeyError: No receipt is stored under that id.
-        """
-        row = await self._pool.fetchrow(_GET_RECEIPT, request_id)
-        if row is None:
-            raise KeyError(request_id)
-        return row["receipt"], row["inspection"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityConfig
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from vocabulary.errors import ErrorType
 
@@ -14,17 +14,28 @@ from vocabulary.errors import ErrorType
 # outage and, for the provider call, spend attempts meant for provider failures.
 _WORKFLOW_HANDLES = [ErrorType.STORAGE_UNAVAILABLE.value]
 
-READ_REQUEST = ActivityConfig(
-    # One indexed path read plus tokenizing only the messages not yet counted; also how
-    # long a read lost with a crashed worker holds its generation up before a retry.
-    start_to_close_timeout=timedelta(seconds=30),
-    # Storage blips are transient; invalid input fails fast as non-retryable.
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(milliseconds=200),
-        maximum_interval=timedelta(seconds=10),
-        maximum_attempts=10,
-        non_retryable_error_types=_WORKFLOW_HANDLES,
-    ),
+# One indexed path read plus tokenizing only the messages not yet counted; also how long a
+# read lost with a crashed worker holds its generation up before a retry.
+_READ_TIMEOUT = timedelta(seconds=30)
+# Storage blips are transient; invalid input fails fast as non-retryable.
+_READ_RETRIES = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=10,
+    non_retryable_error_types=_WORKFLOW_HANDLES,
+)
+
+READ_REQUEST = ActivityConfig(start_to_close_timeout=_READ_TIMEOUT, retry_policy=_READ_RETRIES)
+
+READ_REQUEST_LOCAL = LocalActivityConfig(
+    # The read runs as a local activity on the worker that runs the workflow task: no
+    # scheduling round trip through the server, same timeout and retries as above. The
+    # first tries happen inside the workflow task; past `local_retry_threshold` they are
+    # spaced by durable timers instead.
+    start_to_close_timeout=_READ_TIMEOUT,
+    retry_policy=_READ_RETRIES,
+    local_retry_threshold=timedelta(seconds=5),
+    summary="read request",
 )
 
 INVOKE_MODEL = ActivityConfig(
@@ -87,17 +98,32 @@ COMMIT_TURN = ActivityConfig(
     ),
 )
 
+COMMIT_TURN_LOCAL = LocalActivityConfig(
+    # The commit runs as a local activity on the worker that takes the workflow task
+    # after the provider answered: the turn is published and the run completes in that
+    # same task, with no scheduling round trip. Same timeout and retries as above; the
+    # commit replays idempotently, so a retry after a lost completion is safe.
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(milliseconds=500),
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=3,
+    ),
+    local_retry_threshold=timedelta(seconds=5),
+    summary="commit turn",
+)
+
 COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
-"""Longest pause between commit rounds while storage stays unavailable."""
+"""Longest pause between commit rounds while storage stays unavailable (first path)."""
+
+MAX_REVISION_REPLANS = 24
+"""Re-reads after the Thread moved before dispatch (first path; the second path's bound is
+`planner.steps.MAX_REVISION_REPLANS`)."""
 
 STORAGE_BLOCKED_INITIAL_BACKOFF = timedelta(seconds=1)
 STORAGE_BLOCKED_MAX_BACKOFF = timedelta(seconds=15)
 """Pauses between rounds of a stage waiting for storage: short enough that a 30 s outage
 costs seconds, not minutes, after it ends; long enough to stay cheap in history."""
-
-MAX_REVISION_REPLANS = 24
-"""Re-reads after the Thread moved before dispatch. Each round is lost only to a turn that
-landed meanwhile, so reaching this means the Thread is written faster than it can be read."""
 
 
 def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:

@@ -11,42 +11,35 @@ from contracts.activities import ReadRequestResult, SelectedSource
 from contracts.generation import GenerationInput, HistorySpec, InputBudgetSpec
 from planner import (
     Contributor,
-    Droppable,
     EpochFloors,
     ExactHistory,
     HistorySummary,
     InputBudget,
     ManagedHistory,
-    ModelCatalog,
     ModelProfile,
-    Offloadable,
     PlanRequest,
-    Prefer,
     RecentHistory,
     SealedPlan,
-    Source,
-    SourceGroup,
-    Summarizable,
+    conservative_profile,
     derive_budget,
     with_source_tokens,
 )
+from planner.contributors import full_sources, sources
 from planner.ladder import Placement
 from planner.policies import DEFAULT_RECENT_MESSAGES
-
-_CATALOG = ModelCatalog.default()
 
 # Lowest first: a fallback tokenizer can only lower the profile's counting confidence.
 _CONFIDENCE_RANK = ("conservative", "estimated", "exact")
 
 
-def resolve_profile(model_id: str) -> ModelProfile:
-    """The default catalog's profile of a `provider:model` id (conservative when unknown).
+def read_bound(model_id: str, request: GenerationInput) -> int:
+    """A first bound on the skeleton for the read input.
 
-    Only a first bound for the read and a fallback for reads recorded before the reader
-    returned the worker's own profile: the workflow plans with `ReadRequestResult.profile`,
-    so custom profiles registered on the worker apply.
+    The reader derives the real ceiling from the worker's own catalog (`derive_ceiling`),
+    so custom profiles apply; this conservative bound only fills the field for readers
+    that would not.
     """
-    return _CATALOG.resolve(model_id)
+    return max_input_tokens(conservative_profile(model_id), request)
 
 
 def input_budget(spec: InputBudgetSpec | None) -> InputBudget | None:
@@ -139,24 +132,13 @@ def build_plan_request(
     )
 
 
-def _sources(node: object) -> list[Source]:
-    """Every exact source of a ladder, in declaration order (with their placements)."""
-    if isinstance(node, Source):
-        return [node]
-    if isinstance(node, SourceGroup):
-        return list(node.members)
-    if isinstance(node, Prefer):
-        return [node.primary, *node.alternatives]
-    if isinstance(node, Summarizable | Offloadable | Droppable):
-        return _sources(node.target)
-    return []
-
-
 def selected_sources(
     contributors: Sequence[Contributor], sealed: SealedPlan
 ) -> list[SelectedSource]:
     """The sources a sealed plan sends, in declaration order, with their placement."""
-    placement: dict[str, Placement] = {s.id: s.placement for c in contributors for s in _sources(c)}
+    placement: dict[str, Placement] = {
+        source.id: source.placement for c in contributors for source in sources(c)
+    }
     return [
         SelectedSource(id=source_id, placement=placement[source_id])
         for choice in sealed.choices
@@ -165,24 +147,12 @@ def selected_sources(
     ]
 
 
-def _full_sources(node: object) -> list[Source]:
-    if isinstance(node, Source):
-        return [node]
-    if isinstance(node, SourceGroup):
-        return list(node.members)
-    if isinstance(node, Prefer):
-        return [node.primary]
-    if isinstance(node, Summarizable | Offloadable | Droppable):
-        return _full_sources(node.target)
-    return []
-
-
 def all_sources(contributors: Sequence[Contributor]) -> list[SelectedSource]:
     """Every contributor at its full rung (what an authoritative count measures)."""
     return [
         SelectedSource(id=source.id, placement=source.placement)
         for contributor in contributors
-        for source in _full_sources(contributor)
+        for source in full_sources(contributor)
     ]
 
 

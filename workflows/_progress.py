@@ -1,11 +1,19 @@
-"""Where a generation's provider loop stands: attempts, tool rounds, epoch, ceiling."""
+"""Where a generation's provider loop stands: attempts, tool rounds, epoch, ceiling, records."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from contracts.generation import GenerationInput
-from planner import EpochFloors, HistorySummary, Preparation, SealedPlan
+from contracts.activities import InvokeModelResult
+from contracts.generation import GenerationInput, StepRecord
+from planner import (
+    EpochFloors,
+    HistorySummary,
+    Preparation,
+    RequestInspection,
+    RequestReceipt,
+    SealedPlan,
+)
 
 
 class TurnProgress:
@@ -23,6 +31,17 @@ class TurnProgress:
         self.epoch: EpochFloors | None = None
         self.summary: HistorySummary | None = None
         self.maintenance: tuple[Preparation, ...] = ()
+        self.steps: list[StepRecord] = []
+        """One record per provider call that answered."""
+        self.inspections: list[RequestInspection] = []
+        """The inspection of every plan that was dispatched (answered or superseded)."""
+        self.superseded: list[RequestReceipt] = []
+        """Receipts of plans never sent because the Thread moved first."""
+
+    @property
+    def replans(self) -> int:
+        """Plans superseded by a moved revision so far."""
+        return len(self.superseded)
 
     @property
     def turn_messages(self) -> int:
@@ -37,6 +56,32 @@ class TurnProgress:
     def add_turn_message(self, tokens: int) -> None:
         """Count one more tool-round message of `tokens` content tokens in the turn."""
         self.turn_counts.append(tokens)
+
+    def link(self, sealed: SealedPlan) -> SealedPlan:
+        """`sealed`, its receipt saying why it follows a plan that was never sent."""
+        reason, self.previous_reason = self.previous_reason, None
+        if reason is None:
+            return sealed
+        receipt = sealed.receipt.model_copy(update={"previous_reason": reason})
+        return sealed.model_copy(update={"receipt": receipt})
+
+    def accept(self, sealed: SealedPlan, invoked: InvokeModelResult) -> None:
+        """Record a provider call that answered."""
+        self.inspections.append(sealed.inspection)
+        self.steps.append(
+            StepRecord(
+                attempt=self.attempt,
+                request=sealed.receipt,
+                usage=invoked.usage,
+                finish_reason=invoked.finish_reason,
+                output_tokens=invoked.output_tokens,
+            )
+        )
+
+    def supersede(self, sealed: SealedPlan) -> None:
+        """Record a plan the Thread's move kept from being sent."""
+        self.superseded.append(sealed.receipt)
+        self.inspections.append(sealed.inspection)
 
     def next_step(self, sealed: SealedPlan) -> None:
         """Move to the next provider call, linked to the one `sealed` describes."""

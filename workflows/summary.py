@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.details import ErrorDetails, encode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import summary_key
+    from vocabulary.stages import Stage
     from workflows import _options, _search
     from workflows._decode import decode_input
 
@@ -78,7 +79,7 @@ class SummaryWorkflow:
                     thread_id=request.thread_id,
                     generation_id=request.generation_id,
                     model=request.model,
-                    stage="summarising",
+                    stage=Stage.SUMMARISING.value,
                 )
             )
         try:
@@ -86,11 +87,11 @@ class SummaryWorkflow:
         except BaseException as error:
             # Failures and cancellations only: an eviction must unwind without commands.
             if own_attributes and (isinstance(error, Exception) or is_cancelled_exception(error)):
-                stage = "cancelled" if is_cancelled_exception(error) else "failed"
-                _search.upsert([_search.STAGE.value_set(stage)])
+                stage = Stage.CANCELLED if is_cancelled_exception(error) else Stage.FAILED
+                _search.upsert([_search.STAGE.value_set(stage.value)])
             raise
         if own_attributes:
-            _search.upsert([_search.STAGE.value_set("completed")])
+            _search.upsert([_search.STAGE.value_set(Stage.COMPLETED.value)])
         return prepared
 
     async def _prepare(
@@ -123,14 +124,14 @@ class SummaryWorkflow:
             if waited >= timedelta(seconds=DEFAULT_STORAGE_WAIT_SECONDS):
                 raise ApplicationError(
                     f"storage unavailable for {int(waited.total_seconds())} s while summarising",
-                    encode_details(ErrorDetails(stage="summarising")),
+                    encode_details(ErrorDetails(stage=Stage.SUMMARISING.value)),
                     type=ErrorType.STORAGE_UNAVAILABLE,
                     non_retryable=True,
                 )
             workflow.set_current_details(
-                f"storage_blocked: summarising through {request.through_id}"
+                f"{Stage.STORAGE_BLOCKED}: summarising through {request.through_id}"
             )
             if own_attributes:
-                _search.upsert([_search.STAGE.value_set("storage_blocked")])
+                _search.upsert([_search.STAGE.value_set(Stage.STORAGE_BLOCKED.value)])
             await workflow.sleep(backoff)
             backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)

@@ -144,3 +144,23 @@ async def read_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
         raise _unsupported(thread_id, exc) from exc
     except _CONNECTION_ERRORS as exc:
         raise StorageUnavailableError(f"thread store unreachable for {thread_id}") from exc
+
+
+@asynccontextmanager
+async def single_read(pool: Any, thread_id: str) -> AsyncGenerator[Connection]:
+    """A connection for one self-contained read statement (it sees one snapshot by itself).
+
+    Raises:
+        StorageUnavailableError: The database could not be reached.
+    """
+    try:
+        async with pool.acquire() as raw:
+            yield cast(Connection, raw)
+    except ThreadError:
+        raise
+    except _DATA_ERRORS:
+        raise _unstorable(thread_id) from None
+    except asyncpg.UndefinedTableError as exc:
+        raise _unsupported(thread_id, exc) from exc
+    except _CONNECTION_ERRORS as exc:
+        raise StorageUnavailableError(f"thread store unreachable for {thread_id}") from exc

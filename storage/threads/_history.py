@@ -2,145 +2,129 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from storage.threads._control import EMPTY_REVISION, Control
+from storage.threads._control import EMPTY_REVISION, revision_of
 from storage.threads._db import Connection
-from storage.threads._models import HistoryView
+from storage.threads._models import HistoryEntry, HistoryView
+from storage.threads._paths import chains_cte, path_rows
+from storage.threads._trusted import maker, trusted
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
-_HISTORY_PATH = """
-WITH RECURSIVE path AS (
-    SELECT message_id, parent_id, group_id, seq, group_end, depth, state, role, tool_call_id,
-           tool_call_ids, has_media
-    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
-    UNION ALL
-    SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state, m.role,
-           m.tool_call_id, m.tool_call_ids, m.has_media
-    FROM path p CROSS JOIN LATERAL (
-        SELECT * FROM crux_thread_messages x
-        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
-        LIMIT 1
-    ) m
+_make_entry = maker(HistoryEntry)
+
+# Columns: 0 state, 1 version, 2 head (first row only), then the message from 3 on. One
+# statement sees one snapshot, so the control row and the path need no explicit transaction.
+_HISTORY_READ = f"""
+WITH RECURSIVE ctl AS (
+    SELECT state, version, CASE WHEN state = 'live' THEN heads->>$2 END AS head
+    FROM crux_threads WHERE thread_id = $1
+), {chains_cte("(SELECT head FROM ctl)")},
+path AS (
+    {
+    path_rows(
+        "m.message_id, m.role, m.group_id, m.seq, m.group_end, m.parent_id, "
+        "m.tool_call_ids, m.tool_call_id, m.has_media, m.state, m.depth"
+    )
+}
 )
-SELECT p.*,
+-- The control columns only on the first row (the root, or the empty path's one row).
+SELECT CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.state END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.version END,
+       CASE WHEN coalesce(p.depth, 0) = 0 THEN ctl.head END,
+       p.message_id, p.role, p.group_id, p.seq, p.group_end, p.parent_id,
+       -- Empty arrays as NULL: no list object per message on the client.
+       NULLIF(p.tool_call_ids, '{{}}'),
+       p.tool_call_id,
        -- A primary-key probe per message, never a join over every stored count.
        (SELECT t.tokens FROM crux_thread_token_counts t
-        WHERE t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3) AS tokens
-FROM path p
+        WHERE t.thread_id = $1 AND t.message_id = p.message_id AND t.encoding = $3),
+       p.has_media, p.state
+FROM ctl LEFT JOIN path p ON true
 ORDER BY p.depth
 """
 
-_PATH_IDS = """
-WITH RECURSIVE path AS (
-    SELECT message_id, parent_id, group_id, depth, state
-    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
-    UNION ALL
-    SELECT m.message_id, m.parent_id, m.group_id, m.depth, m.state
-    FROM path p CROSS JOIN LATERAL (
-        SELECT * FROM crux_thread_messages x
-        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
-        LIMIT 1
-    ) m
-)
-SELECT message_id, group_id, state FROM path ORDER BY depth
-"""
-
+# The Thread's state and the messages in one statement (one snapshot); the body gets its id
+# spliced in so that each message is parsed and validated in one call.
 _MESSAGES = """
-SELECT message_id, state, body::text AS body
-FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
-    SELECT * FROM crux_thread_messages x
-    WHERE x.thread_id = $1 AND x.message_id = wanted.id
-    LIMIT 1
-) m
+SELECT c.state AS thread_state, m.message_id, m.state, m.body
+FROM (SELECT 1) AS one
+LEFT JOIN crux_threads c ON c.thread_id = $1
+LEFT JOIN LATERAL (
+    SELECT x.message_id, x.state,
+           (x.body || jsonb_build_object('id', x.message_id))::text AS body
+    FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
+        SELECT * FROM crux_thread_messages y
+        WHERE y.thread_id = $1 AND y.message_id = wanted.id
+        LIMIT 1
+    ) x
+) m ON true
 """
 
 
-async def build_history_view(
-    connection: Connection,
-    control: Control | None,
-    thread_id: str,
-    *,
-    owner: str,
-    encoding: str | None,
+async def read_history(
+    connection: Connection, thread_id: str, *, owner: str, encoding: str | None
 ) -> HistoryView:
-    """Render the content-free view of the owner's selected path."""
-    if control is None:
-        return HistoryView(thread_id=thread_id, revision=EMPTY_REVISION)
-    control.ensure_live()
-    head = control.head(owner)
-    if head is None:
-        return HistoryView(thread_id=thread_id, revision=control.revision)
-    rows = await connection.fetch(_HISTORY_PATH, thread_id, head, encoding)
-    # A group with any erased member is incomplete and must not reach a model.
-    incomplete = {row["group_id"] for row in rows if row["state"] != "live"}
-    # One validation call for the whole view is much cheaper than one per entry.
-    return HistoryView.model_validate(
-        {
-            "thread_id": thread_id,
-            "revision": control.revision,
-            "head": head,
-            "messages": [
-                {
-                    "id": row["message_id"],
-                    "role": row["role"],
-                    "group_id": row["group_id"],
-                    "seq": row["seq"],
-                    "group_end": row["group_end"],
-                    "parent_id": row["parent_id"],
-                    "tool_call_ids": row["tool_call_ids"] or [],
-                    "tool_call_id": row["tool_call_id"],
-                    "tokens": row["tokens"],
-                    "has_media": row["has_media"],
-                }
-                for row in rows
-                if row["group_id"] not in incomplete
-            ],
-        }
-    )
+    """The content-free view of the owner's selected path, in one statement.
 
-
-async def read_path_ids(
-    connection: Connection,
-    control: Control | None,
-    thread_id: str,
-    *,
-    owner: str,
-    head: str | None = None,
-) -> tuple[str, tuple[str, ...]]:
-    """The revision and the ids of `build_history_view`'s messages, and nothing else.
-
-    Positions in a history view index these ids; mapping a plan's positions back to ids
-    needs neither roles nor counts, so the path walk reads only what it must.
+    Raises:
+        ThreadError: `deleted` after deletion.
     """
-    if control is None:
-        return EMPTY_REVISION, ()
-    control.ensure_live()
-    head = head or control.head(owner)
-    if head is None:
-        return control.revision, ()
-    rows = await connection.fetch(_PATH_IDS, thread_id, head)
-    # The same rule as the view: a group with any erased member is left out whole.
-    incomplete = {row["group_id"] for row in rows if row["state"] != "live"}
-    return control.revision, tuple(
-        row["message_id"] for row in rows if row["group_id"] not in incomplete
+    rows = await connection.fetch(_HISTORY_READ, thread_id, owner, encoding)
+    if not rows:
+        return _view(thread_id, EMPTY_REVISION, None, ())
+    first = rows[0]
+    if first[0] != "live":
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
+    head: str | None = first[2]
+    if head is None or first[3] is None:
+        return _view(thread_id, revision_of(first[1]), head, ())
+    # A group with any erased member is incomplete and must not reach a model.
+    incomplete = {row[5] for row in rows if row[13] != "live"}
+    make = _make_entry
+    entries = tuple(
+        make(
+            {
+                "id": row[3],
+                "role": row[4],
+                "group_id": row[5],
+                "seq": row[6],
+                "group_end": row[7],
+                "parent_id": row[8],
+                "tool_call_ids": tuple(row[9]) if row[9] else (),
+                "tool_call_id": row[10],
+                "tokens": row[11],
+                "has_media": row[12],
+            }
+        )
+        for row in rows
+        if row[5] not in incomplete
+    )
+    return _view(thread_id, revision_of(first[1]), head, entries)
+
+
+def _view(
+    thread_id: str, revision: str, head: str | None, messages: tuple[HistoryEntry, ...]
+) -> HistoryView:
+    return trusted(
+        HistoryView,
+        {"thread_id": thread_id, "revision": revision, "head": head, "messages": messages},
     )
 
 
 async def load_stored_messages(
-    connection: Connection, control: Control | None, thread_id: str, ids: Sequence[str]
+    connection: Connection, thread_id: str, ids: Sequence[str]
 ) -> list[Message]:
-    """Hydrate messages by id, in the order asked.
+    """Hydrate messages by id, in the order asked, in one statement.
 
     Raises:
         ThreadError: `not_found` for an unknown id, `redacted` for an erased one,
             `deleted` after deletion.
     """
-    if control is not None:
-        control.ensure_live()
-    rows = await connection.fetch(_MESSAGES, thread_id, list(ids)) if ids else []
+    rows = await connection.fetch(_MESSAGES, thread_id, list(ids))
+    if rows[0]["thread_state"] not in (None, "live"):
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
     by_id = {row["message_id"]: row for row in rows}
     messages: list[Message] = []
     for message_id in ids:
@@ -151,5 +135,5 @@ async def load_stored_messages(
             )
         if row["state"] == "redacted":
             raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
-        messages.append(Message(id=message_id, **json.loads(row["body"])))
+        messages.append(Message.model_validate_json(row["body"]))
     return messages

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from storage.threads._control import Control
 from storage.threads._db import Connection, Row
+from storage.threads._paths import chains_cte, path_rows
 from storage.threads._validate import PreparedMessage
 from vocabulary.commits import ThreadCommit
 
@@ -28,22 +29,11 @@ FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
 ) m
 """
 
-# Walks parent links from a head to the root. The LATERAL ... LIMIT 1 step pins one
-# primary-key probe per message whatever the statistics say: a hash join here would rescan
-# the Thread's rows on every step when the planner underestimates a long Thread.
+# The path over chains (see `_paths`), one range scan per branch point on it.
 _PATH = f"""
-WITH RECURSIVE path AS (
-    SELECT {_NODE_COLUMNS} FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
-    UNION ALL
-    SELECT m.message_id, m.parent_id, m.group_id, m.seq, m.group_end, m.depth, m.state,
-           m.published_version, m.role, m.identity, m.edit_of, m.child_groups
-    FROM path p CROSS JOIN LATERAL (
-        SELECT * FROM crux_thread_messages x
-        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
-        LIMIT 1
-    ) m
-)
-SELECT * FROM path ORDER BY depth
+WITH RECURSIVE {chains_cte("$2")}
+{path_rows(_NODE_COLUMNS)}
+ORDER BY depth
 """
 
 _GROUP = """
@@ -64,12 +54,19 @@ WITH receipt AS (
 ), nodes AS (
     INSERT INTO crux_thread_messages
         (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,
-         role, body, identity, tool_call_id, tool_call_ids, has_media, edit_of, created_at)
+         role, body, identity, tool_call_id, tool_call_ids, has_media, edit_of, created_at,
+         chain_id)
     SELECT $1, u.message_id, u.parent_id, $2, u.seq - 1, u.seq = cardinality($4::text[]),
            $9 + u.seq - 1, $10, u.role, u.body::jsonb, u.identity, u.tool_call_id,
            CASE WHEN u.tool_call_ids = '' THEN '{}'::text[]
                 ELSE string_to_array(u.tool_call_ids, chr(31)) END,
-           u.has_media, $8, (SELECT committed_at FROM receipt)
+           u.has_media, $8, (SELECT committed_at FROM receipt),
+           -- The first group after a parent continues its chain; any later one starts its
+           -- own (migration 0005). The statement's snapshot is taken under the control
+           -- lock, before the counter update below.
+           coalesce((SELECT CASE WHEN p.child_groups = 0 THEN p.chain_id END
+                     FROM crux_thread_messages p
+                     WHERE p.thread_id = $1 AND p.message_id = $3), $2)
     FROM unnest($4::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
                 $16::text[], $17::boolean[])
          WITH ORDINALITY AS u(message_id, parent_id, role, body, identity, tool_call_id,

@@ -2,54 +2,30 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from storage.threads._control import EMPTY_REVISION, Control
 from storage.threads._db import Connection, Row
-from storage.threads._models import (
-    ThreadSnapshot,
-    VariantInfo,
+from storage.threads._full_read import (
+    BODY_FIELDS,
+    entry,
+    read_full_path,
+    sibling_variants,
+    snapshot,
 )
+from storage.threads._models import ThreadSnapshot, VariantInfo
 from storage.threads._nodes import Node, path_to
 from vocabulary.errors import ThreadError
 
-# PostgreSQL unpacks the stored body, so plain-text messages need no JSON parsing here.
-_BODY_FIELDS = """
-CASE WHEN jsonb_typeof(body->'content') = 'array' THEN (body->'content')::text END AS parts,
-CASE WHEN jsonb_typeof(body->'content') = 'array' THEN NULL ELSE body->>'content' END AS text,
-NULLIF(body->'metadata', '{}'::jsonb)::text AS metadata,
-body->>'tool_call_id' AS tool_call_id, body->>'tool_name' AS tool_name
-"""
-
-# Content rows share the column layout of `_FULL_PATH` (read by position in `_entry`).
+# Content rows of a page: role at column 5 (the layout `entry` reads).
 _CONTENT = f"""
-SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY_FIELDS}
+SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {BODY_FIELDS}
 FROM unnest($2::text[]) AS wanted(id) CROSS JOIN LATERAL (
     SELECT * FROM crux_thread_messages x
     WHERE x.thread_id = $1 AND x.message_id = wanted.id AND x.state <> 'redacted'
     LIMIT 1
 ) m
-"""
-
-# The whole path with content in one walk (unpaged reads).
-_FULL_PATH = f"""
-WITH RECURSIVE path AS (
-    SELECT message_id, parent_id, seq, depth, state, child_groups, role, body, created_at
-    FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
-    UNION ALL
-    SELECT m.message_id, m.parent_id, m.seq, m.depth, m.state, m.child_groups, m.role, m.body,
-           m.created_at
-    FROM path p CROSS JOIN LATERAL (
-        SELECT * FROM crux_thread_messages x
-        WHERE x.thread_id = $1 AND x.message_id = p.parent_id
-        LIMIT 1
-    ) m
-)
-SELECT message_id, parent_id, seq, state, child_groups, role, created_at, {_BODY_FIELDS}
-FROM path ORDER BY depth
 """
 
 # Head-first walk; with LIMIT only the newest positions are visited.
@@ -66,13 +42,6 @@ WITH RECURSIVE walk AS (
     ) m
 )
 SELECT message_id, parent_id, seq, state, child_groups, depth FROM walk LIMIT $3
-"""
-
-_SIBLINGS = """
-SELECT parent_id, message_id FROM crux_thread_messages
-WHERE thread_id = $1 AND seq = 0
-  AND (parent_id = ANY($2::text[]) OR ($3 AND parent_id IS NULL))
-ORDER BY published_version, message_id COLLATE "C"
 """
 
 
@@ -150,52 +119,15 @@ async def _variants(
         count = path[index - 1].child_groups if index > 0 else control.root_groups
         if count >= 2:
             wanted.append(item)
-    if not wanted:
-        return {}
-    parents = [item.parent_id for item in wanted if item.parent_id is not None]
-    at_root = any(item.parent_id is None for item in wanted)
-    siblings: dict[str | None, list[str]] = {}
-    for row in await connection.fetch(_SIBLINGS, thread_id, parents, at_root):
-        siblings.setdefault(row["parent_id"], []).append(row["message_id"])
-    found: dict[str, VariantInfo] = {}
-    for item in wanted:
-        group = siblings.get(item.parent_id, [])
-        if len(group) < 2 or item.id not in group:
-            continue
-        index = group.index(item.id)
-        found[item.id] = VariantInfo(
-            index=index,
-            count=len(group),
-            previous=group[index - 1] if index > 0 else None,
-            next=group[index + 1] if index + 1 < len(group) else None,
-        )
+    found = await sibling_variants(
+        connection,
+        thread_id,
+        [(item.id, item.parent_id) for item in wanted],
+        control.version,
+    )
+    if found is None:
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
     return found
-
-
-def _entry(step: _Step, row: Row | None, variant: VariantInfo | None) -> dict[str, Any]:
-    """The fields of one entry; the snapshot validates them all in one call.
-
-    Rows are read by position (the layout of `_FULL_PATH` and `_CONTENT`): role, created_at,
-    parts, text, metadata, tool_call_id, tool_name from column 5 on.
-    """
-    if step.state == "redacted" or row is None:
-        return {"kind": "redacted", "id": step.id, "parent_id": step.parent_id}
-    if step.state == "removed":
-        return {"kind": "removed", "id": step.id, "parent_id": step.parent_id, "created_at": row[6]}
-    parts: str | None = row[7]
-    metadata: str | None = row[9]
-    return {
-        "kind": "message",
-        "id": step.id,
-        "parent_id": step.parent_id,
-        "created_at": row[6],
-        "variant": variant,
-        "role": row[5],
-        "content": row[8] if parts is None else json.loads(parts),
-        "metadata": {} if metadata is None else json.loads(metadata),
-        "tool_call_id": row[10],
-        "tool_name": row[11],
-    }
 
 
 async def _newest_steps(
@@ -238,12 +170,10 @@ async def build_snapshot(
     head = at if at is not None else control.head(owner)
     if head is None:
         return ThreadSnapshot(thread_id=thread_id, revision=control.revision)
-    contents: dict[str, Row] = {}
     if limit is None:
-        rows = await connection.fetch(_FULL_PATH, thread_id, head)
-        path = [_step(row) for row in rows]
-        contents = {row["message_id"]: row for row in rows}
-    elif before is None:
+        return await read_full_path(connection, thread_id, owner=owner, at=head)
+    contents: dict[str, Row] = {}
+    if before is None:
         path = await _newest_steps(connection, thread_id, head, limit)
     else:
         path = [
@@ -269,20 +199,20 @@ async def build_snapshot(
                 "invalid_group", f"message {before} is not a group start", thread_id=thread_id
             )
         path = path[:index]
-    start = page_start(path, limit) if limit is not None else 0
-    if limit is not None and start < len(path):
+    start = page_start(path, limit)
+    if start < len(path):
         rows = await connection.fetch(_CONTENT, thread_id, [item.id for item in path[start:]])
         contents = {row["message_id"]: row for row in rows}
     variants = await _variants(connection, thread_id, control, path, start)
-    # One validation call for the whole snapshot is much cheaper than one per entry.
-    return ThreadSnapshot.model_validate(
-        {
-            "thread_id": thread_id,
-            "revision": control.revision,
-            "head": head,
-            "entries": [
-                _entry(item, contents.get(item.id), variants.get(item.id)) for item in path[start:]
-            ],
-            "cursor": path[start].id if 0 < start < len(path) else None,
-        }
+    return snapshot(
+        thread_id,
+        control.revision,
+        head,
+        tuple(
+            entry(
+                item.id, item.parent_id, item.state, contents.get(item.id), 5, variants.get(item.id)
+            )
+            for item in path[start:]
+        ),
+        path[start].id if 0 < start < len(path) else None,
     )

@@ -196,3 +196,11 @@ def test_details_round_trip_and_leave_unset_fields_out() -> None:
     encoded = encode_details(details)
     assert set(encoded) == {"crux_details", "code", "diagnostics"}
     assert decode_details([encoded]) == details
+
+
+def test_a_connection_left_in_a_broken_state_is_waited_out_like_an_outage() -> None:
+    import asyncpg
+
+    mapped = to_application_error(asyncpg.InternalClientError("protocol state"))
+    assert isinstance(mapped, ApplicationError)
+    assert mapped.type == "StorageUnavailableError" and not mapped.non_retryable

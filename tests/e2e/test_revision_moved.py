@@ -114,7 +114,7 @@ async def test_a_moved_revision_is_read_again_and_planned_again_not_sent_stale(
     assert commit.status == "selected"
     view = await ThreadStore(pool).read_history_view(thread_id)
     assert [m.role for m in view.messages] == ["user", "user", "assistant", "tool", "assistant"]
-    await record_history(client, workflow_id_for("slow", thread_id), "revision_moved_replan")
+    await record_history(client, workflow_id_for("slow", thread_id), "v2_revision_moved")
 
 
 async def test_the_strict_option_fails_before_any_provider_call(
@@ -278,7 +278,7 @@ async def test_positions_name_messages_at_the_pinned_revision_and_on_the_observe
     threads = ThreadStore(pool)
     activities = await _activities(pool, database_url)
     thread_id = f"positions:{uuid.uuid4().hex[:6]}"
-    opened = await threads.append(
+    await threads.append(
         thread_id,
         [
             Message(id="q0", role="user", content="first"),
@@ -286,7 +286,6 @@ async def test_positions_name_messages_at_the_pinned_revision_and_on_the_observe
         ],
     )
     revision = await threads.revision(thread_id)
-    head = opened.message_ids[-1]
     assert await thread_ids_at(
         threads, thread_id, owner="main", revision=revision, ranges=[(1, 2), (0, 1)]
     ) == ["a0", "q0"]
@@ -295,12 +294,8 @@ async def test_positions_name_messages_at_the_pinned_revision_and_on_the_observe
         threads, thread_id, owner="main", revision=revision, ranges=[(0, 1)]
     )
     assert moved is None
-    # The path to the head a read observed is unchanged by later turns.
+    # A later turn extends the path: earlier positions keep naming the same messages.
     resolved = await activities.resolve_history_ids(
-        ResolveHistoryIdsInput(thread_id=thread_id, head=head, positions=[1, 0, 2])
+        ResolveHistoryIdsInput(thread_id=thread_id, positions=[1, 0, 2, 3])
     )
-    assert resolved.ids == ["a0", "q0", None]
-    current = await activities.resolve_history_ids(
-        ResolveHistoryIdsInput(thread_id=thread_id, positions=[2])
-    )
-    assert current.ids == ["q1"]
+    assert resolved.ids == ["a0", "q0", "q1", None]

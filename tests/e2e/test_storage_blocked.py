@@ -11,7 +11,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from crux._worker import build_worker, worker_resources
 from crux.models import GenerationInput, GenerationResult, workflow_id_for
 from storage import create_pool
-from tests.helpers import eventually, settings_for
+from tests.helpers import eventually, record_history, settings_for
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 
@@ -55,3 +55,4 @@ async def test_an_unreachable_store_is_visible_as_storage_blocked_then_fails_typ
             described = await handle.describe()
             assert described.typed_search_attributes.get(STAGE) == "failed"
             await handle.terminate("test over")
+            await record_history(client, handle.id, "v2_storage_blocked")

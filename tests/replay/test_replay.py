@@ -1,6 +1,8 @@
 """Recorded generation histories must replay against the current workflow code.
 
 A change to the workflow's command sequence without `workflow.patched(...)` fails here.
+Histories named `v2_*` were recorded on the current path (`generation-v2`); the others on the
+first path, which `workflows.legacy` carries on unchanged.
 Record new histories with `CRUX_RECORD_HISTORIES=1 make test-fast PYTEST_ARGS=tests/replay`.
 """
 
@@ -64,10 +66,12 @@ async def test_record_histories(
         TextReply(text="two"),
         ErrorReply(status=400, code="context_length_exceeded", message="too long"),
     )
+    # Histories of the current path carry the `v2_` prefix; those without it were recorded
+    # on the first path and replay through `workflows.legacy`.
     names = {
-        "first_turn": "r1",
-        "retried_provider_call": "r2",
-        "context_overflow_then_too_large": "r3",
+        "v2_first_turn": "r1",
+        "v2_retried_provider_call": "r2",
+        "v2_context_overflow_then_too_large": "r3",
     }
     echo_tool = crux.tool("echo", lambda arguments: arguments)
     async with new_worker(client, pool, settings, tools=[echo_tool]) as worker:
@@ -117,11 +121,11 @@ async def test_record_histories(
             generation_id="r7",
             input_budget={"max": 250},
         )
-    names["adhoc_offline"] = "r4"
-    names["tool_round"] = "r6"
-    names["authoritative_count"] = "r5"
+    names["v2_adhoc_offline"] = "r4"
+    names["v2_tool_round"] = "r6"
+    names["v2_authoritative_count"] = "r5"
     HISTORIES.mkdir(parents=True, exist_ok=True)
-    names["managed_inline_summary"] = "r7"
+    names["v2_managed_inline_summary"] = "r7"
     for name, generation_id in names.items():
         if (HISTORIES / f"{name}.json").exists():
             # Keep histories recorded by earlier versions: they prove compatibility.

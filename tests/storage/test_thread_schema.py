@@ -12,6 +12,7 @@ from storage.threads import (
     _append,
     _control,
     _erasure,
+    _full_read,
     _history,
     _nodes,
     _read,
@@ -44,10 +45,10 @@ _BULK = (
     " FROM generate_series(0, 499) i",
     "INSERT INTO crux_thread_messages"
     " (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,"
-    "  role, body, identity, created_at)"
+    "  role, body, identity, created_at, chain_id)"
     " SELECT 't' || t, 'm' || t || '_' || d, CASE WHEN d > 0 THEN 'm' || t || '_' || (d - 1) END,"
     "        'm' || t || '_' || (d - d % 2), d % 2, d % 2 = 1, d, d + 1, 'user', '{}'::jsonb,"
-    "        md5(t || '_' || d), now()"
+    "        md5(t || '_' || d), now(), 'm' || t || '_0'"
     " FROM generate_series(0, 499) t, generate_series(0, 399) d",
     "INSERT INTO crux_thread_groups"
     " (thread_id, group_id, parent_id, message_ids, owner_id, status, selected_head, committed_at)"
@@ -77,11 +78,11 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             (_nodes._PATH, ("t3", "m3_399")),
             (_nodes._NODES_BY_ID, ("t3", ["m3_1", "m3_2"])),
             (_nodes._GROUP, ("t3", "m3_2")),
-            (_read._SIBLINGS, ("t3", ["m3_1", "m3_3"], True)),
-            (_history._HISTORY_PATH, ("t3", "m3_399", "enc")),
+            (_full_read.SIBLINGS, ("t3", ["m3_1", "m3_3"], True, 10)),
+            (_history._HISTORY_READ, ("t3", "main", "enc")),
             (_read._CONTENT, ("t3", ["m3_1", "m3_2"])),
             (_history._MESSAGES, ("t3", ["m3_1", "m3_2"])),
-            (_read._FULL_PATH, ("t3", "m3_399")),
+            (_full_read._FULL_READ, ("t3", None, "main")),
             (_tokens._UPSERT, ("t3", "enc", ["m3_1"], [3])),
             (_erasure._TOMBSTONE, ("t3", ["m3_1"])),
             (_erasure._REDACTION_CASCADE[1], ("t3", ["m3_1"])),
@@ -112,17 +113,18 @@ def _plan_details(plan: object) -> list[tuple[str, str, str]]:
 _LONG_THREAD = (
     "INSERT INTO crux_thread_messages"
     " (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,"
-    "  role, body, identity, created_at)"
+    "  role, body, identity, created_at, chain_id)"
     " SELECT 'long', 'm' || d, CASE WHEN d > 0 THEN 'm' || (d - 1) END, 'm' || (d - d % 2),"
-    "        d % 2, d % 2 = 1, d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text), now()"
+    "        d % 2, d % 2 = 1, d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text),"
+    "        now(), 'm0'"
     " FROM generate_series(0, 1199) d"
 )
 _SHORT_THREADS = (
     "INSERT INTO crux_thread_messages"
     " (thread_id, message_id, parent_id, group_id, seq, group_end, depth, published_version,"
-    "  role, body, identity, created_at)"
+    "  role, body, identity, created_at, chain_id)"
     " SELECT 's' || t, 'm' || d, CASE WHEN d > 0 THEN 'm' || (d - 1) END, 'm' || d, 0, true,"
-    "        d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text), now()"
+    "        d, d + 1, 'user', '{\"content\": \"x\"}'::jsonb, md5(d::text), now(), 'm0'"
     " FROM generate_series(0, 2999) t, generate_series(0, 3) d"
 )
 
@@ -146,18 +148,27 @@ async def _details(connection: Any, sql: str, *args: object) -> list[tuple[str, 
 
 
 async def _check_walks(connection: Any) -> None:
-    """Path walks probe the primary key once per step; id lookups use the primary key."""
+    """Path walks probe the primary key per step (or range-scan a chain); lookups use keys."""
     walks = [
         (_nodes._PATH, ("long", "m1199")),
-        (_read._FULL_PATH, ("long", "m1199")),
+        (_full_read._FULL_READ, ("long", "m1199", "main")),
+        (_full_read.SIBLINGS, ("long", ["m5", "m7"], True, 10)),
         (_read._WALK, ("long", "m1199", 20)),
-        (_history._HISTORY_PATH, ("long", "m1199", "enc")),
+        (_history._HISTORY_READ, ("long", "main", "enc")),
     ]
+    # Sibling lookups of the full read go by parent.
+    allowed = {
+        "crux_thread_messages_pkey",
+        "crux_thread_messages_chain_idx",
+        "crux_thread_messages_parent_idx",
+    }
     for sql, args in walks:
         details = await _details(connection, sql, *args)
         message_scans = [d for d in details if d[1] == "crux_thread_messages"]
         assert message_scans, sql
-        assert all(d[2] == "crux_thread_messages_pkey" for d in message_scans), (sql, details)
+        assert not any(d[0] == "Seq Scan" for d in message_scans), (sql, details)
+        indexes = {d[2] for d in details if d[2].startswith("crux_thread_messages")}
+        assert indexes <= allowed, (sql, details)
         assert not any(d[0] == "Hash Join" for d in details), (sql, details)
     lookups = [
         (_nodes._NODES_BY_ID, ("long", ["m5", "m6"])),

@@ -1,0 +1,275 @@
+"""The decision table of a managed generation: planning state in, the next action out.
+
+The workflow carries actions out (activities, child workflows, timers); every choice of
+what comes next is made here, purely, so it is unit-tested row by row and replays the same
+way every time. Two moments ask for a decision:
+
+- `Planning`: before a provider call. The plan is sealed, or the request first needs an
+  inline summary, an authoritative count, or it fails typed (starting the summary refresh
+  a later turn needs, when the policy asks for one).
+- `Dispatched`: after the sealed plan was handed to the provider. The turn commits, runs
+  its tool calls, re-plans because the Thread moved before anything was sent, recovers once
+  from a provider that says the request is too long, or fails typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, overload
+
+from planner.request import PlanRequest
+from planner.seal import (
+    background_preparations,
+    inline_preparations,
+    needs_authoritative_count,
+    plan,
+)
+from planner.sealed import Preparation, SealedPlan
+from vocabulary.errors import CruxError, RequestCompositionError, ThreadError
+
+OVERFLOW_RECOVERY_FACTOR = 0.85
+"""A provider that says "too long" despite our measurement gets exactly one linked retry
+with a stricter ceiling, this fraction of what we measured."""
+
+MAX_REVISION_REPLANS = 24
+"""Re-reads after the Thread moved before dispatch. Each round is lost only to a turn that
+landed meanwhile, so reaching this means the Thread is written faster than it can be read."""
+
+ReplanReason = Literal["revision-moved"]
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Planning:
+    """Before a provider call.
+
+    Attributes:
+        request: The planner input of this step.
+        managed_thread: The history comes from a Thread, so summaries can be prepared.
+        summary_prepared: An inline summary was already prepared for this step; a second
+            request for one fails instead of looping.
+        countable: The provider can count this request exactly: exact history whose
+            skeleton lists every message, no tool rounds yet, no tools, no stricter ceiling.
+        counted: The authoritative count was already asked for (its answer, if any, is in
+            `request.counted_input_tokens`).
+    """
+
+    request: PlanRequest
+    managed_thread: bool
+    summary_prepared: bool = False
+    countable: bool = False
+    counted: bool = False
+
+
+DispatchOutcome = Literal["answered", "overflow", "revision-moved"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """After a sealed plan was dispatched.
+
+    Attributes:
+        outcome: `answered` (output staged), `overflow` (the provider rejected the request
+            as too long) or `revision-moved` (the Thread moved first; nothing was sent).
+        input_tokens: What the sealed plan measured.
+        ceiling: The stricter ceiling already in force after an overflow, if any.
+        tool_calls: Tool calls in the staged answer.
+        tool_rounds: Tool rounds already run in this turn.
+        max_tool_rounds: Tool rounds allowed before an answer is required.
+        replans: Revision-moved rounds so far, this one included.
+        on_revision_moved: The caller's choice when the Thread moves before dispatch.
+    """
+
+    outcome: DispatchOutcome
+    input_tokens: int
+    ceiling: int | None = None
+    tool_calls: int = 0
+    tool_rounds: int = 0
+    max_tool_rounds: int = 0
+    replans: int = 0
+    on_revision_moved: Literal["replan", "fail"] = "replan"
+
+
+# -- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Seal:
+    """Send this plan; run `maintenance` (background refreshes) after the commit."""
+
+    plan: SealedPlan
+    kind: Literal["seal"] = "seal"
+
+    @property
+    def maintenance(self) -> tuple[Preparation, ...]:
+        """Summary refreshes to start, without waiting, once the turn is committed."""
+        return tuple(p for p in self.plan.preparations if p.when == "after-response")
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareSummary:
+    """Prepare (or join) a history summary, waiting for it, then plan again."""
+
+    need: Preparation
+    kind: Literal["prepare-summary"] = "prepare-summary"
+
+
+@dataclass(frozen=True, slots=True)
+class CountAuthoritatively:
+    """Ask the provider for an exact count of the request, then plan again with it.
+
+    `message_ranges` are the history's positions (every listed message: a request with
+    aggregated older history is never counted).
+    """
+
+    message_ranges: tuple[tuple[int, int], ...]
+    kind: Literal["count"] = "count"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverOverflow:
+    """Plan the next attempt under this stricter ceiling (once per generation)."""
+
+    ceiling: int
+    kind: Literal["recover-overflow"] = "recover-overflow"
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """Read the Thread again and plan the same attempt again; nothing was sent."""
+
+    reason: ReplanReason
+    kind: Literal["replan"] = "replan"
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """Run the staged tool calls, then plan the next attempt."""
+
+    calls: int
+    kind: Literal["run-tools"] = "run-tools"
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Publish the accepted turn."""
+
+    kind: Literal["commit"] = "commit"
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Fail the generation.
+
+    Attributes:
+        error: The typed error, or `None` when the failure just observed (the provider's
+            own) stands as it is.
+        refresh: A summary refresh to start, without waiting, before failing, so that a
+            later turn can fit.
+        request_id: The planned request the error refers to, if any.
+    """
+
+    error: CruxError | None
+    refresh: Preparation | None = None
+    request_id: str | None = None
+    kind: Literal["fail"] = "fail"
+
+
+PlanningAction = Seal | PrepareSummary | CountAuthoritatively | Fail
+"""What the workflow does before a provider call."""
+
+DispatchAction = RecoverOverflow | Replan | RunTools | Commit | Fail
+"""What the workflow does after a dispatch."""
+
+Action = PlanningAction | DispatchAction
+"""What the workflow does next."""
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+@overload
+def next_action(state: Planning) -> PlanningAction: ...
+
+
+@overload
+def next_action(state: Dispatched) -> DispatchAction: ...
+
+
+def next_action(state: Planning | Dispatched) -> Action:
+    """Decide what the generation does next.
+
+    Args:
+        state: Where the generation stands: planning a call, or a call just dispatched.
+
+    Returns:
+        The action to carry out. Pure and deterministic: the same state always yields the
+        same action.
+
+    Raises:
+        ConfigurationError: For invalid configuration found while planning.
+    """
+    if isinstance(state, Planning):
+        return _before_dispatch(state)
+    return _after_dispatch(state)
+
+
+def _before_dispatch(state: Planning) -> PlanningAction:
+    try:
+        return Seal(plan(state.request))
+    except RequestCompositionError as error:
+        rejection = error
+    needs = inline_preparations(rejection)
+    if needs and state.managed_thread and not state.summary_prepared:
+        # Managed history needs a summary before this call can fit.
+        return PrepareSummary(needs[0])
+    if (
+        rejection.code == "REQUEST_TOO_LARGE"
+        and state.countable
+        and not state.counted
+        and needs_authoritative_count(state.request)
+    ):
+        # Nothing is elastic and only the estimate's margin stands in the way.
+        request = state.request
+        listed = (
+            len(request.history)
+            if request.history_columns is None
+            else request.history_columns.message_count
+        )
+        return CountAuthoritatively(((0, listed),) if listed else ())
+    background = background_preparations(rejection) if state.managed_thread else ()
+    # `on_miss="fail"` does not wait for the summary but starts its refresh: without it
+    # every later turn would fail the same way.
+    return Fail(
+        rejection,
+        refresh=background[0] if background else None,
+        request_id=state.request.request_id,
+    )
+
+
+def _after_dispatch(state: Dispatched) -> DispatchAction:
+    if state.outcome == "overflow":
+        if state.ceiling is None:
+            return RecoverOverflow(int(state.input_tokens * OVERFLOW_RECOVERY_FACTOR))
+        return Fail(None)
+    if state.outcome == "revision-moved":
+        if state.on_revision_moved == "fail":
+            return Fail(
+                ThreadError(
+                    "identity_conflict",
+                    "thread changed after the request plan was sealed",
+                )
+            )
+        if state.replans > MAX_REVISION_REPLANS:
+            return Fail(
+                ThreadError(
+                    "identity_conflict",
+                    f"thread changed before each of {state.replans} planned calls could be sent",
+                )
+            )
+        return Replan("revision-moved")
+    if state.tool_calls and state.tool_rounds < state.max_tool_rounds:
+        return RunTools(state.tool_calls)
+    return Commit()

@@ -1,0 +1,137 @@
+"""The generation ledger and request receipts: what outlives a generation's staging.
+
+The ledger row answers "did this `generation_id` already produce a turn?" for as long as the
+database keeps it; receipts and inspections are content-free and served by `inspect()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from contracts.generation import GenerationResult
+from storage._staging_sql import STAGE
+from vocabulary.ids import generation_key
+from vocabulary.messages import Message
+from vocabulary.staging import StagingKind
+
+_FIND_RESULT = "SELECT result FROM crux_generations WHERE generation_id = $1"
+
+_RECORD_RESULT = """
+INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (generation_id) DO NOTHING
+"""
+
+_RECORD_RECEIPT = """
+INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (request_id) DO NOTHING
+"""
+
+_GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
+
+_DROP_STAGING = """
+DELETE FROM crux_generation_staging
+WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
+"""
+
+
+class GenerationLedger:
+    """Results and receipts of completed generations; see `GenerationStore`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool: Any = pool
+
+    async def find_result(self, generation_id: str) -> GenerationResult | None:
+        """The stored result of a completed generation, if any."""
+        stored: Any = await self._pool.fetchval(_FIND_RESULT, generation_id)
+        return None if stored is None else GenerationResult.model_validate(stored)
+
+    async def record_result(
+        self,
+        result: GenerationResult,
+        *,
+        workflow_id: str,
+        receipts: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]] = (),
+        keep_final: Message | None = None,
+    ) -> GenerationResult:
+        """Record a completed generation, its receipts, and drop its in-flight staging.
+
+        Idempotent: a second call keeps the first result and returns it.
+
+        Args:
+            result: The content-free result.
+            workflow_id: The workflow that produced it.
+            receipts: `(request_id, receipt JSON, inspection JSON)` per provider step.
+            keep_final: For ad-hoc generations, the output to keep (as the `final` row),
+                since no Thread holds it.
+
+        Returns:
+            The result stored for this generation id.
+        """
+        key = generation_key(result.generation_id, result.thread_id)
+        async with self._pool.acquire() as connection, connection.transaction():
+            if keep_final is not None:
+                await connection.execute(
+                    STAGE,
+                    key,
+                    0,
+                    StagingKind.FINAL,
+                    result.thread_id,
+                    keep_final.model_dump(mode="json"),
+                    [],
+                    None,
+                )
+            await connection.execute(
+                _RECORD_RESULT,
+                key,
+                result.thread_id,
+                workflow_id,
+                result.model_dump(mode="json"),
+            )
+            for request_id, receipt, inspection in receipts:
+                await connection.execute(
+                    _RECORD_RECEIPT,
+                    request_id,
+                    key,
+                    result.thread_id,
+                    receipt,
+                    inspection,
+                )
+            await connection.execute(_DROP_STAGING, key)
+            stored: Any = await connection.fetchval(_FIND_RESULT, key)
+        return GenerationResult.model_validate(stored)
+
+    async def record_support_request(
+        self,
+        request_id: str,
+        *,
+        generation_id: str | None,
+        thread_id: str | None,
+        receipt: dict[str, Any],
+    ) -> None:
+        """Record a support call's content-free receipt (linked from inspections).
+
+        Args:
+            request_id: The support call's request id.
+            generation_id: The caller's id of the generation that asked (it is scoped to
+                `thread_id` here, like every generation key).
+            thread_id: The Thread summarised.
+            receipt: The content-free receipt.
+        """
+        key = None if generation_id is None else generation_key(generation_id, thread_id)
+        await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
+
+    async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Return `(receipt, inspection)` JSON for a request id.
+
+        Raises:
+            KeyError: No receipt is stored under that id.
+        """
+        row = await self._pool.fetchrow(_GET_RECEIPT, request_id)
+        if row is None:
+            raise KeyError(request_id)
+        return row["receipt"], row["inspection"]

@@ -1,0 +1,129 @@
+"""The activity inputs of one generation, built from the request, the read and the plan.
+
+Pure functions over pure data: ids, sizes and decisions only, never message text.
+"""
+
+from __future__ import annotations
+
+from contracts.activities import (
+    CommitTurnInput,
+    CountRequestInput,
+    InvokeModelInput,
+    ReadRequestInput,
+    ReadRequestResult,
+    RunToolInput,
+)
+from contracts.generation import GenerationInput, StepRecord, request_fingerprint
+from planner import RequestInspection, RequestReceipt, SealedPlan, source_ids
+from vocabulary.ids import workflow_id_for
+from workflows._planning import all_sources, read_bound, selected_sources
+from workflows._progress import TurnProgress
+
+
+def read_input(request: GenerationInput) -> ReadRequestInput:
+    """Read the current revision and size everything the plan needs."""
+    return ReadRequestInput(
+        generation_id=request.generation_id,
+        thread_id=request.thread_id,
+        owner=request.owner,
+        model=request.model,
+        prompt_id=request.prompt_id,
+        input=request.input,
+        input_ref=request.input_ref,
+        messages_ref=request.messages_ref,
+        history=request.history,
+        tools=request.tools,
+        context_source_ids=[
+            source for contributor in request.contributors for source in source_ids(contributor)
+        ],
+        max_input_tokens=read_bound(request.model, request),
+        input_budget=request.input_budget,
+        max_output_tokens=request.max_output_tokens,
+        # The reader bounds the skeleton with the worker's own catalog (custom profiles).
+        derive_ceiling=True,
+        # Inline input is in the workflow input already: its fingerprint lets the read
+        # refuse a reused id with other content. The facade records its own.
+        fingerprint=(
+            request_fingerprint(request, [request.input]) if request.input_ref is None else None
+        ),
+    )
+
+
+def count_input(
+    request: GenerationInput, read: ReadRequestResult, message_ranges: tuple[tuple[int, int], ...]
+) -> CountRequestInput:
+    """Count the whole request, every contributor at its full rung, with the provider."""
+    return CountRequestInput(
+        generation_id=request.generation_id,
+        thread_id=request.thread_id,
+        history_source=read.history_source,
+        model=request.model,
+        message_ranges=list(message_ranges),
+        owner=request.owner,
+        context=all_sources(request.contributors),
+    )
+
+
+def invoke_input(
+    request: GenerationInput, read: ReadRequestResult, sealed: SealedPlan, progress: TurnProgress
+) -> InvokeModelInput:
+    """Send what the sealed plan chose, as this attempt."""
+    summary = sealed.history_summary
+    return InvokeModelInput(
+        generation_id=request.generation_id,
+        attempt=progress.attempt,
+        thread_id=request.thread_id,
+        owner=request.owner,
+        revision=read.revision,
+        history_source=read.history_source,
+        model=request.model,
+        message_ranges=list(sealed.message_ranges),
+        context=selected_sources(request.contributors, sealed),
+        summary_artifact_id=summary.artifact_id if summary else None,
+        summary_position=summary.position if summary else 0,
+        max_output_tokens=sealed.max_output_tokens,
+        tools=request.tools,
+        tool_choice=progress.tool_choice(request),
+        turn_messages=progress.turn_messages,
+        stream=request.stream,
+    )
+
+
+def tool_input(
+    request: GenerationInput, call_turn_index: int, call_index: int, result_turn_index: int
+) -> RunToolInput:
+    """Run one tool call of the staged assistant message."""
+    return RunToolInput(
+        generation_id=request.generation_id,
+        thread_id=request.thread_id,
+        model=request.model,
+        call_turn_index=call_turn_index,
+        call_index=call_index,
+        result_turn_index=result_turn_index,
+    )
+
+
+def commit_input(
+    request: GenerationInput,
+    read: ReadRequestResult,
+    progress: TurnProgress,
+    steps: list[StepRecord],
+    inspections: list[RequestInspection],
+    superseded: list[RequestReceipt],
+) -> CommitTurnInput:
+    """Publish the accepted turn after the head the read observed."""
+    return CommitTurnInput(
+        generation_id=request.generation_id,
+        workflow_id=workflow_id_for(request.generation_id, request.thread_id),
+        thread_id=request.thread_id,
+        owner=request.owner,
+        expected_head=read.head,
+        accepted_attempt=progress.attempt,
+        history_source=read.history_source,
+        turn_messages=progress.turn_messages,
+        message_tokens=[read.current_turn_tokens, *progress.turn_counts, steps[-1].output_tokens],
+        encoding=read.encoding,
+        steps=steps,
+        inspections=inspections,
+        superseded=superseded,
+    )

@@ -1,0 +1,56 @@
+"""Where a generation stands, published three ways: the query, current details, `CruxStage`.
+
+Operators watch a run in the Temporal UI and plain clients filter on `CruxStage`; both show
+stage names, ids and counts, never content. The query and the current details follow every
+stage change at once. The search attribute is a history event, so it is upserted only when
+the run is about to wait (an activity, a timer, a child workflow) or ends, and only when the
+stage changed: stages passed within one workflow task were never observable anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+from contracts.generation import GenerationInput
+from vocabulary.stages import Stage
+from workflows import _search
+
+
+class StageReporter:
+    """The current stage of one run, kept in sync with what operators see."""
+
+    def __init__(self) -> None:
+        self.stage = Stage.STARTING
+        self._published: Stage | None = None
+        self._identity: list[SearchAttributeUpdate[Any]] = []
+
+    def publish_identity(self, request: GenerationInput) -> None:
+        """Name this run (thread, generation, model) with the next stage published.
+
+        Set by the workflow itself, whatever the starter passed, so a run started by any
+        Temporal client shows the same attributes.
+        """
+        self._identity = _search.identity(
+            thread_id=request.thread_id,
+            generation_id=request.generation_id,
+            model=request.model,
+            stage=self.stage.value,
+        )
+
+    def set(self, stage: Stage, details: str | None = None) -> None:
+        """Enter `stage`; `details` (content-free) says which step of it."""
+        self.stage = stage
+        workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
+
+    def publish(self) -> None:
+        """Upsert `CruxStage` (with the identity, the first time) if it changed."""
+        if self.stage == self._published:
+            return
+        stage = _search.STAGE.value_set(self.stage.value)
+        updates = [u for u in self._identity if u.key != _search.STAGE] + [stage]
+        self._identity = []
+        _search.upsert(updates)
+        self._published = self.stage

@@ -1,0 +1,129 @@
+"""Waiting out a PostgreSQL outage, visibly, for every stage that touches storage.
+
+The activities fail fast on an outage (their retry policies leave it to the workflow), so
+the wait is the workflow's: it shows in the stage query, the current details and
+`CruxStage`, costs none of the provider's attempts, and ends in a typed
+`StorageUnavailableError` once it outlasts the generation's `storage_wait_seconds`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from contracts.generation import GenerationInput
+from vocabulary.details import ErrorDetails, encode_details
+from vocabulary.errors import ErrorType
+from vocabulary.stages import Stage
+from workflows import _options
+from workflows._stages import StageReporter
+
+_T = TypeVar("_T")
+
+
+ActivityFailure = (ActivityError, ApplicationError)
+"""How a failed activity surfaces in workflow code: an `ActivityError` wrapping the cause,
+or, for a local activity whose retries ran out, the activity's own `ApplicationError`."""
+
+
+class StorageWaitExceeded(ApplicationError):
+    """Storage stayed unavailable past the generation's `storage_wait_seconds`.
+
+    Fails the run as a `StorageUnavailableError`; a subclass only so that callers handling
+    their activity's own failures let it through.
+    """
+
+
+def application_cause(error: ActivityError | ApplicationError) -> ApplicationError | None:
+    """The activity's own typed failure, if it raised one."""
+    if isinstance(error, ApplicationError):
+        return error
+    cause = error.cause
+    return cause if isinstance(cause, ApplicationError) else None
+
+
+def is_storage_outage(error: ActivityError | ApplicationError) -> bool:
+    """Whether an activity failed because PostgreSQL was unavailable."""
+    cause = application_cause(error)
+    return cause is not None and cause.type == ErrorType.STORAGE_UNAVAILABLE
+
+
+def is_retryable(error: ActivityError | ApplicationError) -> bool:
+    """Whether an activity failed in a way a later try may not (it spent its own retries).
+
+    The commit's test: anything but a non-retryable rejection keeps the accepted turn staged
+    and is tried again, because a turn the provider already answered must not be lost.
+    """
+    cause = application_cause(error)
+    return not (cause is not None and cause.non_retryable)
+
+
+async def waiting_out_storage(
+    stages: StageReporter,
+    request: GenerationInput,
+    stage: Stage,
+    call: Callable[[], Awaitable[_T]],
+    *,
+    blocked: Stage = Stage.STORAGE_BLOCKED,
+    outage: Callable[[ActivityError | ApplicationError], bool] = is_storage_outage,
+) -> _T:
+    """Run `call` (one activity), retrying it while storage is unavailable.
+
+    Args:
+        stages: The run's stage reporter.
+        request: The generation (its `storage_wait_seconds` is the ceiling).
+        stage: The stage `call` belongs to (named in details and in the final error).
+        call: Schedules the activity and returns its result.
+        blocked: The stage shown while waiting (`commit_blocked` for the commit).
+        outage: Which activity failures mean "wait and try again".
+
+    Returns:
+        The activity's result.
+
+    Raises:
+        ActivityError: A failure that is not an outage (or the `ApplicationError` of a
+            local activity).
+        StorageWaitExceeded: Typed `StorageUnavailableError` once the wait outlasts the
+            ceiling.
+    """
+    backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+    since: datetime | None = None
+    rounds = 0
+    while True:
+        stages.publish()
+        try:
+            return await call()
+        except ActivityFailure as error:
+            if not outage(error):
+                raise
+        since = since or workflow.now()
+        rounds += 1
+        _check_ceiling(stages, request, since, stage)
+        stages.set(blocked, f"{stage}: round {rounds} waiting for storage")
+        stages.publish()
+        # The stage stays blocked through the next try too: a call that hangs on an
+        # unreachable server must not look like progress. The caller's next stage
+        # replaces it once the call succeeds.
+        await workflow.sleep(backoff)
+        backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
+
+
+def _check_ceiling(
+    stages: StageReporter, request: GenerationInput, since: datetime, stage: Stage
+) -> None:
+    """Fail the run, typed, once storage has been unavailable for too long."""
+    waited = workflow.now() - since
+    if waited < timedelta(seconds=request.storage_wait_seconds):
+        return
+    stages.set(Stage.FAILED, f"storage unavailable during {stage}")
+    raise StorageWaitExceeded(
+        f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
+        f" (storage_wait_seconds={request.storage_wait_seconds})",
+        encode_details(ErrorDetails(stage=stage.value)),
+        type=ErrorType.STORAGE_UNAVAILABLE,
+        non_retryable=True,
+    )

@@ -1,0 +1,159 @@
+"""History summaries a generation needs: prepared inline (waiting) or started in the background.
+
+A summary is its own `SummaryWorkflow`, deduplicated by workflow id, so two generations that
+need the same artifact pay for it once: the second joins the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.workflow import ParentClosePolicy
+
+from contracts.activities import (
+    ACTIVITY_AWAIT_SUMMARY,
+    ACTIVITY_RESOLVE_HISTORY_IDS,
+    AwaitSummaryInput,
+    PrepareSummaryInput,
+    PrepareSummaryResult,
+    ResolveHistoryIdsInput,
+    ResolveHistoryIdsResult,
+)
+from contracts.generation import GenerationInput
+from planner import HistorySummary, Preparation
+from vocabulary.errors import ErrorType
+from vocabulary.stages import Stage
+from workflows import _options
+from workflows._stages import StageReporter
+from workflows._storage_wait import waiting_out_storage
+from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
+
+
+async def _through_id(
+    stages: StageReporter, request: GenerationInput, need: Preparation
+) -> str | None:
+    """The id of the last message a preparation covers, named by position in the plan.
+
+    The skeleton carries no ids, so the position is mapped on the owner's selected path
+    (this turn's commit only extends the path the read saw).
+    """
+    if need.through_id is not None or request.thread_id is None:
+        return need.through_id
+    if need.through_position is None:
+        return None
+    thread_id, position = request.thread_id, need.through_position
+    resolved: ResolveHistoryIdsResult = await waiting_out_storage(
+        stages,
+        request,
+        Stage.SUMMARISING,
+        lambda: workflow.execute_local_activity(
+            ACTIVITY_RESOLVE_HISTORY_IDS,
+            ResolveHistoryIdsInput(thread_id=thread_id, owner=request.owner, positions=[position]),
+            result_type=ResolveHistoryIdsResult,
+            **_options.READ_REQUEST_LOCAL,
+        ),
+    )
+    return resolved.ids[0]
+
+
+async def _summary_input(
+    stages: StageReporter, request: GenerationInput, need: Preparation
+) -> PrepareSummaryInput | None:
+    through_id = await _through_id(stages, request, need)
+    if request.thread_id is None or through_id is None:
+        return None
+    return PrepareSummaryInput(
+        thread_id=request.thread_id,
+        owner=request.owner,
+        through_id=through_id,
+        strategy=request.history.strategy,
+        model=request.history.summary_model or request.model,
+        counting_model=request.model,
+        generation_id=request.generation_id,
+        max_summary_tokens=need.max_summary_tokens,
+    )
+
+
+async def start_summary(stages: StageReporter, request: GenerationInput, need: Preparation) -> None:
+    """Start the summary a later turn needs, without waiting (maintenance, refresh)."""
+    summary_input = await _summary_input(stages, request, need)
+    if summary_input is None:
+        return
+    stages.set(Stage.MAINTENANCE, "summary scheduled")
+    stages.publish()
+    # Another generation may already have scheduled this artifact: that is enough.
+    with contextlib.suppress(WorkflowAlreadyStartedError):
+        await workflow.start_child_workflow(
+            SUMMARY_WORKFLOW,
+            summary_input,
+            id=summary_workflow_id(summary_input),
+            parent_close_policy=ParentClosePolicy.ABANDON,
+        )
+
+
+async def prepare_summary(
+    stages: StageReporter, request: GenerationInput, need: Preparation
+) -> HistorySummary | None:
+    """Prepare the summary this call needs and wait for it (joining one already running).
+
+    Raises:
+        ApplicationError: Typed and content-free when the summary could not be prepared.
+    """
+    summary_input = await _summary_input(stages, request, need)
+    if summary_input is None:
+        return None
+    child_id = summary_workflow_id(summary_input)
+    stages.set(Stage.SUMMARISING, "inline history summary")
+    stages.publish()
+    try:
+        try:
+            prepared = await workflow.execute_child_workflow(
+                SUMMARY_WORKFLOW, summary_input, id=child_id, result_type=PrepareSummaryResult
+            )
+            origin = "joined" if prepared.reused else "inline"
+        except WorkflowAlreadyStartedError:
+            # An identical preparation is running (another generation, maintenance, or
+            # another worker): wait for that one, so its support calls are the only ones.
+            prepared = await workflow.execute_activity(
+                ACTIVITY_AWAIT_SUMMARY,
+                AwaitSummaryInput(workflow_id=child_id, request=summary_input),
+                result_type=PrepareSummaryResult,
+                **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
+            )
+            origin = "joined"
+    except (ChildWorkflowError, ActivityError) as error:
+        raise _preparation_failed(error) from None
+    return prepared.summary.model_copy(update={"origin": origin})
+
+
+def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
+    """A typed, content-free failure for a history summary that could not be prepared.
+
+    The cause's type is kept (a provider failure of the summary model reaches the caller as
+    that `ProviderError`); details carry codes only.
+    """
+    cause: BaseException | None = error.cause
+    while isinstance(cause, FailureError) and not (
+        isinstance(cause, ApplicationError) and cause.type is not None
+    ):
+        cause = cause.cause
+    if isinstance(cause, ApplicationError):
+        return ApplicationError(
+            "the history summary could not be prepared",
+            *cause.details,
+            type=cause.type,
+            non_retryable=True,
+        )
+    return ApplicationError(
+        "the history summary could not be prepared",
+        type=ErrorType.PROVIDER,
+        non_retryable=True,
+    )
