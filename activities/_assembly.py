@@ -6,6 +6,8 @@ activity sends exactly what the plan measured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from activities._support import render_summary
 from contracts.activities import HistorySource, SelectedSource
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -45,29 +47,26 @@ class RequestAssembler:
         generation_id: str,
         thread_id: str | None,
         history_source: HistorySource,
-        message_ids: list[str],
+        message_ids: Sequence[str],
         context: list[SelectedSource],
         turn_messages: int = 0,
         *,
         summary: tuple[str | None, int] = (None, 0),
-        older_through_id: str | None = None,
-        owner: str = "main",
+        message_ranges: Sequence[tuple[int, int]] = (),
     ) -> list[Message]:
-        """Rebuild the provider-facing messages of a sealed plan from PostgreSQL."""
+        """Rebuild the provider-facing messages of a sealed plan from PostgreSQL.
+
+        A Thread's history arrives as `message_ids` (its positions mapped at the pinned
+        revision); call-site history as the plan's `message_ranges` over the staged
+        messages.
+        """
         user = await self._generations.get_staged(generation_id, 0, StagingKind.USER)
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
         system = await self._generations.get_staged(generation_id, 0, StagingKind.SYSTEM)
         history = await self._history_messages(
-            generation_id, thread_id, history_source, message_ids
+            generation_id, thread_id, history_source, message_ids, message_ranges
         )
-        if older_through_id is not None and thread_id is not None:
-            # The listed leading system prefix precedes the aggregated older messages.
-            listed = set(message_ids)
-            path = await self._older(thread_id, owner, older_through_id)
-            older = [m for m in path if m.id not in listed]
-            prefix = len(path) - len(older)
-            history = [*history[:prefix], *older, *history[prefix:]]
         artifact_id, position = summary
         if artifact_id is not None and thread_id is not None:
             artifact = await self._summaries.get(thread_id, artifact_id)
@@ -80,14 +79,6 @@ class RequestAssembler:
         )
         turn = await self.turn_messages(generation_id, turn_messages)
         return [*leading, *history, user.message, *turn]
-
-    async def _older(self, thread_id: str, owner: str, through_id: str) -> list[Message]:
-        # The revision was validated just before, so the path is the one the plan read.
-        view = await self._threads.read_history_view(thread_id, owner=owner)
-        ids = [entry.id for entry in view.messages]
-        if through_id not in ids:
-            raise ThreadError("identity_conflict", "the planned history is no longer on the path")
-        return await self._threads.load_messages(thread_id, ids[: ids.index(through_id) + 1])
 
     async def turn_messages(self, generation_id: str, count: int) -> list[Message]:
         """The first `count` tool-round messages staged for the turn."""
@@ -119,13 +110,14 @@ class RequestAssembler:
         generation_id: str,
         thread_id: str | None,
         history_source: HistorySource,
-        message_ids: list[str],
+        message_ids: Sequence[str],
+        message_ranges: Sequence[tuple[int, int]],
     ) -> list[Message]:
-        if not message_ids:
-            return []
         if history_source == "thread" and thread_id:
+            if not message_ids:
+                return []
             return await self._threads.load_messages(thread_id, message_ids)
-        if history_source == "caller-messages":
+        if history_source == "caller-messages" and message_ranges:
             # Call-site or prompt-level messages: only one of the two is ever staged.
             caller = await self._generations.get_staged_messages(
                 generation_id, StagingKind.CALLER_MESSAGES
@@ -136,6 +128,10 @@ class RequestAssembler:
                 )
             if caller is None:
                 raise ThreadError("not_found", "staged call-site messages are missing")
-            by_id = {m.id or f"caller:{i}": m for i, m in enumerate(caller)}
-            return [by_id[i] for i in message_ids]
+            selected: list[Message] = []
+            for start, end in message_ranges:
+                if not 0 <= start <= end <= len(caller):
+                    raise ThreadError("not_found", "staged call-site messages are missing")
+                selected.extend(caller[start:end])
+            return selected
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from temporalio import activity
 
@@ -22,6 +23,7 @@ async def stream_to_staging(
     chat_request: ChatRequest,
     request: InvokeModelInput,
     generations: GenerationStore,
+    sources: Sequence[str] = (),
 ) -> ChatResponse:
     """Stream the call, staging deltas for followers; return the assembled reply.
 
@@ -46,7 +48,7 @@ async def stream_to_staging(
                     f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
                     "".join(pending),
                     thread_id=request.thread_id,
-                    source_message_ids=request.message_ids,
+                    source_message_ids=sources,
                 )
             except Exception as error:
                 # Deltas are progress only: a storage outage must not cost the answer being

@@ -29,6 +29,7 @@ from contracts.activities import (
     ACTIVITY_PREPARE_SUMMARY,
     ACTIVITY_READ_REQUEST,
     ACTIVITY_RECORD_PLAN,
+    ACTIVITY_RESOLVE_HISTORY_IDS,
     ACTIVITY_RUN_TOOL,
     AwaitSummaryInput,
     CommitTurnInput,
@@ -42,6 +43,8 @@ from contracts.activities import (
     ReadRequestInput,
     ReadRequestResult,
     RecordPlanInput,
+    ResolveHistoryIdsInput,
+    ResolveHistoryIdsResult,
     RunToolInput,
     RunToolResult,
 )
@@ -79,6 +82,7 @@ class GenerationActivities:
         receipts: ReceiptStore | None = None,
     ) -> None:
         self._generations = generations
+        self._threads = threads
         offered: ToolLookup = tools or NoTools()
         summaries = summaries or SummaryStore(threads.pool)
         assembler = RequestAssembler(threads, generations, summaries)
@@ -162,6 +166,15 @@ class GenerationActivities:
                 receipt=request.receipt.model_dump(mode="json"),
                 inspection=request.inspection.model_dump(mode="json"),
             )
+        )
+
+    @activity.defn(name=ACTIVITY_RESOLVE_HISTORY_IDS)
+    @maps_errors
+    async def resolve_history_ids(self, request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
+        """Name the messages at some positions of the owner's selected path."""
+        _, ids = await self._threads.path_ids(request.thread_id, owner=request.owner)
+        return ResolveHistoryIdsResult(
+            ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )
 
     @activity.defn(name=ACTIVITY_COMMIT_TURN)

@@ -8,7 +8,7 @@ paying again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -21,6 +21,7 @@ from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
 from activities._registries import ToolLookup
 from activities._streaming import stream_to_staging
+from activities.skeleton import thread_ids_at
 from contracts.activities import (
     CountRequestInput,
     CountRequestResult,
@@ -51,6 +52,8 @@ class _Answer:
     output: Message
     call_message: Message | None
     result: InvokeModelResult
+    sources: tuple[str, ...] = ()
+    """Thread messages the request was built from (the redaction cascade follows them)."""
 
 
 class ModelInvoker:
@@ -88,12 +91,26 @@ class ModelInvoker:
         provider, model_name = self._providers.resolve(request.model)
         if not isinstance(provider, AuthoritativeCounter):
             return CountRequestResult()
+        sources: list[str] = []
+        if request.history_source == "thread" and request.thread_id:
+            # Counted right after the read; the attempt re-checks the revision anyway.
+            sources = (
+                await thread_ids_at(
+                    self._threads,
+                    request.thread_id,
+                    owner=request.owner,
+                    revision=None,
+                    ranges=request.message_ranges,
+                )
+                or []
+            )
         messages = await self._assembler.request_messages(
             scoped_key(request),
             request.thread_id,
             request.history_source,
-            request.message_ids,
+            sources,
             request.context,
+            message_ranges=request.message_ranges,
         )
         tokens = await provider.count_tokens(ChatRequest(model=model_name, messages=messages))
         _log.info(
@@ -113,16 +130,17 @@ class ModelInvoker:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the
             # head the read observed), unless one of its sources was redacted meanwhile.
-            await self._refuse_if_sources_redacted(request)
+            await self._refuse_if_sources_redacted(request, staged.source_message_ids)
             return InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
         held = self._unstaged.get((scoped_key(request), request.attempt))
         if held is not None:
             # The provider answered this attempt here before storage went away: stage that
             # answer now rather than paying for another.
             result = await self._stage_answer(request, held)
-            await self._refuse_if_sources_redacted(request)
+            await self._refuse_if_sources_redacted(request, held.sources)
             return result.model_copy(update={"reused_staged_output": True})
-        if await self._revision_moved(request):
+        sources = await self._pinned_sources(request)
+        if sources is None:
             # Nothing was sent for this plan yet: sending it now would answer a stale view
             # of the Thread, so the workflow reads the new revision and plans again.
             _log.info(
@@ -135,12 +153,11 @@ class ModelInvoker:
             scoped_key(request),
             request.thread_id,
             request.history_source,
-            request.message_ids,
+            sources,
             request.context,
             request.turn_messages,
             summary=(request.summary_artifact_id, request.summary_position),
-            older_through_id=request.older_through_id,
-            owner=request.owner,
+            message_ranges=request.message_ranges,
         )
         provider, model_name = self._providers.resolve(request.model)
         chat_request = ChatRequest(
@@ -151,7 +168,9 @@ class ModelInvoker:
             tool_choice=request.tool_choice if request.tools else None,
         )
         if request.stream and isinstance(provider, StreamingChatProvider):
-            response = await stream_to_staging(provider, chat_request, request, self._generations)
+            response = await stream_to_staging(
+                provider, chat_request, request, self._generations, sources
+            )
         else:
             response = await _with_heartbeat(provider.complete(chat_request))
         output = Message(
@@ -190,8 +209,8 @@ class ModelInvoker:
             # Same content as the output, already counted.
             turn_tokens=output_tokens if call_message is not None else 0,
         )
-        await self._stage_answer(request, _Answer(output, call_message, result))
-        await self._refuse_if_sources_redacted(request)
+        await self._stage_answer(request, _Answer(output, call_message, result, tuple(sources)))
+        await self._refuse_if_sources_redacted(request, sources)
         _log.info(
             "provider.attempt.completed",
             generation_id=request.generation_id,
@@ -225,7 +244,7 @@ class ModelInvoker:
                     StagingKind.OUTPUT,
                     answer.output,
                     thread_id=request.thread_id,
-                    source_message_ids=request.message_ids,
+                    source_message_ids=answer.sources,
                     info=answer.result.model_dump(mode="json"),
                 )
             )
@@ -236,21 +255,37 @@ class ModelInvoker:
         self._unstaged.staged(key)
         return answer.result
 
-    async def _revision_moved(self, request: InvokeModelInput) -> bool:
-        """Whether the Thread moved since the read that `request`'s plan was sealed on."""
-        if request.history_source != "thread" or not request.thread_id or not request.revision:
-            return False
-        try:
-            await self._threads.validate_revision(
-                request.thread_id, request.revision, owner=request.owner
-            )
-        except ThreadError as moved:
-            if moved.code != "identity_conflict":
-                raise  # deleted: nothing can be committed any more
-            return True
-        return False
+    async def _pinned_sources(self, request: InvokeModelInput) -> list[str] | None:
+        """The Thread message ids the plan's positions name, `None` if the Thread moved.
 
-    async def _refuse_if_sources_redacted(self, request: InvokeModelInput) -> None:
+        One read of the path both checks the pinned revision and maps the positions: a
+        plan sealed on another revision would name other messages.
+        """
+        if request.history_source != "thread" or not request.thread_id:
+            return []
+        if not request.message_ranges:
+            if not request.revision:
+                return []
+            try:
+                await self._threads.validate_revision(
+                    request.thread_id, request.revision, owner=request.owner
+                )
+            except ThreadError as moved:
+                if moved.code != "identity_conflict":
+                    raise  # deleted: nothing can be committed any more
+                return None
+            return []
+        return await thread_ids_at(
+            self._threads,
+            request.thread_id,
+            owner=request.owner,
+            revision=request.revision or None,
+            ranges=request.message_ranges,
+        )
+
+    async def _refuse_if_sources_redacted(
+        self, request: InvokeModelInput, sources: Sequence[str]
+    ) -> None:
         """Drop this attempt's output if a message it was built from was redacted meanwhile.
 
         The redaction cascade deletes staged rows derived from redacted messages, but a
@@ -269,7 +304,7 @@ class ModelInvoker:
                 raise
         try:
             # The Thread moved (new turns are legitimate); check the sources themselves.
-            await self._threads.load_messages(request.thread_id, request.message_ids)
+            await self._threads.load_messages(request.thread_id, sources)
         except ThreadError:
             await self._generations.drop_staged(scoped_key(request), request.attempt)
             raise

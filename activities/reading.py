@@ -16,7 +16,7 @@ from activities._assembly import RequestAssembler
 from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
-from contracts.activities import CompactHistory, ReadRequestInput, ReadRequestResult
+from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import TokenCounter, ToolSpec
@@ -100,11 +100,11 @@ async def read_skeleton(
         ),
     )
     if sources.transcript is not None:
-        items, older = caller_skeleton(counter, list(sources.transcript), ceiling)
+        columns, older = caller_skeleton(counter, list(sources.transcript), ceiling)
         return measured.model_copy(
             update={
                 "history_source": "caller-messages",
-                "history": CompactHistory.from_items(items),
+                "history": columns,
                 "older_history": older,
             }
         )
@@ -129,7 +129,7 @@ async def read_skeleton(
             "summary": summary,
             "revision": skeleton.view.revision,
             "head": skeleton.view.head,
-            "history": CompactHistory.from_items(skeleton.history),
+            "history": skeleton.history,
             "older_history": skeleton.older,
             "counted_messages": skeleton.counted,
         }

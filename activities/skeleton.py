@@ -1,20 +1,24 @@
-"""Build the content-free request skeleton of a Thread: ids, roles, groups, token counts.
+"""Build the content-free request skeleton of a history source: packed per causal group.
 
 Shared by the read activity (which stores new counts with the messages) and
 `Runtime.preview` (which must write nothing). Its size is bounded by the model's strict
 input ceiling, not by the Thread's length: the newest whole causal groups that could still
-fit, plus one aggregate for everything older.
+fit, plus one aggregate for everything older. It carries no message ids: the planner names
+what it sends by position in the history source (the Thread's path at the pinned revision,
+or the call-site messages), and `ids_at_positions` maps positions back to ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from planner import HistoryAggregate, HistoryItem
-from planner.history import leading_system_prefix
+from planner import HistoryAggregate, HistoryColumns
+from planner.history import TranscriptEntry, leading_system_prefix
 from providers import TokenCounter
-from storage import HistoryEntry, HistoryView, ThreadStore
+from storage import HistoryView, ThreadStore
+from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
 
@@ -23,14 +27,16 @@ class ThreadSkeleton:
     """A Thread's path as the planner sees it.
 
     Attributes:
-        view: The history view read (revision and head pin the plan).
-        history: The newest whole groups that could fit, oldest first.
-        older: One aggregate for everything older.
+        view: The history view read (revision and head pin the plan; positions index
+            `view.messages`).
+        history: The newest whole groups that could fit (and the leading system prefix),
+            oldest first, packed.
+        older: One aggregate for everything older (no ids).
         counted: How many messages had to be tokenized for this skeleton.
     """
 
     view: HistoryView
-    history: list[HistoryItem]
+    history: HistoryColumns
     older: HistoryAggregate
     counted: int
 
@@ -72,32 +78,7 @@ async def thread_skeleton(
         e if e.tokens is not None else e.model_copy(update={"tokens": counted[e.id]})
         for e in view.messages
     ]
-    recent, older_entries = newest_groups(entries, ceiling)
-    prefix = leading_system_prefix(entries)
-    if older_entries and prefix:
-        # The leading system prefix is listed always, so no cap can drop it: the aggregate
-        # then lies between it and the newest groups.
-        prefix = min(prefix, len(older_entries))
-        recent = [*older_entries[:prefix], *recent]
-        older_entries = older_entries[prefix:]
-    history = [
-        HistoryItem(
-            id=e.id,
-            role=e.role,
-            group_id=e.group_id,
-            tokens=e.tokens or 0,
-            tool_call_ids=tuple(e.tool_call_ids),
-            tool_call_id=e.tool_call_id,
-        )
-        for e in recent
-    ]
-    older = HistoryAggregate(
-        count=len(older_entries),
-        tokens=sum(e.tokens or 0 for e in older_entries),
-        first_id=older_entries[0].id if older_entries else None,
-        last_id=older_entries[-1].id if older_entries else None,
-        prefix_items=prefix if older_entries else 0,
-    )
+    history, older = pack_skeleton(entries, ceiling)
     return ThreadSkeleton(view=view, history=history, older=older, counted=len(counted))
 
 
@@ -111,7 +92,10 @@ def content_tokens(counter: TokenCounter, messages: Sequence[Message]) -> list[i
     return counter.count_messages(messages)
 
 
-def _group_spans(entries: Sequence[HistoryEntry]) -> list[tuple[int, int]]:
+_E = TypeVar("_E", bound=TranscriptEntry)
+
+
+def _group_spans(entries: Sequence[TranscriptEntry]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for index in range(1, len(entries)):
@@ -123,9 +107,7 @@ def _group_spans(entries: Sequence[HistoryEntry]) -> list[tuple[int, int]]:
     return spans
 
 
-def newest_groups(
-    entries: Sequence[HistoryEntry], ceiling: int
-) -> tuple[list[HistoryEntry], list[HistoryEntry]]:
+def newest_groups(entries: Sequence[_E], ceiling: int) -> tuple[list[_E], list[_E]]:
     """Split a path into the newest whole groups that could fit `ceiling` and the rest.
 
     Uncounted messages are assumed to cost one token each, so the split never drops a group
@@ -142,47 +124,108 @@ def newest_groups(
     return list(entries[cut:]), list(entries[:cut])
 
 
+@dataclass(frozen=True, slots=True)
+class _CallerEntry:
+    """A call-site message as the skeleton sees it (internal)."""
+
+    role: str
+    group_id: str
+    tokens: int
+    tool_call_ids: tuple[str, ...]
+    tool_call_id: str | None
+
+
 def caller_skeleton(
     counter: TokenCounter, messages: Sequence[Message], ceiling: int
-) -> tuple[list[HistoryItem], HistoryAggregate]:
+) -> tuple[HistoryColumns, HistoryAggregate]:
     """Size call-site messages the way `thread_skeleton` sizes a Thread path.
 
     Call-site messages carry no stored groups, so groups are inferred as turns: every user
     or system message opens a group and the assistant replies, tool calls and tool results
     after it join it. A recent suffix therefore never separates a question from its answer
     or a tool call from its result, and the leading system prefix is listed always.
+    Positions are indices into `messages`.
     """
     counts = content_tokens(counter, messages)
-    items: list[HistoryItem] = []
-    group = ""
+    entries: list[_CallerEntry] = []
+    group = 0
     for index, (message, tokens) in enumerate(zip(messages, counts, strict=True)):
-        if not group or message.role in ("user", "system"):
-            group = f"caller:{index}"
-        items.append(
-            HistoryItem(
-                id=message.id or f"caller:{index}",
+        if index == 0 or message.role in ("user", "system"):
+            group = index
+        entries.append(
+            _CallerEntry(
                 role=message.role,
-                group_id=group,
+                group_id=f"caller:{group}",
                 tokens=tokens,
                 tool_call_ids=tuple(c.tool_call_id for c in message.tool_calls),
                 tool_call_id=message.tool_call_id,
             )
         )
-    prefix = leading_system_prefix(items)
-    total = sum(item.tokens for item in items[:prefix])
-    cut = len(items)
-    for index in range(len(items) - 1, prefix - 1, -1):
-        total += items[index].tokens
-        if total > ceiling:
-            break
-        # Cut only at a group start, so the suffix never splits a group.
-        if index == prefix or items[index - 1].group_id != items[index].group_id:
-            cut = index
-    older = items[prefix:cut]
-    return [*items[:prefix], *items[cut:]], HistoryAggregate(
-        count=len(older),
-        tokens=sum(i.tokens for i in older),
-        first_id=older[0].id if older else None,
-        last_id=older[-1].id if older else None,
-        prefix_items=prefix if older else 0,
+    return pack_skeleton(entries, ceiling)
+
+
+def pack_skeleton(
+    entries: Sequence[TranscriptEntry], ceiling: int
+) -> tuple[HistoryColumns, HistoryAggregate]:
+    """Pack the newest whole groups that could fit `ceiling`, and aggregate the rest.
+
+    The leading system prefix is listed always, so no cap can drop it: the aggregate then
+    lies between it and the newest groups. Every entry must carry its token count.
+    """
+    recent, older_entries = newest_groups(entries, ceiling)
+    prefix = leading_system_prefix(entries)
+    if older_entries and prefix:
+        prefix = min(prefix, len(older_entries))
+        recent = [*older_entries[:prefix], *recent]
+        older_entries = older_entries[prefix:]
+    columns = HistoryColumns.pack(recent, has_older=bool(older_entries), prefix_items=prefix)
+    older = HistoryAggregate(
+        count=len(older_entries),
+        tokens=sum(e.tokens or 0 for e in older_entries),
+        prefix_items=prefix if older_entries else 0,
     )
+    return columns, older
+
+
+def ids_at_positions(ids: Sequence[str], ranges: Sequence[tuple[int, int]]) -> list[str]:
+    """The ids a sealed plan's position ranges name, in order.
+
+    Args:
+        ids: The history source's ids, oldest first (the path at the pinned revision).
+        ranges: Half-open position ranges (`SealedPlan.message_ranges`).
+
+    Raises:
+        ThreadError: `identity_conflict` when a range does not lie on the source (it
+            changed since the plan was sealed).
+    """
+    selected: list[str] = []
+    for start, end in ranges:
+        if not 0 <= start <= end <= len(ids):
+            raise ThreadError("identity_conflict", "the planned history is no longer on the path")
+        selected.extend(ids[start:end])
+    return selected
+
+
+async def thread_ids_at(
+    threads: ThreadStore,
+    thread_id: str,
+    *,
+    owner: str,
+    revision: str | None,
+    ranges: Sequence[tuple[int, int]],
+) -> list[str] | None:
+    """Map position ranges on a Thread's selected path to message ids at `revision`.
+
+    Returns:
+        The ids, or `None` when the Thread is no longer at `revision` (positions name
+        other messages then; the caller reads and plans again).
+
+    Raises:
+        ThreadError: `deleted` after deletion; `identity_conflict` for ranges off the path.
+    """
+    if not ranges:
+        return []
+    current, ids = await threads.path_ids(thread_id, owner=owner)
+    if revision is not None and current != revision:
+        return None
+    return ids_at_positions(ids, ranges)

@@ -4,11 +4,15 @@ Run: `.venv/bin/python bench/bench_planner.py [--quick]`
 
 For 1,000, 10,000 and 100,000 history messages (four messages per causal group: user,
 assistant tool call, tool result, final assistant) plus 8 elastic context contributors it
-times `plan()` with the recent-suffix policy (the same job as trimming) and with exact
+times decode + validate + plan of the read result as the workflow receives it (JSON bytes
+of the columnar skeleton, next to the previous release's per-message form as the anchor),
+then `plan()` alone with the recent-suffix policy (the same job as trimming) and with exact
 history, and, on the same transcript, `langchain_core.messages.trim_messages` keeping the
 newest messages under the same token cap, once counting with tiktoken per call and once
-with precomputed per-message counts. It prints medians (and best runs) and the ratios
-anchor / planner, then times selection alone with 8, 100 and 1,000 elastic contributors.
+with precomputed per-message counts, with the tool-call/result pairs each output breaks.
+It prints medians (and best runs) and the ratios anchor / planner, then times selection
+alone with 8, 100 and 1,000 elastic contributors, and prints the skeleton's bytes on a
+128k-token model as a Thread grows from 10 to 10,000 messages.
 
 Token counts given to the planner are computed once with tiktoken before timing, as the
 runtime does when a message is stored.
@@ -21,6 +25,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +41,11 @@ from langchain_core.messages import (
     trim_messages,
 )
 
+from activities.skeleton import pack_skeleton
+from contracts.activities import ReadRequestResult
 from planner import (
+    HistoryAggregate,
+    HistoryColumns,
     HistoryItem,
     InputBudget,
     ModelCatalog,
@@ -51,6 +60,8 @@ from planner import (
     prefer,
     summarizable,
 )
+from workflows.legacy.contracts import CompactHistory as LegacyCompactHistory
+from workflows.legacy.contracts import ReadRequestResult as LegacyReadResult
 
 WORDS = [
     "order",
@@ -199,11 +210,21 @@ def timed_ms(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(samples), min(samples)
 
 
+def broken_pairs(kept: list[BaseMessage]) -> int:
+    """Tool calls sent without their result plus results sent without their call."""
+    calls = {
+        call["id"] for m in kept if isinstance(m, AIMessage) for call in m.tool_calls if call["id"]
+    }
+    results = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+    return len(calls ^ results)
+
+
 def run(size: int, runs: int, anchor_runs: int) -> None:
     enc = encoding()
     messages = transcript(size)
     counts = {m.id or "": len(enc.encode(message_text(m))) for m in messages}
     items = history_items(messages, counts)
+    columns = HistoryColumns.pack(items)
     total = sum(counts.values())
     cap = total // 2
     ladder = contributors()
@@ -214,7 +235,7 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
             "request_id": f"bench-{size}",
             "model": profile,
             "system_tokens": 400,
-            "history": items,
+            "history_columns": columns,
             "history_policy": history.recent(tokens=cap),
             "current_turn_tokens": 40,
             "tool_schema_tokens": 300,
@@ -225,14 +246,34 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     unconstrained = plan(recent).input_tokens
     budget = InputBudget(optimize_at=unconstrained - 20_000, max=unconstrained - 12_000)
     recent = recent.model_copy(update={"input_budget": budget})
-    exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
-    start = time.perf_counter()
-    PlanRequest.model_validate(recent.model_dump())
-    validate_ms = (time.perf_counter() - start) * 1000
+    # The skeleton as the workflow receives it (JSON bytes of the read result), decoded,
+    # validated and planned: packed per group, next to the previous release's one-entry-
+    # per-message form (ids, roles, counts; unpacked into items) as the anchor.
+    fields = {name: getattr(recent, name) for name in PlanRequest.model_fields}
+    fields["history_columns"] = None
+    wire = ReadRequestResult(history=columns).model_dump_json().encode()
+    wire_items = (
+        LegacyReadResult(history=LegacyCompactHistory.from_items(items)).model_dump_json().encode()
+    )
 
+    def columnar() -> object:
+        read = ReadRequestResult.model_validate_json(wire)
+        return plan(PlanRequest.model_validate({**fields, "history_columns": read.history}))
+
+    def per_message() -> object:
+        read = LegacyReadResult.model_validate_json(wire_items)
+        return plan(PlanRequest.model_validate({**fields, "history": read.history.items()}))
+
+    full, full_best = timed_ms(columnar, runs)
+    full_items, _ = timed_ms(per_message, max(3, runs // 4))
+    validate_items, _ = timed_ms(
+        lambda: LegacyReadResult.model_validate_json(wire_items).history.items(), 3
+    )
     plan_recent, best_recent = timed_ms(lambda: plan(recent), runs)
-    plan_exact, best_exact = timed_ms(lambda: plan(exact), runs)
+    exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
+    plan_exact, _ = timed_ms(lambda: plan(exact), runs)
     sealed = plan(recent)
+    sent = [messages[p] for start, end in sealed.message_ranges for p in range(start, end)]
 
     # List counters, as trim_messages calls them (it sums per message when given one).
     def tiktoken_counter(batch: list[BaseMessage]) -> int:
@@ -255,15 +296,20 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
 
     trim_tiktoken, _ = timed_ms(lambda: trim(tiktoken_counter), anchor_runs)
     trim_counts, _ = timed_ms(lambda: trim(precomputed_counter), anchor_runs)
-    kept = len(trim(precomputed_counter))
+    kept = trim(precomputed_counter)
     print(
-        f"{size:>7} msgs | {len({i.group_id for i in items}):>6} groups | "
-        f"plan(recent) {plan_recent:7.2f} ms (best {best_recent:6.2f}) | "
-        f"plan(exact) {plan_exact:7.2f} ms (best {best_exact:6.2f}) | "
+        f"{size:>7} msgs | decode+validate+plan {full:7.2f} ms (best {full_best:6.2f}, "
+        f"{len(wire):>7} B) | per-message anchor {full_items:8.2f} ms "
+        f"({full_items / full:5.1f}x; decode+validate alone {validate_items:7.2f} ms, "
+        f"{len(wire_items):>8} B)"
+    )
+    print(
+        f"{'':>7}      | plan(recent) {plan_recent:6.2f} ms (best {best_recent:6.2f}) | "
+        f"plan(exact) {plan_exact:6.2f} ms | "
         f"trim+tiktoken {trim_tiktoken:9.2f} ms ({trim_tiktoken / plan_recent:6.1f}x) | "
         f"trim+counts {trim_counts:8.2f} ms ({trim_counts / plan_recent:5.1f}x) | "
-        f"kept plan/trim {len(sealed.message_ids)}/{kept} | "
-        f"adaptations {len(sealed.receipt.adaptations)} | skeleton validate {validate_ms:7.1f} ms"
+        f"kept plan/trim {len(sent)}/{len(kept)} | broken pairs plan/trim "
+        f"{broken_pairs(sent)}/{broken_pairs(kept)} | adaptations {len(sealed.receipt.adaptations)}"
     )
 
 
@@ -292,16 +338,60 @@ def many_contributors(count: int, runs: int) -> None:
     )
 
 
+def skeleton_bytes() -> None:
+    """Bytes of the read result's history on a 128k-token model as a Thread grows.
+
+    The previous wire form (ids, roles and counts per message, from the frozen first
+    release) is the anchor; the thread alternates user and assistant messages of 40 to 200
+    tokens in two-message causal groups with realistic generation-derived ids.
+    """
+    rng = random.Random(11)
+    ceiling = 128_000 - 4_096 - 32
+    for size in (10, 100, 1_000, 10_000):
+        roles = ("user", "assistant")
+        items = tuple(
+            HistoryItem(
+                id=f"gen:{uuid.UUID(int=rng.getrandbits(128))}:{roles[n % 2]}",
+                role=roles[n % 2],
+                group_id=f"g{n // 2}",
+                tokens=rng.randint(40, 200),
+            )
+            for n in range(size)
+        )
+        columns, older = pack_skeleton(items, ceiling)
+        listed = items[len(items) - columns.message_count :]
+        named = HistoryAggregate(
+            count=older.count,
+            tokens=older.tokens,
+            first_id=items[0].id if older.count else None,
+            last_id=items[older.count - 1].id if older.count else None,
+        )
+        before = len(
+            LegacyReadResult(
+                history=LegacyCompactHistory.from_items(listed), older_history=named
+            ).model_dump_json()
+        )
+        after = len(ReadRequestResult(history=columns, older_history=older).model_dump_json())
+        print(
+            f"{size:>7} msgs on a 128k model | {len(listed):>5} listed | skeleton {after:>6} B "
+            f"(per-message form {before:>7} B, {before / after:6.1f}x)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
     runs = 5 if args.quick else 31
-    print("median wall time per call (best in brackets); ratios are anchor / plan(recent) medians")
+    print(
+        "median wall time per call (best in brackets); ratios are anchor / planner medians, "
+        "measured in this run"
+    )
     for size, anchor_runs in ((1_000, 9), (10_000, 5), (100_000, 1)):
         run(size, runs if size < 100_000 else max(3, runs // 4), 1 if args.quick else anchor_runs)
     for count in (8, 100, 1_000):
         many_contributors(count, runs)
+    skeleton_bytes()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 from contracts._compact import CompactWireModel
@@ -16,83 +15,14 @@ from contracts.generation import (
 )
 from planner import (
     HistoryAggregate,
-    HistoryItem,
+    HistoryColumns,
     HistorySummary,
     ModelProfile,
     RequestInspection,
     RequestReceipt,
 )
 from vocabulary.commits import WireModel
-from vocabulary.messages import Role
 from vocabulary.staging import HistorySource
-
-_ROLE_LETTERS: dict[Role, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
-_LETTER_ROLES: dict[str, Role] = {letter: role for role, letter in _ROLE_LETTERS.items()}
-
-
-class CompactHistory(CompactWireModel):
-    """History items in columns: a third of the bytes of one object per message.
-
-    The skeleton crosses Temporal history once per generation, so its per-message cost
-    matters for long Threads.
-
-    Attributes:
-        ids: Message ids, oldest first.
-        roles: One letter per message (`s`, `u`, `a`, `t`).
-        tokens: Content tokens per message.
-        group_sizes: Lengths of the consecutive causal groups.
-        tool_calls: Message index -> ids of the tool calls it makes (sparse).
-        tool_results: Message index -> the call id it answers (sparse).
-    """
-
-    ids: list[str] = []
-    roles: str = ""
-    tokens: list[int] = []
-    group_sizes: list[int] = []
-    tool_calls: dict[int, list[str]] = {}
-    tool_results: dict[int, str] = {}
-
-    @classmethod
-    def from_items(cls, items: Sequence[HistoryItem]) -> CompactHistory:
-        """Pack planner history items."""
-        sizes: list[int] = []
-        for index, item in enumerate(items):
-            if index > 0 and item.group_id == items[index - 1].group_id:
-                sizes[-1] += 1
-            else:
-                sizes.append(1)
-        return cls(
-            ids=[item.id for item in items],
-            roles="".join(_ROLE_LETTERS[item.role] for item in items),
-            tokens=[item.tokens for item in items],
-            group_sizes=sizes,
-            tool_calls={
-                i: list(item.tool_call_ids) for i, item in enumerate(items) if item.tool_call_ids
-            },
-            tool_results={
-                i: item.tool_call_id for i, item in enumerate(items) if item.tool_call_id
-            },
-        )
-
-    def items(self) -> tuple[HistoryItem, ...]:
-        """Unpack into planner history items (a group is named by its first message)."""
-        unpacked: list[HistoryItem] = []
-        index = 0
-        for size in self.group_sizes:
-            group_id = self.ids[index]
-            for position in range(index, index + size):
-                unpacked.append(
-                    HistoryItem(
-                        id=self.ids[position],
-                        role=_LETTER_ROLES[self.roles[position]],
-                        group_id=group_id,
-                        tokens=self.tokens[position],
-                        tool_call_ids=tuple(self.tool_calls.get(position, ())),
-                        tool_call_id=self.tool_results.get(position),
-                    )
-                )
-            index += size
-        return tuple(unpacked)
 
 
 class SelectedSource(CompactWireModel):
@@ -139,8 +69,9 @@ class ReadRequestResult(CompactWireModel):
         history_source: Which source won by precedence.
         revision: The Thread revision read (pins the plan).
         head: The Thread head observed (the commit's parent).
-        history: The newest causal groups that could still fit, oldest first.
-        older_history: One aggregate for everything older than `history`.
+        history: The newest causal groups that could still fit, oldest first, packed per
+            group (token counts, sizes, tool calls; no ids: positions stand for messages).
+        older_history: One aggregate for everything older than `history` (no ids).
         system_tokens: Size of the system instructions.
         current_turn_tokens: Size of the rendered user turn.
         counting_confidence: `exact`, `estimated` or `conservative`.
@@ -152,7 +83,7 @@ class ReadRequestResult(CompactWireModel):
     history_source: HistorySource = "none"
     revision: str | None = None
     head: str | None = None
-    history: CompactHistory = CompactHistory()
+    history: HistoryColumns = HistoryColumns()
     older_history: HistoryAggregate = HistoryAggregate()
     system_tokens: int = 0
     current_turn_tokens: int = 0
@@ -171,7 +102,7 @@ class ReadRequestResult(CompactWireModel):
 
 
 class InvokeModelInput(CompactWireModel):
-    """One provider attempt, addressed by ids only."""
+    """One provider attempt, addressed by ids and positions only."""
 
     generation_id: str
     attempt: int
@@ -180,14 +111,15 @@ class InvokeModelInput(CompactWireModel):
     revision: str | None = None
     history_source: HistorySource = "none"
     model: str
-    message_ids: list[str] = []
+    message_ranges: list[tuple[int, int]] = []
+    """History to send: the sealed plan's position ranges of the history source (the
+    Thread's path at `revision`, or the call-site messages), mapped to ids by the
+    activity."""
     context: list[SelectedSource] = []
     summary_artifact_id: str | None = None
     """Managed history: the summary sent in place of the older turns."""
     summary_position: int = 0
     """Where the summary goes among the history messages (after the system prefix)."""
-    older_through_id: str | None = None
-    """Exact history whose older aggregate fits: send the path through this id as well."""
     max_output_tokens: int | None = None
     tools: list[str] = []
     tool_choice: Literal["auto", "required", "none"] | None = None
@@ -291,7 +223,9 @@ class CountRequestInput(CompactWireModel):
     thread_id: str | None = None
     history_source: HistorySource = "none"
     model: str
-    message_ids: list[str] = []
+    message_ranges: list[tuple[int, int]] = []
+    """History to count, as position ranges of the history source (see `InvokeModelInput`)."""
+    owner: str = "main"
     context: list[SelectedSource] = []
 
 
@@ -348,11 +282,36 @@ class CommitTurnResult(CompactWireModel):
     result: GenerationOutcome
 
 
+class ResolveHistoryIdsInput(WireModel):
+    """Name the messages at some positions of a Thread's selected path.
+
+    Attributes:
+        thread_id: The Thread.
+        owner: Whose selected path the positions lie on (a turn committed after the
+            head the read observed extends that path, so earlier positions keep naming the
+            same messages).
+        positions: Positions on that path (e.g. `Preparation.through_position`).
+    """
+
+    thread_id: str
+    owner: str = "main"
+    positions: list[int]
+
+
+class ResolveHistoryIdsResult(WireModel):
+    """The ids at the asked positions, `None` where a position is off the path."""
+
+    ids: list[str | None]
+
+
+# The skeleton, invoke, count and commit contracts changed with this release: new names, so
+# a worker of this release never serves the previous release's payloads.
 ACTIVITY_READ_REQUEST = "crux.read_request.v2"
-ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
+ACTIVITY_INVOKE_MODEL = "crux.invoke_model.v2"
 ACTIVITY_COMMIT_TURN = "crux.commit_turn.v2"
+ACTIVITY_COUNT_REQUEST = "crux.count_request.v2"
 ACTIVITY_RECORD_PLAN = "crux.record_plan"
-ACTIVITY_COUNT_REQUEST = "crux.count_request"
+ACTIVITY_RESOLVE_HISTORY_IDS = "crux.resolve_history_ids"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
 ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"

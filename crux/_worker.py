@@ -83,6 +83,7 @@ def build_worker(
         activities=[
             *extra_activities,
             activities.read_request,
+            activities.resolve_history_ids,
             activities.count_request,
             activities.run_tool,
             activities.prepare_summary,

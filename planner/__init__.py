@@ -18,6 +18,7 @@ from planner.budget import (
     merge_input_budgets,
 )
 from planner.builders import context, droppable, offloadable, prefer, summarizable
+from planner.columns import HistoryColumns
 from planner.contributors import contributor_id, source_ids, with_source_tokens
 from planner.history import HistoryAggregate, HistoryItem, HistoryWarning
 from planner.inspection import with_runtime_facts
@@ -105,6 +106,7 @@ __all__ = [
     "EpochFloors",
     "ExactHistory",
     "HistoryAggregate",
+    "HistoryColumns",
     "HistoryItem",
     "HistoryPolicy",
     "HistoryRecord",

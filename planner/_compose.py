@@ -35,6 +35,8 @@ class Managed:
     stale: bool = False
     next_prefix_messages: int = 0
     next_through_id: str | None = None
+    through_position: int | None = None
+    next_through_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,18 +193,11 @@ def _managed_ladder(
         rungs=tuple(rungs),
     )
     # The last message the summary should cover: just before the exact suffix.
-    suffix_start = projector.bounds[suffix.first_group]
-    if suffix_start > projector.prefix_items:
-        through_id: str | None = projector.items[suffix_start - 1].id
-    else:
-        through_id = older.last_id
+    through_id, through_position = projector.through(projector.bounds[suffix.first_group])
     # Maintenance runs after the commit: aim at the suffix the next request will keep.
     next_start = _next_suffix_start(projector, (messages, tokens), suffix.first_group, turn)
     next_at = projector.bounds[next_start]
-    if next_at > projector.prefix_items:
-        next_through: str | None = projector.items[next_at - 1].id
-    else:
-        next_through = older.last_id
+    next_through, next_position = projector.through(next_at)
     if stale and summary is not None and not summary.stale:
         policy = policy.model_copy(update={"summary": summary.model_copy(update={"stale": True})})
     facts = Managed(
@@ -215,6 +210,8 @@ def _managed_ladder(
         stale,
         offset + next_at,
         next_through,
+        through_position,
+        next_position,
     )
     return ladder, facts, warnings
 
@@ -241,13 +238,21 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
     ]
     policy = request.history_policy
     older = request.older_history
-    scan = scan_history(
-        request.history,
-        has_older=older.count > 0,
-        request_id=request.request_id,
-        prefix_items=older.prefix_items,
-    )
-    projector = Projector(request.history, older, scan, fmt)
+    columns = request.history_columns
+    if columns is None:
+        scan = scan_history(
+            request.history,
+            has_older=older.count > 0,
+            request_id=request.request_id,
+            prefix_items=older.prefix_items,
+        )
+    else:
+        if request.history:
+            raise ConfigurationError("pass history items or history columns, not both")
+        scan = columns.scan(
+            request.request_id, has_older=older.count > 0, prefix_items=older.prefix_items
+        )
+    projector = Projector(request.history, older, scan, fmt, has_ids=columns is None)
     history_span: Span | None = None
     managed: Managed | None = None
     warnings: tuple[HistoryWarning, ...] = ()

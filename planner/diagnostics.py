@@ -109,7 +109,7 @@ def composition_error(
         for name in unavailable
     )
     exact_history = comp.policy == "exact" and (
-        comp.request.history or comp.request.older_history.count
+        comp.projector.listed or comp.request.older_history.count
     )
     if exact_history:
         items.append(

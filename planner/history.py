@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from pydantic import Field
 
@@ -80,6 +80,49 @@ class _Roled(Protocol):
 
     @property
     def group_id(self) -> str: ...
+
+
+class TranscriptEntry(_Roled, Protocol):
+    """What the validating scan reads of a message (a `HistoryItem` or a stored entry)."""
+
+    @property
+    def tokens(self) -> int | None:
+        """Content tokens (`None` counts as zero)."""
+        ...
+
+    @property
+    def tool_call_ids(self) -> Sequence[str]:
+        """Tool calls the message makes."""
+        ...
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """The call a tool result answers."""
+        ...
+
+
+TranscriptDefect = Literal[
+    "a tool call is separated from its result",
+    "a causal group is not contiguous",
+    "a tool result has no pending call",
+    "a message arrived while tool calls were pending",
+    "only tool messages answer tool calls",
+    "only assistant messages make tool calls",
+    "a tool call id is reused",
+    "the transcript ends with pending tool calls",
+    "the listed system prefix is not a system prefix",
+]
+"""Every way a transcript can be malformed: fixed, content-free sentences."""
+
+TRANSCRIPT_DEFECTS: frozenset[str] = frozenset(get_args(TranscriptDefect))
+
+
+class TranscriptDefectError(Exception):
+    """A malformed transcript found by `scan_transcript` (internal; see `scan_history`)."""
+
+    def __init__(self, defect: TranscriptDefect) -> None:
+        super().__init__(defect)
+        self.defect: TranscriptDefect = defect
 
 
 def leading_system_prefix(messages: Sequence[_Roled]) -> int:
@@ -168,7 +211,7 @@ class HistoryScan:
 
 
 def scan_history(
-    items: tuple[HistoryItem, ...],
+    items: Sequence[TranscriptEntry],
     *,
     has_older: bool,
     request_id: str | None,
@@ -182,9 +225,6 @@ def scan_history(
     message arrives while calls are pending; a group never ends with calls pending (so a
     call and its result are never separated); call ids are not reused while pending.
 
-    The loop is the planner's only per-message work, so it keeps to plain local variables:
-    everything later is computed per group from the boundary sums it records.
-
     Args:
         items: History items, oldest first.
         has_older: Whether an aggregate of older messages precedes `items` (after their
@@ -195,6 +235,22 @@ def scan_history(
 
     Returns:
         Group boundaries with token and tool-call sums at each boundary.
+    """
+    try:
+        return scan_transcript(items, has_older=has_older, prefix_items=prefix_items)
+    except TranscriptDefectError as error:
+        raise invalid_transcript(error.defect, request_id) from None
+
+
+def scan_transcript(
+    items: Sequence[TranscriptEntry], *, has_older: bool, prefix_items: int = 0
+) -> HistoryScan:
+    """`scan_history` without error attribution: raises `TranscriptDefectError`.
+
+    The loop is the only per-message work of planning, so it keeps to plain local
+    variables: everything later is computed per group from the boundary sums it records.
+    A reader runs it once when it packs `HistoryColumns`; the planner then works on the
+    packed group sums alone.
     """
     starts: list[int] = []
     tokens_before: list[int] = []
@@ -207,52 +263,57 @@ def scan_history(
         group = item.group_id
         if group != current:
             if pending:
-                raise invalid_transcript("a tool call is separated from its result", request_id)
+                raise TranscriptDefectError("a tool call is separated from its result")
             if group in seen:
-                raise invalid_transcript("a causal group is not contiguous", request_id)
+                raise TranscriptDefectError("a causal group is not contiguous")
             seen.add(group)
             starts.append(index)
             tokens_before.append(total)
             calls_before.append(calls)
             current = group
         index += 1
-        total += item.tokens
+        total += item.tokens or 0
         if item.role == "tool":
             answer = item.tool_call_id
             if answer is None or answer not in pending:
-                raise invalid_transcript("a tool result has no pending call", request_id)
+                raise TranscriptDefectError("a tool result has no pending call")
             pending.discard(answer)
             continue
         if pending:
-            raise invalid_transcript("a message arrived while tool calls were pending", request_id)
+            raise TranscriptDefectError("a message arrived while tool calls were pending")
         if item.tool_call_id is not None:
-            raise invalid_transcript("only tool messages answer tool calls", request_id)
+            raise TranscriptDefectError("only tool messages answer tool calls")
         made = item.tool_call_ids
         if made:
             if item.role != "assistant":
-                raise invalid_transcript("only assistant messages make tool calls", request_id)
+                raise TranscriptDefectError("only assistant messages make tool calls")
             for call in made:
                 if call in pending:
-                    raise invalid_transcript("a tool call id is reused", request_id)
+                    raise TranscriptDefectError("a tool call id is reused")
                 pending.add(call)
             calls += len(made)
     if pending:
-        raise invalid_transcript("the transcript ends with pending tool calls", request_id)
+        raise TranscriptDefectError("the transcript ends with pending tool calls")
     starts.append(index)
     tokens_before.append(total)
     calls_before.append(calls)
-    prefix_groups = 0
     prefix_end = leading_system_prefix(items)
     if has_older:
         # The transcript's start is known only through the reader's statement.
         if prefix_items > prefix_end:
-            raise invalid_transcript("the listed system prefix is not a system prefix", request_id)
+            raise TranscriptDefectError("the listed system prefix is not a system prefix")
         prefix_end = prefix_items
-    while prefix_groups < len(starts) - 1 and starts[prefix_groups + 1] <= prefix_end:
-        prefix_groups += 1
     return HistoryScan(
         group_starts=tuple(starts),
         tokens_before=tuple(tokens_before),
         calls_before=tuple(calls_before),
-        prefix_groups=prefix_groups,
+        prefix_groups=prefix_group_count(starts, prefix_end),
     )
+
+
+def prefix_group_count(starts: Sequence[int], prefix_end: int) -> int:
+    """Groups that end at or before `prefix_end` (`starts` ends with the item count)."""
+    groups = 0
+    while groups < len(starts) - 1 and starts[groups + 1] <= prefix_end:
+        groups += 1
+    return groups

@@ -47,7 +47,7 @@ def history_record(comp: Composition, span: Span | None, summary_tokens: int) ->
     extra = 1 if summary_tokens else 0
     return HistoryRecord(
         policy=comp.request.history_policy.kind,
-        messages_before=len(projector.items) + older.count,
+        messages_before=projector.listed + older.count,
         messages_after=sent.messages + extra,
         groups_before=projector.group_count + (1 if older.count else 0),
         groups_after=sent.groups + extra,

@@ -11,6 +11,7 @@ treats it as one oldest indivisible group, which keeps caps conservative.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -18,6 +19,14 @@ from planner.history import HistoryAggregate, HistoryItem, HistoryScan, HistoryW
 from planner.measure import MessageFormat
 
 _ID = attrgetter("id")
+_BOUNDARY = HistoryWarning(
+    code="HISTORY_CAUSAL_BOUNDARY",
+    message="a history cap was adjusted to keep a causal group whole",
+)
+_OVERFLOW = HistoryWarning(
+    code="HISTORY_CAP_OVERFLOW",
+    message="the newest causal group alone exceeds a history cap",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +53,8 @@ class Span:
 class Projector:
     """Sizes and ids of history spans over one validated transcript (internal).
 
-    Every size is computed in O(1) from the boundary sums of `HistoryScan`.
+    Every size is computed in O(1) from the boundary sums of `HistoryScan`. `items` is
+    empty for columnar input: spans are then reported as positions only (`ranges`).
     """
 
     def __init__(
@@ -53,12 +63,17 @@ class Projector:
         older: HistoryAggregate,
         scan: HistoryScan,
         fmt: MessageFormat,
+        *,
+        has_ids: bool = True,
     ) -> None:
         self.items = items
         self.older = older
         self.scan = scan
         self.fmt = fmt
         self.bounds = scan.group_starts
+        self.listed = scan.group_starts[-1]
+        """Listed messages (the aggregate excluded)."""
+        self.has_ids = has_ids
         # At a group boundary every call made before it has been answered before it, so
         # each call brings one call's and one result's framing.
         self._per_call = fmt.per_tool_call + fmt.per_tool_result
@@ -97,7 +112,7 @@ class Projector:
         tail_content, tail_structure = self._between(first, count)
         content = head_content + tail_content
         structure = head_structure + tail_structure
-        messages = len(self.items) - self.bounds[first] + self.bounds[prefix]
+        messages = self.listed - self.bounds[first] + self.bounds[prefix]
         groups = count - first + prefix
         older = include_older and self.older.count > 0
         if older:
@@ -112,12 +127,61 @@ class Projector:
         return self.span(0, True)
 
     def ids(self, span: Span) -> tuple[str, ...]:
-        """Ids of the listed items a span sends, oldest first (the aggregate is not listed)."""
+        """Ids of the listed items a span sends, oldest first (the aggregate is not listed).
+
+        Empty for columnar input, which carries no ids (see `ranges`).
+        """
+        if not self.has_ids:
+            return ()
         prefix_end = self.prefix_items
         start = self.bounds[span.first_group]
         if start <= prefix_end:
             return tuple(map(_ID, self.items))
         return tuple(map(_ID, self.items[:prefix_end])) + tuple(map(_ID, self.items[start:]))
+
+    def position(self, listed: int) -> int:
+        """Position in the history source of listed message `listed` (or of its end)."""
+        return listed if listed < self.prefix_items else listed + self.older.count
+
+    def ranges(self, span: Span) -> tuple[tuple[int, int], ...]:
+        """Half-open position ranges a span sends, oldest first, aggregate included."""
+        prefix_end = self.prefix_items
+        older = self.older.count
+        start = max(self.bounds[span.first_group], prefix_end)
+        spans = (
+            ((0, self.listed + older),)
+            if span.include_older
+            else ((0, prefix_end), (start + older, self.listed + older))
+        )
+        merged: list[tuple[int, int]] = []
+        for low, high in spans:
+            if high <= low:
+                continue
+            if merged and merged[-1][1] == low:
+                merged[-1] = (merged[-1][0], high)
+            else:
+                merged.append((low, high))
+        return tuple(merged)
+
+    def through(self, listed_start: int) -> tuple[str | None, int | None]:
+        """The message just before listed message `listed_start`, past the system prefix.
+
+        Returns:
+            Its id (`None` without ids) and its position, or `(None, None)` when no
+            conversational message precedes it.
+        """
+        if listed_start > self.prefix_items:
+            position = self.position(listed_start) - 1
+            return (self.items[listed_start - 1].id if self.has_ids else None), position
+        if self.older.count == 0:
+            return None, None
+        # Listed input names the aggregate's last message; without that name, an aggregate
+        # read by a reader that states no ids cannot be summarised by id.
+        position = self.prefix_items + self.older.count - 1
+        if self.has_ids:
+            last = self.older.last_id
+            return last, (position if last is not None else None)
+        return None, position
 
     def recent(
         self, messages: int | None, tokens: int | None
@@ -128,55 +192,53 @@ class Projector:
         (`HISTORY_CAUSAL_BOUNDARY`); the newest group is kept even if it alone exceeds a cap
         (`HISTORY_CAP_OVERFLOW`); the walk also stops once a cap is reached exactly. The
         aggregate of older messages is the oldest unit and is taken whole or not at all.
+
+        Suffix sums only grow as the walk goes back, so where it stops is found by binary
+        search on the boundary sums: O(log groups), whatever the history's length.
         """
-        warnings: list[HistoryWarning] = []
-        message_cap = messages if messages is not None else -1
-        token_cap = tokens if tokens is not None else -1
         bounds, before = self.bounds, self.scan.tokens_before
-        lowest = self.scan.prefix_groups
-        # Walk newest first over listed groups, then the aggregate as one indivisible unit.
-        count = total = 0
-        first = self.group_count
-        include_older = False
-        g = self.group_count - 1
-        older_left = self.older.count > 0
-        selected = False
-        while g >= lowest or (older_left and g == lowest - 1):
-            if g >= lowest:
-                size, unit_tokens = bounds[g + 1] - bounds[g], before[g + 1] - before[g]
-            else:
-                size, unit_tokens = self.older.count, self.older.tokens
-            over = (message_cap >= 0 and count + size > message_cap) or (
-                token_cap >= 0 and total + unit_tokens > token_cap
-            )
-            if over:
-                if selected:
-                    warnings.append(
-                        HistoryWarning(
-                            code="HISTORY_CAUSAL_BOUNDARY",
-                            message="a history cap was adjusted to keep a causal group whole",
-                        )
-                    )
-                    break
-                warnings.append(
-                    HistoryWarning(
-                        code="HISTORY_CAP_OVERFLOW",
-                        message="the newest causal group alone exceeds a history cap",
-                    )
+        count, lowest = self.group_count, self.scan.prefix_groups
+        caps = [
+            (column, cap)
+            for column, cap in ((bounds, messages), (before, tokens))
+            if cap is not None
+        ]
+        warnings: list[HistoryWarning] = []
+        first = count
+        if count > lowest:
+            # Newest first: group `g` is taken while taking it stays within every cap and no
+            # cap was reached before it; the newest group is taken in any case.
+            start = lowest
+            for column, cap in caps:
+                target = column[count] - cap
+                start = max(
+                    start,
+                    bisect_left(column, target, lowest, count + 1),
+                    bisect_right(column, target, lowest, count + 1) - 1,
                 )
-            count += size
-            total += unit_tokens
-            selected = True
-            if g >= lowest:
-                first = g
-            else:
+            first = min(start, count - 1)
+            if any(column[count] - column[count - 1] > cap for column, cap in caps):
+                warnings.append(_OVERFLOW)
+        # What stopped the walk before group `first - 1` (or before the aggregate)?
+        reached = any(column[count] - column[first] >= cap for column, cap in caps)
+        include_older = False
+        if first > lowest:
+            if not reached:
+                warnings.append(_BOUNDARY)
+        elif self.older.count > 0:
+            over = (
+                messages is not None and bounds[count] - bounds[first] + self.older.count > messages
+            ) or (tokens is not None and before[count] - before[first] + self.older.tokens > tokens)
+            if first == count:
+                # The aggregate is the newest unit: taken even alone over a cap.
                 include_older = True
-                older_left = False
-            g -= 1
-            if (message_cap >= 0 and count >= message_cap) or (
-                token_cap >= 0 and total >= token_cap
-            ):
-                break
+                if over:
+                    warnings.append(_OVERFLOW)
+            elif not reached:
+                if over:
+                    warnings.append(_BOUNDARY)
+                else:
+                    include_older = True
         if include_older:
             first = 0
         return self.span(first, include_older), tuple(warnings)

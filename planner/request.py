@@ -8,6 +8,7 @@ from pydantic import Field
 
 from planner._base import Confidence, FrozenModel
 from planner.budget import InputBudget
+from planner.columns import HistoryColumns
 from planner.history import HistoryAggregate, HistoryItem
 from planner.ladder import Contributor
 from planner.measure import MessageFormat
@@ -61,6 +62,9 @@ class PlanRequest(FrozenModel):
         system_tokens: Tokens of the configured system instructions not modelled as
             contributors.
         history: Newest history items, oldest first, at causal-group boundaries.
+        history_columns: The same, packed per causal group without ids (what a reader
+            sends across a workflow boundary); exclusive with `history`. A plan over
+            columns reports the messages it sends as positions (`message_ranges`).
         older_history: Aggregate of everything older than `history`.
         history_policy: `ExactHistory` (default), `RecentHistory` or `ManagedHistory`.
         current_turn_tokens: Content tokens of the current turn (never projected away).
@@ -93,6 +97,7 @@ class PlanRequest(FrozenModel):
     input_budget: InputBudget | None = None
     system_tokens: int = Field(default=0, ge=0)
     history: tuple[HistoryItem, ...] = ()
+    history_columns: HistoryColumns | None = None
     older_history: HistoryAggregate = HistoryAggregate()
     history_policy: HistoryPolicy = ExactHistory()
     current_turn_tokens: int = Field(default=0, ge=0)

@@ -81,18 +81,16 @@ def summary_room(comp: Composition, limit: int) -> int:
 def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -> Preparation:
     managed = comp.managed
     assert managed is not None
-    budget = comp.budget
     # Maintenance aims below the soft watermark; an inline preparation must fit the max.
-    limit = maintenance_watermark(comp) if when == "after-response" else budget.max
-    if when == "after-response" and managed.next_through_id is not None:
-        prefix_messages, through_id = managed.next_prefix_messages, managed.next_through_id
-    else:
-        prefix_messages, through_id = managed.prefix_messages, managed.through_id
+    limit = maintenance_watermark(comp) if when == "after-response" else comp.budget.max
+    # Maintenance runs after the commit: it aims at the suffix the next request keeps.
+    ahead = when == "after-response" and managed.next_through_position is not None
     return Preparation(
         contributor=HISTORY_ID,
         when=when,
-        prefix_messages=prefix_messages,
-        through_id=through_id,
+        prefix_messages=managed.next_prefix_messages if ahead else managed.prefix_messages,
+        through_id=managed.next_through_id if ahead else managed.through_id,
+        through_position=managed.next_through_position if ahead else managed.through_position,
         max_summary_tokens=summary_room(comp, limit),
     )
 
@@ -100,7 +98,7 @@ def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -
 def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
     # Missing or stale: a summary through the start of the exact suffix may still fit.
     managed = comp.managed
-    if managed is None or not managed.refresh_due or managed.through_id is None:
+    if managed is None or not managed.refresh_due or managed.through_position is None:
         return ()
     if managed.policy.on_miss != "inline":
         return ()
@@ -137,7 +135,7 @@ def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]
             not needs
             and managed is not None
             and managed.refresh_due
-            and managed.through_id is not None
+            and managed.through_position is not None
             and managed.policy.on_miss == "fail"
         ):
             # `fail` does not wait, but the refresh is started so a later turn finds it:
@@ -275,7 +273,7 @@ def plan(request: PlanRequest) -> SealedPlan:
     managed = comp.managed
     if (
         managed is not None
-        and managed.next_through_id is not None
+        and managed.next_through_position is not None
         and managed.policy.on_miss != "recent-only"
         and total > maintenance_watermark(comp)
         and (
@@ -293,7 +291,7 @@ def plan(request: PlanRequest) -> SealedPlan:
                 message="a history summary will be prepared after the response",
             )
         )
-    has_history = bool(request.history) or request.older_history.count > 0
+    has_history = comp.projector.listed > 0 or request.older_history.count > 0
     if comp.policy == "exact" and has_history and total > budget.optimize_at:
         warnings.append(
             ReceiptWarning(
@@ -322,6 +320,7 @@ def plan(request: PlanRequest) -> SealedPlan:
     return SealedPlan(
         request_id=request.request_id,
         message_ids=comp.projector.ids(span) if span is not None else (),
+        message_ranges=comp.projector.ranges(span) if span is not None else (),
         input_tokens=total,
         max_output_tokens=budget.output_reserve,
         receipt=receipt,

@@ -48,7 +48,9 @@ class Preparation(FrozenModel):
         prefix_messages: Conversational messages the summary should cover, counted from
             the start of the transcript after its leading system prefix.
         through_id: Id of the last message it should cover (the one just before the exact
-            suffix), when known.
+            suffix), when the planner was given ids.
+        through_position: Position of that message in the history source (see
+            `HistoryColumns`); map it to an id at the pinned revision.
         max_summary_tokens: The most the rendered summary may take for the request to fit
             (`max` inline, `optimize_at` for maintenance), given everything else at its
             smallest legal size; `None` when unknown.
@@ -59,6 +61,7 @@ class Preparation(FrozenModel):
     when: Literal["inline", "after-response"]
     prefix_messages: int
     through_id: str | None = None
+    through_position: int | None = None
     max_summary_tokens: int | None = None
 
 
@@ -82,7 +85,11 @@ class SealedPlan(FrozenModel):
     Attributes:
         request_id: The request id.
         message_ids: History ids to send, oldest first (a summary, if any, is placed per
-            `history_summary`; older aggregated messages per `included_older`).
+            `history_summary`; older aggregated messages per `included_older`). Empty for
+            columnar input, which carries no ids.
+        message_ranges: The same messages as half-open position ranges of the history
+            source, oldest first, aggregated older messages included when sent: map them
+            to ids at the pinned revision.
         input_tokens: Measured size of the request.
         max_output_tokens: Output tokens reserved (send as the call's maximum).
         receipt: The receipt.
@@ -100,6 +107,7 @@ class SealedPlan(FrozenModel):
 
     request_id: str
     message_ids: tuple[str, ...]
+    message_ranges: tuple[tuple[int, int], ...] = ()
     input_tokens: int
     max_output_tokens: int
     receipt: RequestReceipt

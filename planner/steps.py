@@ -118,9 +118,13 @@ class PrepareSummary:
 
 @dataclass(frozen=True, slots=True)
 class CountAuthoritatively:
-    """Ask the provider for an exact count of the request, then plan again with it."""
+    """Ask the provider for an exact count of the request, then plan again with it.
 
-    message_ids: tuple[str, ...]
+    `message_ranges` are the history's positions (every listed message: a request with
+    aggregated older history is never counted).
+    """
+
+    message_ranges: tuple[tuple[int, int], ...]
     kind: Literal["count"] = "count"
 
 
@@ -228,7 +232,13 @@ def _before_dispatch(state: Planning) -> PlanningAction:
         and needs_authoritative_count(state.request)
     ):
         # Nothing is elastic and only the estimate's margin stands in the way.
-        return CountAuthoritatively(tuple(item.id for item in state.request.history))
+        request = state.request
+        listed = (
+            len(request.history)
+            if request.history_columns is None
+            else request.history_columns.message_count
+        )
+        return CountAuthoritatively(((0, listed),) if listed else ())
     background = background_preparations(rejection) if state.managed_thread else ()
     # `on_miss="fail"` does not wait for the summary but starts its refresh: without it
     # every later turn would fail the same way.

@@ -31,7 +31,7 @@ from vocabulary.staging import StagingKind
 __all__ = ["IDENTITY_KIND", "STREAM_CHANNEL", "GenerationStore", "StagedMessage"]
 
 _GET_STAGED = """
-SELECT message, info FROM crux_generation_staging
+SELECT message, info, source_message_ids FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = $2 AND kind = $3
 """
 
@@ -83,6 +83,16 @@ class StagedMessage:
 
     message: Message
     info: dict[str, Any] | None
+    source_message_ids: tuple[str, ...] = ()
+    """Thread messages the staged content was derived from."""
+
+
+def _staged(row: Any) -> StagedMessage:
+    return StagedMessage(
+        message=Message.model_validate(row["message"]),
+        info=row["info"],
+        source_message_ids=tuple(row["source_message_ids"] or ()),
+    )
 
 
 def _deleted(status: str) -> int:
@@ -151,7 +161,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
         if row is None:
             # A concurrent redaction removed the row between the two statements.
             raise KeyError(generation_id)
-        return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
+        return _staged(row)
 
     async def claim_identity(
         self, generation_id: str, fingerprint: str, *, thread_id: str | None
@@ -179,7 +189,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, attempt, kind)
         if row is None:
             return None
-        return StagedMessage(message=Message.model_validate(row["message"]), info=row["info"])
+        return _staged(row)
 
     async def stage_messages(
         self,

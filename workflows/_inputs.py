@@ -51,7 +51,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
 
 
 def count_input(
-    request: GenerationInput, read: ReadRequestResult, message_ids: tuple[str, ...]
+    request: GenerationInput, read: ReadRequestResult, message_ranges: tuple[tuple[int, int], ...]
 ) -> CountRequestInput:
     """Count the whole request, every contributor at its full rung, with the provider."""
     return CountRequestInput(
@@ -59,7 +59,8 @@ def count_input(
         thread_id=request.thread_id,
         history_source=read.history_source,
         model=request.model,
-        message_ids=list(message_ids),
+        message_ranges=list(message_ranges),
+        owner=request.owner,
         context=all_sources(request.contributors),
     )
 
@@ -77,11 +78,10 @@ def invoke_input(
         revision=read.revision,
         history_source=read.history_source,
         model=request.model,
-        message_ids=list(sealed.message_ids),
+        message_ranges=list(sealed.message_ranges),
         context=selected_sources(request.contributors, sealed),
         summary_artifact_id=summary.artifact_id if summary else None,
         summary_position=summary.position if summary else 0,
-        older_through_id=sealed.included_older.last_id if sealed.included_older else None,
         max_output_tokens=sealed.max_output_tokens,
         tools=request.tools,
         tool_choice=progress.tool_choice(request),

@@ -114,7 +114,7 @@ def build_plan_request(
         model=profile.model_copy(update={"confidence": confidence}),
         input_budget=budget,
         system_tokens=read.system_tokens,
-        history=read.history.items(),
+        history_columns=read.history,
         older_history=read.older_history,
         history_policy=history_policy(request.history, read.summary),
         contributors=tuple(

@@ -20,9 +20,12 @@ from temporalio.workflow import ParentClosePolicy
 
 from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
+    ACTIVITY_RESOLVE_HISTORY_IDS,
     AwaitSummaryInput,
     PrepareSummaryInput,
     PrepareSummaryResult,
+    ResolveHistoryIdsInput,
+    ResolveHistoryIdsResult,
 )
 from contracts.generation import GenerationInput
 from planner import HistorySummary, Preparation
@@ -30,16 +33,47 @@ from vocabulary.errors import ErrorType
 from vocabulary.stages import Stage
 from workflows import _options
 from workflows._stages import StageReporter
+from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
 
 
-def _summary_input(request: GenerationInput, need: Preparation) -> PrepareSummaryInput | None:
-    if request.thread_id is None or need.through_id is None:
+async def _through_id(
+    stages: StageReporter, request: GenerationInput, need: Preparation
+) -> str | None:
+    """The id of the last message a preparation covers, named by position in the plan.
+
+    The skeleton carries no ids, so the position is mapped on the owner's selected path
+    (this turn's commit only extends the path the read saw).
+    """
+    if need.through_id is not None or request.thread_id is None:
+        return need.through_id
+    if need.through_position is None:
+        return None
+    thread_id, position = request.thread_id, need.through_position
+    resolved: ResolveHistoryIdsResult = await waiting_out_storage(
+        stages,
+        request,
+        Stage.SUMMARISING,
+        lambda: workflow.execute_local_activity(
+            ACTIVITY_RESOLVE_HISTORY_IDS,
+            ResolveHistoryIdsInput(thread_id=thread_id, owner=request.owner, positions=[position]),
+            result_type=ResolveHistoryIdsResult,
+            **_options.READ_REQUEST_LOCAL,
+        ),
+    )
+    return resolved.ids[0]
+
+
+async def _summary_input(
+    stages: StageReporter, request: GenerationInput, need: Preparation
+) -> PrepareSummaryInput | None:
+    through_id = await _through_id(stages, request, need)
+    if request.thread_id is None or through_id is None:
         return None
     return PrepareSummaryInput(
         thread_id=request.thread_id,
         owner=request.owner,
-        through_id=need.through_id,
+        through_id=through_id,
         strategy=request.history.strategy,
         model=request.history.summary_model or request.model,
         counting_model=request.model,
@@ -50,7 +84,7 @@ def _summary_input(request: GenerationInput, need: Preparation) -> PrepareSummar
 
 async def start_summary(stages: StageReporter, request: GenerationInput, need: Preparation) -> None:
     """Start the summary a later turn needs, without waiting (maintenance, refresh)."""
-    summary_input = _summary_input(request, need)
+    summary_input = await _summary_input(stages, request, need)
     if summary_input is None:
         return
     stages.set(Stage.MAINTENANCE, "summary scheduled")
@@ -73,7 +107,7 @@ async def prepare_summary(
     Raises:
         ApplicationError: Typed and content-free when the summary could not be prepared.
     """
-    summary_input = _summary_input(request, need)
+    summary_input = await _summary_input(stages, request, need)
     if summary_input is None:
         return None
     child_id = summary_workflow_id(summary_input)

@@ -246,7 +246,7 @@ class ManagedGenerationWorkflow:
     ) -> int | None:
         """The provider's exact count of the request, or `None` when it cannot count."""
         self._stages.set(Stage.COUNTING, f"attempt {progress.attempt}")
-        arg = _inputs.count_input(request, read, action.message_ids)
+        arg = _inputs.count_input(request, read, action.message_ranges)
         counted = await waiting_out_storage(
             self._stages,
             request,

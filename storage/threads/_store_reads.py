@@ -76,6 +76,17 @@ class Reads(StoreBase):
         async with single_read(self._pool, thread_id) as connection:
             return await read_history(connection, thread_id, owner=owner, encoding=encoding)
 
+    async def path_ids(
+        self, thread_id: str, *, owner: str = MAIN_OWNER
+    ) -> tuple[str, tuple[str, ...]]:
+        """The revision and the message ids of `read_history_view` (positions index them).
+
+        Raises:
+            ThreadError: `deleted` after deletion.
+        """
+        view = await self.read_history_view(thread_id, owner=owner)
+        return view.revision, view.message_ids
+
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set.
 

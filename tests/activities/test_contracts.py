@@ -1,56 +1,54 @@
-"""The compact skeleton round-trips and is much smaller than one object per message."""
+"""The packed skeleton round-trips through JSON and costs a few bytes per message."""
 
 from __future__ import annotations
 
 from hypothesis import given
-from hypothesis import strategies as st
 
-from contracts.activities import CompactHistory
-from crux.messages import Role
-from planner import HistoryItem
-
-ROLES: st.SearchStrategy[Role] = st.sampled_from(["system", "user", "assistant", "tool"])
-
-
-@st.composite
-def histories(draw: st.DrawFn) -> list[HistoryItem]:
-    groups = draw(st.lists(st.integers(min_value=1, max_value=3), max_size=8))
-    items: list[HistoryItem] = []
-    for group_index, size in enumerate(groups):
-        for position in range(size):
-            role = draw(ROLES)
-            items.append(
-                HistoryItem(
-                    id=f"m{group_index}-{position}",
-                    role=role,
-                    group_id=f"m{group_index}-0",
-                    tokens=draw(st.integers(min_value=0, max_value=5000)),
-                    tool_call_ids=tuple(draw(st.lists(st.text(min_size=1, max_size=5), max_size=2)))
-                    if role == "assistant"
-                    else (),
-                    tool_call_id=draw(st.text(min_size=1, max_size=5)) if role == "tool" else None,
-                )
-            )
-    return items
+from contracts.activities import ReadRequestResult
+from planner import HistoryAggregate, HistoryColumns, HistoryItem, PlanRequest, plan
+from planner.history import scan_history
+from tests.planner.helpers import request
+from tests.planner.test_properties import transcripts
 
 
-@given(histories())
-def test_compact_history_round_trips_through_json(items: list[HistoryItem]) -> None:
-    compact = CompactHistory.from_items(items)
-    decoded = CompactHistory.model_validate_json(compact.model_dump_json())
-    assert decoded.items() == tuple(items)
+@given(transcripts())
+def test_the_skeleton_round_trips_through_json_to_the_same_group_sums(
+    items: tuple[HistoryItem, ...],
+) -> None:
+    read = ReadRequestResult(history=HistoryColumns.pack(items))
+    decoded = ReadRequestResult.model_validate_json(read.model_dump_json())
+    expected = scan_history(items, has_older=False, request_id=None)
+    assert decoded.history.scan(None, has_older=False, prefix_items=0) == expected
 
 
-def test_compact_history_is_at_most_half_the_size_of_plain_items() -> None:
-    items = [
+def test_a_long_thread_costs_under_three_bytes_per_message_and_no_ids() -> None:
+    # A 128k-token window of 100-token messages in user/assistant pairs: about 1,300
+    # messages listed, whatever the Thread's length.
+    items = tuple(
         HistoryItem(
             id=f"gen:{n // 2}:{'user' if n % 2 == 0 else 'assistant'}",
-            role="user",
+            role="user" if n % 2 == 0 else "assistant",
             group_id=f"gen:{n // 2}:user",
-            tokens=40 + n % 7,
+            tokens=60 + n % 97,
         )
-        for n in range(1000)
-    ]
-    plain = sum(len(i.model_dump_json()) for i in items)
-    compact = len(CompactHistory.from_items(items).model_dump_json())
-    assert compact * 2 < plain
+        for n in range(1_300)
+    )
+    read = ReadRequestResult(
+        history=HistoryColumns.pack(items),
+        older_history=HistoryAggregate(count=8_700, tokens=870_000),
+    )
+    payload = read.model_dump_json()
+    assert len(payload) < 3 * len(items)
+    assert "gen:" not in payload
+    decoded = ReadRequestResult.model_validate_json(payload)
+    sealed = plan(
+        PlanRequest.model_validate(
+            {
+                **request().model_dump(),
+                "history_columns": decoded.history,
+                "older_history": decoded.older_history,
+                "history_policy": {"kind": "recent", "messages": 10},
+            }
+        )
+    )
+    assert sealed.message_ranges == ((9_990, 10_000),)

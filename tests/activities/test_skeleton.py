@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from activities.skeleton import caller_skeleton
+import pytest
+
+from activities.skeleton import caller_skeleton, ids_at_positions
+from crux.errors import ThreadError
 from crux.messages import Message, ToolCallPart
 from planner import HistoryAggregate
+from planner.columns import unpack_ints
 from providers import TokenCounter
 
 
@@ -25,10 +29,12 @@ def test_call_site_turns_group_questions_with_answers_and_tool_rounds() -> None:
         Message(role="user", content="Thanks"),
         Message(role="assistant", content="Welcome"),
     ]
-    items, older = caller_skeleton(_counter(), messages, ceiling=10_000)
+    columns, older = caller_skeleton(_counter(), messages, ceiling=10_000)
     assert older == HistoryAggregate()
-    groups = [item.group_id for item in items]
-    assert groups == ["caller:0", *["caller:1"] * 4, "caller:5", "caller:5"]
+    assert columns.defect is None
+    assert list(unpack_ints(columns.groups)) == [1, 4, 2]
+    assert list(unpack_ints(columns.calls)) == [0, 1, 0]
+    assert columns.prefix_groups == 1
 
 
 def test_a_tight_ceiling_aggregates_middle_turns_but_lists_the_system_prefix() -> None:
@@ -36,8 +42,20 @@ def test_a_tight_ceiling_aggregates_middle_turns_but_lists_the_system_prefix() -
     for turn in range(20):
         messages.append(Message(role="user", content=f"question number {turn} " * 5))
         messages.append(Message(role="assistant", content=f"answer number {turn} " * 5))
-    items, older = caller_skeleton(_counter(), messages, ceiling=100)
-    assert items[0].role == "system"
+    columns, older = caller_skeleton(_counter(), messages, ceiling=100)
+    sizes = list(unpack_ints(columns.groups))
+    assert columns.prefix_groups == 1 and sizes[0] == 1
     assert older.count > 0 and older.prefix_items == 1
-    assert items[1].role == "user"
-    assert older.count + len(items) == len(messages)
+    assert set(sizes[1:]) == {2}
+    assert older.count + sum(sizes) == len(messages)
+    assert older.first_id is None and older.last_id is None
+
+
+def test_positions_map_back_to_ids_and_refuse_ranges_off_the_path() -> None:
+    ids = ["a", "b", "c", "d"]
+    assert ids_at_positions(ids, [(0, 1), (2, 4)]) == ["a", "c", "d"]
+    assert ids_at_positions(ids, []) == []
+    for bad in ([(3, 5)], [(-1, 1)], [(2, 1)]):
+        with pytest.raises(ThreadError) as raised:
+            ids_at_positions(ids, bad)
+        assert raised.value.code == "identity_conflict"

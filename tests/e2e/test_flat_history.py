@@ -21,7 +21,6 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-import contracts.activities
 from activities import GenerationActivities
 from contracts.activities import CommitTurnInput, RecordPlanInput
 from contracts.generation import StepFigures
@@ -137,12 +136,6 @@ async def test_a_first_turn_stays_under_its_ceiling(
     assert first <= FIRST_TURN_CEILING, first
 
 
-# The request skeleton carried one entry per message (ids included) until it was packed;
-# the long-Thread ceiling holds once it is.
-_PER_MESSAGE_SKELETON = hasattr(contracts.activities, "CompactHistory")
-
-
-@pytest.mark.xfail(_PER_MESSAGE_SKELETON, reason="per-message request skeleton", strict=True)
 async def test_a_long_thread_stays_under_the_ceiling(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
@@ -155,7 +148,6 @@ async def test_a_long_thread_stays_under_the_ceiling(
 
 
 @pytest.mark.skipif(os.environ.get("CRUX_SOAK") != "1", reason="set CRUX_SOAK=1 (a minute or two)")
-@pytest.mark.xfail(_PER_MESSAGE_SKELETON, reason="per-message request skeleton", strict=True)
 async def test_ten_thousand_messages_stay_under_the_ceiling(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:

@@ -18,7 +18,13 @@ from temporalio.testing import ActivityEnvironment
 
 import crux
 from activities import GenerationActivities, ProviderRegistry
-from contracts.activities import CommitTurnInput, InvokeModelInput, InvokeModelResult
+from activities.skeleton import thread_ids_at
+from contracts.activities import (
+    CommitTurnInput,
+    InvokeModelInput,
+    InvokeModelResult,
+    ResolveHistoryIdsInput,
+)
 from crux.config import Settings
 from crux.errors import ThreadError
 from crux.messages import Message
@@ -175,7 +181,7 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
         revision=revision,
         history_source="thread",
         model="offline:echo",
-        message_ids=["q0", "a0"],
+        message_ranges=[(0, 2)],
     )
     if redact:
         # The redaction reached the staged output; the attempt is planned again instead.
@@ -222,7 +228,7 @@ async def test_an_unstaged_attempt_on_a_moved_revision_reports_moved_without_a_c
             revision=revision,
             history_source="thread",
             model="no-such-provider:model",  # resolving it would fail: no call is attempted
-            message_ids=["q0"],
+            message_ranges=[(0, 1)],
         ),
     )
     assert result.revision_moved
@@ -263,3 +269,33 @@ async def test_many_turns_in_flight_per_thread_all_land_without_faults(
             assert commit is not None
             messages = await store.load_messages(thread_id, commit.message_ids)
             assert [m.role for m in messages] == ["user", "assistant"]
+
+
+async def test_positions_name_messages_at_the_pinned_revision_and_on_the_observed_path(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """The skeleton carries no ids: positions map back to them, never across a move."""
+    threads = ThreadStore(pool)
+    activities = await _activities(pool, database_url)
+    thread_id = f"positions:{uuid.uuid4().hex[:6]}"
+    await threads.append(
+        thread_id,
+        [
+            Message(id="q0", role="user", content="first"),
+            Message(id="a0", role="assistant", content="first answer"),
+        ],
+    )
+    revision = await threads.revision(thread_id)
+    assert await thread_ids_at(
+        threads, thread_id, owner="main", revision=revision, ranges=[(1, 2), (0, 1)]
+    ) == ["a0", "q0"]
+    await threads.append(thread_id, [Message(id="q1", role="user", content="landed later")])
+    moved = await thread_ids_at(
+        threads, thread_id, owner="main", revision=revision, ranges=[(0, 1)]
+    )
+    assert moved is None
+    # A later turn extends the path: earlier positions keep naming the same messages.
+    resolved = await activities.resolve_history_ids(
+        ResolveHistoryIdsInput(thread_id=thread_id, positions=[1, 0, 2, 3])
+    )
+    assert resolved.ids == ["a0", "q0", "q1", None]

@@ -115,6 +115,7 @@ def test_above_max_without_artifact_asks_for_inline_preparation() -> None:
             "when": "inline",
             "prefix_messages": 16,
             "through_id": "a7",
+            "through_position": 15,
             "max_summary_tokens": 60,
         }
     ]

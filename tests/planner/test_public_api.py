@@ -23,6 +23,9 @@ ALLOWED_ROOTS = {
     "enum",
     "functools",
     "itertools",
+    "array",
+    "base64",
+    "binascii",
 }
 
 

@@ -90,7 +90,7 @@ def test_on_miss_fail_fails_and_starts_the_refresh_a_later_turn_needs() -> None:
 def test_only_the_margin_in_the_way_asks_for_an_authoritative_count() -> None:
     big = request(model=ESTIMATED, history=turns(1), system_tokens=8_000)
     action = next_action(Planning(request=big, managed_thread=True, countable=True))
-    assert action == CountAuthoritatively(message_ids=("u0", "a0"))
+    assert action == CountAuthoritatively(message_ranges=((0, 2),))
 
 
 @pytest.mark.parametrize(
