@@ -9,7 +9,7 @@ are printed so they can be quoted. CI runs a bounded selection; `CRUX_SOAK=1` (o
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import re
 import uuid
@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 import crux
 from providers.loopback import (
@@ -128,14 +128,30 @@ LOOKUP = crux.tool(
 )
 
 
-async def _running_summaries(client: Client, thread_id: str) -> int:
-    count = 0
-    async for execution in client.list_workflows(
-        "WorkflowType = 'SummaryWorkflow' AND ExecutionStatus = 'Running'"
-    ):
+async def _summary_runs(client: Client, thread_id: str) -> tuple[int, int]:
+    """How many summary runs of the Thread visibility lists: all of them, and running ones."""
+    total = running = 0
+    async for execution in client.list_workflows("WorkflowType = 'SummaryWorkflow'"):
         if execution.id.startswith(f"crux/summary/{thread_id}/"):
-            count += 1
-    return count
+            total += 1
+            running += execution.status == WorkflowExecutionStatus.RUNNING
+    return total, running
+
+
+async def _let_maintenance_land(client: Client, thread_id: str, before: int) -> None:
+    """Wait for the summary runs a turn started to finish, as a conversation's pace would.
+
+    Visibility lists a just-started run a little later (more so on a busy machine), so the
+    run is first seen to appear (unless the turn joined one that already existed), then seen
+    to finish.
+    """
+    with contextlib.suppress(AssertionError):
+        await eventually(
+            lambda: _summary_runs(client, thread_id), lambda runs: runs[0] > before, timeout=5
+        )
+    await eventually(
+        lambda: _summary_runs(client, thread_id), lambda runs: runs[1] == 0, timeout=30
+    )
 
 
 async def run_conversation(
@@ -164,6 +180,7 @@ async def run_conversation(
             for turn in range(case.turns):
                 tool_turn = turn % TOOL_EVERY == TOOL_EVERY - 1
                 text = _words(case.words, turn) + (" [use the tool]" if tool_turn else "")
+                summaries_before, _ = await _summary_runs(client, thread_id)
                 try:
                     result = await worker.runtime.generate(
                         prompt,
@@ -180,12 +197,7 @@ async def run_conversation(
                     if case.on_miss == "fail":
                         # The rejection started the refresh it lacked; a caller retries
                         # later, when it has landed.
-                        await asyncio.sleep(1.0)
-                        await eventually(
-                            lambda: _running_summaries(client, thread_id),
-                            lambda running: running == 0,
-                            timeout=30,
-                        )
+                        await _let_maintenance_land(client, thread_id, summaries_before)
                     continue
                 figures.turns += 1
                 figures.tool_turns += len(result.steps) > 1
@@ -204,11 +216,7 @@ async def run_conversation(
                 if case.on_miss == "fail" and "HISTORY_MAINTENANCE_SCHEDULED" in codes:
                     # Under `fail` the product relies on background maintenance alone: let
                     # it land before the next turn, as a conversation's pace would.
-                    await eventually(
-                        lambda: _running_summaries(client, thread_id),
-                        lambda running: running == 0,
-                        timeout=30,
-                    )
+                    await _let_maintenance_land(client, thread_id, summaries_before)
         figures.support_calls = responder.support_calls
         figures.main_calls = responder.main_calls
         figures.prefix_first = responder.prefix_first
