@@ -87,14 +87,20 @@ def invoke_input(
         tool_choice=progress.tool_choice(request),
         turn_messages=progress.turn_messages,
         stream=request.stream,
+        settings=request.settings,
     )
 
 
 def tool_input(
-    request: GenerationInput, call_turn_index: int, call_index: int, result_turn_index: int
+    request: GenerationInput,
+    call_turn_index: int,
+    call_index: int,
+    result_turn_index: int,
+    tool_name: str = "",
 ) -> RunToolInput:
-    """Run one tool call of the staged assistant message."""
+    """Run one tool call of the staged assistant message (with its tool's policy)."""
     return RunToolInput(
+        policy=request.tool_policies.get(tool_name) if tool_name else None,
         generation_id=request.generation_id,
         thread_id=request.thread_id,
         model=request.model,

@@ -274,7 +274,8 @@ class ManagedGenerationWorkflow:
         await self._record(request, sealed)
         arg = _inputs.invoke_input(request, read, sealed, progress)
         config = _options.with_summary(
-            _options.INVOKE_MODEL, f"{request.model} attempt {progress.attempt}"
+            _options.invoke_model(request.attempt_policy),
+            f"{request.model} attempt {progress.attempt}",
         )
         try:
             invoked = await waiting_out_storage(
@@ -316,7 +317,10 @@ class ManagedGenerationWorkflow:
         progress.add_turn_message(invoked.turn_tokens)
         for call_index, _ in enumerate(invoked.tool_call_ids):
             self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
-            arg = _inputs.tool_input(request, call_turn_index, call_index, progress.turn_messages)
+            name = _tool_name(invoked, call_index)
+            arg = _inputs.tool_input(
+                request, call_turn_index, call_index, progress.turn_messages, name
+            )
             ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
             progress.add_turn_message(ran.tokens)
         progress.rounds += 1
@@ -324,7 +328,7 @@ class ManagedGenerationWorkflow:
     async def _run_tool(
         self, request: GenerationInput, arg: RunToolInput, summary: str
     ) -> RunToolResult:
-        config = _options.with_summary(_options.RUN_TOOL, summary)
+        config = _options.with_summary(_options.run_tool(arg.policy), summary)
         return await waiting_out_storage(
             self._stages,
             request,
@@ -371,3 +375,9 @@ class ManagedGenerationWorkflow:
 def _error_type(error: ActivityError) -> str | None:
     cause = error.cause
     return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def _tool_name(invoked: InvokeModelResult, call_index: int) -> str:
+    """The offered tool a call names; `""` when unknown or not reported."""
+    names = invoked.tool_names
+    return names[call_index] if call_index < len(names) else ""
