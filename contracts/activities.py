@@ -97,6 +97,9 @@ class ReadRequestResult(CompactWireModel):
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
     """Tokens of the offered tools' schemas."""
+    tool_policies: dict[str, ToolPolicySpec] = {}
+    """Retry and timeout policies declared with the offered tools on this worker (the
+    generation input's own policies take precedence)."""
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""

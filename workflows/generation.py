@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         RunToolResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
+    from contracts.settings import ToolPolicySpec
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
@@ -157,7 +158,7 @@ class ManagedGenerationWorkflow:
                 progress.accept(sealed, invoked)
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
-                await self._run_tools(request, invoked, progress)
+                await self._run_tools(request, invoked, progress, read.tool_policies)
                 progress.next_step(sealed)
         # The generation id was committed before: return what that commit published.
         self._stages.set(Stage.COMPLETED)
@@ -310,7 +311,11 @@ class ManagedGenerationWorkflow:
         )
 
     async def _run_tools(
-        self, request: GenerationInput, invoked: InvokeModelResult, progress: TurnProgress
+        self,
+        request: GenerationInput,
+        invoked: InvokeModelResult,
+        progress: TurnProgress,
+        declared: dict[str, ToolPolicySpec],
     ) -> None:
         """Run each tool call of the staged assistant message as its own activity."""
         call_turn_index = progress.turn_messages
@@ -319,7 +324,7 @@ class ManagedGenerationWorkflow:
             self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
             name = _tool_name(invoked, call_index)
             arg = _inputs.tool_input(
-                request, call_turn_index, call_index, progress.turn_messages, name
+                request, call_turn_index, call_index, progress.turn_messages, name, declared
             )
             ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
             progress.add_turn_message(ran.tokens)

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -185,11 +186,35 @@ async def test_a_slow_tool_times_out_into_an_error_result_after_its_retries(
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(client, pool, settings, tools=[slow_lookup]) as worker:
         result = await worker.runtime.generate(assistant, input="Look up k1", model="openai:gpt-4o")
-    assert result.text == "The lookup timed out."
-    assert runs == ["k1", "k1"]
-    tool_message = openai_server.requests[1].body["messages"][-1]
-    assert tool_message["role"] == "tool"
-    assert tool_message["content"] == "error: the tool timed out after 0.3 seconds"
+        assert result.text == "The lookup timed out."
+        assert runs == ["k1", "k1"]
+        tool_message = openai_server.requests[1].body["messages"][-1]
+        assert tool_message["role"] == "tool"
+        assert tool_message["content"] == "error: the tool timed out after 0.3 seconds"
+        # A plain Temporal client names the tool only: the policy declared with the tool
+        # on the worker applies all the same.
+        openai_server.clear()
+        runs.clear()
+        openai_server.enqueue(
+            tool_call_reply(ScriptedToolCall(name="slow_lookup", arguments={"key": "k2"})),
+            TextReply(text="Timed out again."),
+        )
+        await client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {
+                "generation_id": f"plain-{uuid.uuid4().hex[:8]}",
+                "model": "openai:gpt-4o",
+                "input": "Look up k2",
+                "tools": ["slow_lookup"],
+            },
+            id=f"crux/gen/plain-tool/{uuid.uuid4().hex}",
+            task_queue=worker.task_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+    assert runs == ["k2", "k2"]
+    assert openai_server.requests[1].body["messages"][-1]["content"] == (
+        "error: the tool timed out after 0.3 seconds"
+    )
 
 
 async def test_a_type_hinted_tool_round_validates_the_models_arguments(
