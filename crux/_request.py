@@ -86,11 +86,14 @@ class CallOptions:
         *,
         stream: bool = False,
         default_attempt_policy: AttemptPolicySpec | None = None,
+        agent_settings: ModelSettingsSpec | None = None,
+        agent_attempt_policy: AttemptPolicySpec | None = None,
     ) -> BuiltCall:
         """Validate the options into the workflow input and the turn to stage.
 
-        Model settings merge field by field, the call's over the prompt's; the attempt
-        policy likewise, the call's over the runtime's `default_attempt_policy`.
+        Model settings merge field by field: the call's over the agent's over the
+        prompt's. The attempt policy likewise: the call's over the agent's over the
+        runtime's `default_attempt_policy`.
 
         Raises:
             ConfigurationError: An invalid option (content-free: names the fields).
@@ -130,9 +133,9 @@ class CallOptions:
             on_revision_moved=self.on_revision_moved,
             storage_wait_seconds=self.storage_wait_seconds,
             stream=stream,
-            settings=merge_settings(prompt.settings, as_settings(self.settings)),
+            settings=merge_settings(prompt.settings, agent_settings, as_settings(self.settings)),
             attempt_policy=merge_attempt_policy(
-                default_attempt_policy, as_attempt_policy(self.attempt_policy)
+                default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
             ),
             tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from datetime import timedelta
@@ -240,3 +241,32 @@ def test_facade_and_workflow_validation_agree_and_fail_typed(fields: dict[str, A
         assert accepted is None or fields != payload["settings"]
         return
     assert decoded.settings == accepted
+
+
+def test_agent_layers_sit_between_the_prompt_or_runtime_and_the_call() -> None:
+    prompt = crux.prompt(id="p", settings={"temperature": 0.1, "top_p": 0.5})
+    built = CallOptions(
+        prompt=prompt, input="hi", settings={"top_p": 0.7}, attempt_policy={"timeout_seconds": 9}
+    ).build(
+        "openai:gpt-4o",
+        default_attempt_policy=AttemptPolicySpec(max_attempts=2, timeout_seconds=5),
+        agent_settings=ModelSettingsSpec(temperature=0.4, top_p=0.6, seed=1),
+        agent_attempt_policy=AttemptPolicySpec(max_attempts=3),
+    )
+    assert built.request.settings == ModelSettingsSpec(temperature=0.4, top_p=0.7, seed=1)
+    assert built.request.attempt_policy == AttemptPolicySpec(max_attempts=3, timeout_seconds=9)
+
+
+def test_a_sync_handler_past_its_timeout_ends_as_an_error_result() -> None:
+    import time
+
+    from activities._tools import _run_handler
+
+    @crux.tool(timeout=0.1)
+    def blocking(seconds: float) -> str:
+        time.sleep(seconds)
+        return "slept"
+
+    text, failed = asyncio.run(_run_handler(blocking, {"seconds": 0.5}, blocking.policy))
+    assert (text, failed) == ("error: the tool timed out after 0.1 seconds", True)
+    assert asyncio.run(_run_handler(blocking, {"seconds": 0}, blocking.policy)) == ("slept", False)
