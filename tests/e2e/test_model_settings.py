@@ -153,8 +153,9 @@ async def test_attempt_policy_bounds_provider_attempts_per_runtime_and_per_call(
             task_queue=worker.task_queue,
             attempt_policy={"max_attempts": 2, "initial_interval_seconds": 0.1},
         )
-        with pytest.raises(crux.ProviderError):
+        with pytest.raises(crux.ProviderHTTPError) as raised:
             await runtime.generate("Hi", model="openai:gpt-4o")
+        assert raised.value.status == 500
         assert len(openai_server.requests) == 2
         # A call raises the bound: the third failure is retried too, the fourth answers.
         openai_server.clear()  # drops the third failure, never asked for
