@@ -14,6 +14,7 @@ from contracts.settings import (
     merge_attempt_policy,
     merge_settings,
 )
+from vocabulary.errors import ConfigurationError
 
 __all__ = [
     "AttemptPolicySpec",
@@ -72,8 +73,6 @@ def attempt_policy(**fields: Any) -> AttemptPolicySpec:
 
 
 def _stop_list(stop: Sequence[str]) -> list[str]:
-    from vocabulary.errors import ConfigurationError
-
     if isinstance(stop, str):
         raise ConfigurationError("stop is a list of strings")
     return list(stop)
