@@ -23,6 +23,14 @@ from crux.context import (
     prefer,
     summarizable,
 )
+from crux.model_settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    ToolPolicySpec,
+    attempt_policy,
+    merge_settings,
+    model_settings,
+)
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -33,7 +41,7 @@ from crux.runtime import (
     StreamUpdate,
 )
 from crux.thread import MessageInput, Thread, thread
-from crux.tools import Tool, tool
+from crux.tools import Tool, ToolArgumentsError, tool
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -68,6 +76,7 @@ from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, Tex
 from vocabulary.settings import Settings
 
 __all__ = [
+    "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
     "ContextOverflowError",
@@ -85,6 +94,7 @@ __all__ = [
     "Message",
     "MessageEntry",
     "MessageInput",
+    "ModelSettingsSpec",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
@@ -113,13 +123,18 @@ __all__ = [
     "ThreadInUseError",
     "ThreadSnapshot",
     "Tool",
+    "ToolArgumentsError",
     "ToolCallPart",
+    "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "attempt_policy",
     "configure_logging",
     "context",
     "droppable",
     "history",
+    "merge_settings",
+    "model_settings",
     "offloadable",
     "prefer",
     "prompt",
