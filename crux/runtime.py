@@ -21,6 +21,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS, PendingApproval
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -30,6 +31,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
+from crux._approvals import approval_workflow_id, decide, pending_approvals
 from crux._outcomes import (
     Finished,
     Generation,
@@ -84,6 +86,9 @@ class Runtime:
         attempt_policy: Retry and timeout of provider attempts for every call of this
             runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
             Today's values when omitted.
+        approval_timeout_seconds: How long a call of a tool that requires approval waits
+            for an operator's decision before it is denied with reason `timeout` (a day
+            by default; `None` waits without limit). Calls may override it.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class Runtime:
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -107,6 +113,7 @@ class Runtime:
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
         self._attempt_policy = as_attempt_policy(attempt_policy)
+        self._approval_timeout = approval_timeout_seconds
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -134,6 +141,7 @@ class Runtime:
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -161,6 +169,9 @@ class Runtime:
                 mapping), merged field by field over the prompt's.
             attempt_policy: Retry and timeout of this call's provider attempts, merged
                 field by field over the runtime's.
+            approval_timeout_seconds: How long a call of a tool that requires approval
+                waits for its decision before it is denied with reason `timeout`; the
+                runtime's when omitted.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -182,7 +193,10 @@ class Runtime:
         when the id was used for a different request in the same scope).
         """
         call = options.build(
-            self._default_model, stream=stream, default_attempt_policy=self._attempt_policy
+            self._default_model,
+            stream=stream,
+            default_attempt_policy=self._attempt_policy,
+            default_approval_timeout=self._approval_timeout,
         )
         return await stage_call(call, self._generations)
 
@@ -205,6 +219,7 @@ class Runtime:
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -318,6 +333,55 @@ class Runtime:
         return await preview_call(
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
+
+    async def pending_approvals(
+        self,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> list[PendingApproval]:
+        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
+
+        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        return await pending_approvals(self._client, target)
+
+    async def approve(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> None:
+        """Let a pending tool call run.
+
+        Raises:
+            ConfigurationError: The run does not wait on that call (or on any).
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=True, reason_code=None)
+
+    async def deny(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
+
+        `reason_code` is a short identifier the model sees (`denied` when omitted).
+
+        Raises:
+            ConfigurationError: An invalid reason code, or the run does not wait on that call.
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=False, reason_code=reason_code)
 
     async def _hydrate(self, result: GenerationResult) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
