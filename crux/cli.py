@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -37,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
+    generation = commands.add_parser("generation", help="operate on generation runs")
+    add_approval_commands(generation.add_subparsers(dest="generation_command", required=True))
+
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     database_commands.add_parser("migrate", help="apply pending SQL migrations")
@@ -58,7 +62,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _parser().parse_args(argv)
     settings = Settings.from_env(os.environ)
     level = settings.log_level
-    if arguments.command in ("demo", "thread", "db") and "CRUX_LOG_LEVEL" not in os.environ:
+    if (
+        arguments.command in ("demo", "thread", "db", "generation")
+        and "CRUX_LOG_LEVEL" not in os.environ
+    ):
         # These commands print their own output; keep routine log lines out of it.
         level = "warning"
     configure_logging(log_format=settings.log_format, level=level)
@@ -101,6 +108,8 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return 0
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:
+        return await run_approval_command(arguments, settings)
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

@@ -14,6 +14,8 @@ from temporalio.client import Client, WorkflowHandle
 
 import crux
 from contracts.approvals import PendingApproval
+from crux import cli
+from crux._approval_cli import run_approval_command
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
@@ -208,3 +210,58 @@ async def test_a_run_awaiting_approval_survives_a_worker_restart(
     assert calls == [{"to": "x"}]
     assert result.text == "Paid after the restart."
     assert len(openai_server.requests) == 2
+
+
+async def test_the_cli_lists_approves_and_denies_pending_calls(
+    client: Client,
+    pool: asyncpg.Pool,
+    database_url: str,
+    openai_server: LoopbackOpenAIServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _payment_tool(calls)
+    thread_id = f"cli:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(
+            ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_c1"),
+            ScriptedToolCall(name="pay", arguments={"to": "y"}, id="call_c2"),
+        ),
+        TextReply(text="One paid."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url).model_copy(
+        update={"temporal_address": client.service_client.config.target_host}
+    )
+    parser = cli._parser()
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        run = asyncio.create_task(
+            worker.runtime.generate(
+                crux.prompt(id="payments", use=[tool]),
+                input="pay",
+                thread=thread_id,
+                model=MODEL,
+                generation_id="cl1",
+            )
+        )
+        await _awaiting(worker.runtime, "cl1", thread_id)
+        capsys.readouterr()
+        for argv in (
+            ["generation", "pending", "cl1", "--thread", thread_id],
+            ["generation", "deny", "call_c1", "cl1", "--thread", thread_id, "--reason", "limit"],
+            ["generation", "approve", "call_c2", "cl1", "--thread", thread_id],
+        ):
+            assert await run_approval_command(parser.parse_args(argv), settings) == 0
+        result = await asyncio.wait_for(run, 30)
+    captured = capsys.readouterr()
+    # Worker log lines share the output; the commands' own lines are told apart.
+    printed = captured.out.splitlines()
+    assert [json.loads(line) for line in printed if line.startswith("{")] == [
+        {"call_id": "call_c1", "tool": "pay"},
+        {"call_id": "call_c2", "tool": "pay"},
+    ]
+    decided = [line for line in printed if line.startswith(("denied ", "approved "))]
+    assert decided == ["denied call_c1", "approved call_c2"]
+    # Neither the commands nor the worker's logs show the arguments.
+    assert SECRET not in captured.out + captured.err
+    assert calls == [{"to": "y"}]
+    assert result.text == "One paid."
