@@ -15,6 +15,8 @@ from contracts.generation import (
     StepRecord,
     Usage,
 )
+from contracts.hooks import StepContext, StepOverrides
+from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
     context,
@@ -23,6 +25,7 @@ from crux.context import (
     prefer,
     summarizable,
 )
+from crux.hooks import StepHook, step_hook
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -51,6 +54,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -68,6 +72,7 @@ from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, Tex
 from vocabulary.settings import Settings
 
 __all__ = [
+    "Agent",
     "ConfigurationError",
     "ContextContributor",
     "ContextOverflowError",
@@ -85,6 +90,7 @@ __all__ = [
     "Message",
     "MessageEntry",
     "MessageInput",
+    "PreparationError",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
@@ -99,6 +105,9 @@ __all__ = [
     "RequestCompositionError",
     "Runtime",
     "Settings",
+    "StepContext",
+    "StepHook",
+    "StepOverrides",
     "StepRecord",
     "StreamCommitted",
     "StreamDelta",
@@ -116,6 +125,7 @@ __all__ = [
     "ToolCallPart",
     "Usage",
     "VariantInfo",
+    "agent",
     "configure_logging",
     "context",
     "droppable",
@@ -123,6 +133,7 @@ __all__ = [
     "offloadable",
     "prefer",
     "prompt",
+    "step_hook",
     "summarizable",
     "summarize",
     "thread",

@@ -65,6 +65,7 @@ from planner.receipt import (
     ReceiptWarning,
     RequestInspection,
     RequestReceipt,
+    StepPreparation,
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
@@ -138,6 +139,7 @@ __all__ = [
     "SealedPlan",
     "Source",
     "SourceGroup",
+    "StepPreparation",
     "Summarizable",
     "SummaryChunk",
     "SupportRequestRecord",
