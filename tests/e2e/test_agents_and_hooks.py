@@ -29,6 +29,12 @@ def _model(request: RecordedRequest) -> Any:
     return request.body["model"]
 
 
+def _tool_names(request: RecordedRequest) -> list[str]:
+    body = request.body
+    assert isinstance(body, dict)
+    return [str(entry["function"]["name"]) for entry in body.get("tools", [])]
+
+
 def _weather() -> crux.Tool:
     return crux.tool(
         "get_weather",
@@ -91,12 +97,14 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
         seen.append(step)
         if step.reason == "tool-round":
             return crux.StepOverrides(model="openai:gpt-4o", max_output_tokens=123)
-        return None
+        # The first call offers only the weather tool of the two.
+        return crux.StepOverrides(active_tools=("get_weather",))
 
     weather = _weather()
+    clock = crux.tool("get_time", lambda arguments: "noon")
     assistant = crux.agent(
         id="weather-agent",
-        prompt=crux.prompt(id="weather", use=[weather]),
+        prompt=crux.prompt(id="weather", use=[weather, clock]),
         model="openai:gpt-4o-mini",
         prepare_step=review,
     )
@@ -106,12 +114,16 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     )
     thread_id = f"hooks:{uuid.uuid4().hex[:6]}"
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
-    async with new_worker(client, pool, settings, tools=[weather], hooks=[review]) as worker:
-        result = await worker.runtime.generate(assistant, input="Weather?", thread=thread_id)
+    async with new_worker(client, pool, settings, tools=[weather, clock], hooks=[review]) as worker:
+        result = await worker.runtime.generate(
+            assistant, input="Weather in Lisbon?", thread=thread_id
+        )
 
     assert result.text == "Sunny."
     assert [_model(r) for r in openai_server.requests] == ["gpt-4o-mini", "gpt-4o"]
     assert _max_tokens(openai_server.requests[1]) == 123
+    offered = [_tool_names(r) for r in openai_server.requests]
+    assert offered == [["get_weather"], ["get_weather", "get_time"]]
     assert [(s.reason, s.step) for s in seen] == [("initial", 1), ("tool-round", 2)]
     assert seen[1].tools_called == ("get_weather",)
     assert seen[1].usage.input_tokens > 0
@@ -122,8 +134,9 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     assert (initial.hook, initial.reason, initial.overridden) == (
         "review-after-tools",
         "initial",
-        (),
+        ("active_tools",),
     )
+    assert initial.active_tools == ("get_weather",)
     [switch] = second.preparations
     assert switch.reason == "tool-round"
     assert switch.overridden == ("model", "max_output_tokens")
@@ -136,6 +149,13 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     # The stored receipt says the same, from PostgreSQL.
     stored = await worker.runtime.receipt(second.id)
     assert stored.preparations == second.preparations
+    # Temporal history holds ids, names and figures: no prompt, reply or tool argument text.
+    workflow_id = crux.workflow_id_for(result.generation_id, thread_id)
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    recorded = history.to_json()
+    assert "crux.prepare_step" in recorded
+    for text in ("Weather in Lisbon?", "Lisbon", "Sunny.", "sunny"):
+        assert text not in recorded
 
 
 async def test_a_hook_that_raises_fails_the_run_typed_and_content_free(
@@ -202,22 +222,23 @@ async def test_a_worker_restart_between_steps_keeps_the_hook_decision(
         prepare_step="switch",
         agent_id="raw-client",
     )
-    async with worker_resources(settings, pool=pool, tools=[weather], hooks=[hook]) as acts:
-        async with build_worker(client, task_queue=task_queue, activities=acts):
-            handle = await client.start_workflow(
-                "ManagedGenerationWorkflow",
-                request.start_payload(),
-                id=crux.workflow_id_for("h1", request.thread_id),
-                task_queue=task_queue,
-            )
 
-            async def sent() -> int:
-                return len(openai_server.requests)
+    async def sent() -> int:
+        return len(openai_server.requests)
 
-            await eventually(sent, lambda count: count == 2)
-    async with worker_resources(settings, pool=pool, tools=[weather], hooks=[hook]) as acts:
-        async with build_worker(client, task_queue=task_queue, activities=acts):
-            await handle.result()
+    resources = worker_resources(settings, pool=pool, tools=[weather], hooks=[hook])
+    async with resources as acts, build_worker(client, task_queue=task_queue, activities=acts):
+        handle = await client.start_workflow(
+            "ManagedGenerationWorkflow",
+            request.start_payload(),
+            id=crux.workflow_id_for("h1", request.thread_id),
+            task_queue=task_queue,
+        )
+        await eventually(sent, lambda count: count == 2)
+    # Leaving the block shut the first worker down while the second call was pending.
+    resources = worker_resources(settings, pool=pool, tools=[weather], hooks=[hook])
+    async with resources as acts, build_worker(client, task_queue=task_queue, activities=acts):
+        await handle.result()
 
     # The hook ran once per step; the second worker replayed its decision from history.
     assert calls == ["initial", "tool-round"]
