@@ -11,7 +11,13 @@ from temporalio.client import Client
 
 import crux
 from crux._worker import build_worker, worker_resources
-from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
+from providers.loopback import (
+    ErrorReply,
+    LoopbackOpenAIServer,
+    ScriptedToolCall,
+    TextReply,
+    tool_call_reply,
+)
 from providers.loopback._server import RecordedRequest
 from tests.helpers import eventually, new_worker, settings_for
 
@@ -54,7 +60,11 @@ async def test_call_overrides_agent_overrides_prompt(
         input_budget={"max": 5_000},
         max_output_tokens=300,
     )
-    openai_server.enqueue(TextReply(text="from the agent"), TextReply(text="from the call"))
+    openai_server.enqueue(
+        TextReply(text="from the agent"),
+        TextReply(text="from the call"),
+        TextReply(text="streamed"),
+    )
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(client, pool, settings) as worker:
         by_agent = await worker.runtime.generate(responder, input="hi")
@@ -66,8 +76,13 @@ async def test_call_overrides_agent_overrides_prompt(
             input_budget={"max": 4_000},
         )
         preview = await worker.runtime.preview(responder, input="hi")
+        updates = [update async for update in worker.runtime.stream(responder, input="hi")]
 
-    first, second = openai_server.requests
+    first, second, streamed = openai_server.requests
+    assert (_model(streamed), _max_tokens(streamed)) == ("gpt-4o-mini", 300)
+    committed = updates[-1]
+    assert isinstance(committed, crux.StreamCommitted)
+    assert committed.generation.steps[0].request.agent_id == "support-responder"
     # The agent's model and reserve over the runtime default; the call's over the agent's.
     assert (_model(first), _max_tokens(first)) == ("gpt-4o-mini", 300)
     assert (_model(second), _max_tokens(second)) == ("gpt-4o", 200)
@@ -243,3 +258,35 @@ async def test_a_worker_restart_between_steps_keeps_the_hook_decision(
     # The hook ran once per step; the second worker replayed its decision from history.
     assert calls == ["initial", "tool-round"]
     assert [_model(r) for r in openai_server.requests] == ["gpt-4o-mini", "gpt-4o", "gpt-4o"]
+
+
+async def test_prepare_step_runs_again_for_the_overflow_recovery_call(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    reasons: list[str] = []
+
+    def note(step: crux.StepContext) -> None:
+        reasons.append(step.reason)
+
+    hook = crux.step_hook("note", note)
+    faq = crux.droppable(crux.context("faq", "Frequently asked question. " * 200))
+    agent = crux.agent(
+        id="recovering",
+        prompt=crux.prompt(id="faq", use=[faq]),
+        model="openai:gpt-4o-mini",
+        prepare_step=hook,
+    )
+    openai_server.enqueue(
+        ErrorReply(status=400, code="context_length_exceeded", message="too long"),
+        TextReply(text="recovered"),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, hooks=[hook]) as worker:
+        result = await worker.runtime.generate(agent, input="hi")
+
+    assert result.text == "recovered"
+    assert reasons == ["initial", "overflow-recovery"]
+    [step] = result.steps
+    [preparation] = step.request.preparations
+    assert (preparation.reason, preparation.step) == ("overflow-recovery", 2)
+    assert [a.contributor for a in step.request.adaptations] == ["faq"]
