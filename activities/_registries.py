@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from contracts.hooks import StepContext, StepOverrides
+from contracts.settings import ToolPolicySpec
 from providers.types import ToolSpec
 from vocabulary.errors import ConfigurationError
 from vocabulary.messages import Message
@@ -57,6 +58,11 @@ class RunnableTool(Protocol):
 
     async def run(self, arguments: dict[str, Any]) -> str:
         """Run the tool and render its result as the tool message text."""
+        ...
+
+    @property
+    def policy(self) -> ToolPolicySpec | None:
+        """Retry and timeout of its calls, declared with the tool; `None` for the defaults."""
         ...
 
 

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 
 from contracts._compact import CompactWireModel
 from contracts.generation import GenerationInput, InputBudgetSpec, Usage
+from contracts.settings import ModelSettingsSpec, merge_settings
 from planner import ModelProfile
 from vocabulary.commits import WireModel
 from vocabulary.errors import ConfigurationError
@@ -78,8 +79,8 @@ class StepOverrides(WireModel):
         max_output_tokens: The output reserve of this call.
         input_budget: The input budget of this call, merged field by field over the
             generation's (a new planning epoch).
-        settings: Model settings of this call (temperature, top_p, seed, ...); applied
-            where the generation input carries model settings.
+        settings: Model settings of this call (temperature, top_p, seed, ...), merged
+            field by field over the generation's.
     """
 
     model: str | None = None
@@ -87,7 +88,7 @@ class StepOverrides(WireModel):
     active_tools: tuple[str, ...] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
     input_budget: InputBudgetSpec | None = None
-    settings: dict[str, Any] | None = None
+    settings: ModelSettingsSpec | None = None
 
     def overridden(self) -> tuple[str, ...]:
         """Names of the fields this override sets, in declaration order."""
@@ -146,11 +147,8 @@ def apply_overrides(request: GenerationInput, overrides: StepOverrides | None) -
             "max": budget.max if budget.max is not None else base.max,
         }
     if overrides.settings is not None:
-        # Model settings travel on the generation input once it carries them; until then
-        # an override of them cannot take effect and is refused rather than ignored.
-        if "settings" not in GenerationInput.model_fields:
-            raise ConfigurationError("prepare_step: settings overrides are not supported")
-        update["settings"] = overrides.settings
+        merged = merge_settings(request.settings, overrides.settings)
+        update["settings"] = None if merged is None else merged.model_dump(mode="json")
     if not update:
         return request
     try:

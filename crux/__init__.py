@@ -26,6 +26,14 @@ from crux.context import (
     summarizable,
 )
 from crux.hooks import StepHook, step_hook
+from crux.model_settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    ToolPolicySpec,
+    attempt_policy,
+    merge_settings,
+    model_settings,
+)
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -36,7 +44,7 @@ from crux.runtime import (
     StreamUpdate,
 )
 from crux.thread import MessageInput, Thread, thread
-from crux.tools import Tool, tool
+from crux.tools import Tool, ToolArgumentsError, tool
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -73,6 +81,7 @@ from vocabulary.settings import Settings
 
 __all__ = [
     "Agent",
+    "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
     "ContextOverflowError",
@@ -90,6 +99,7 @@ __all__ = [
     "Message",
     "MessageEntry",
     "MessageInput",
+    "ModelSettingsSpec",
     "PreparationError",
     "Prompt",
     "ProviderAuthError",
@@ -122,14 +132,19 @@ __all__ = [
     "ThreadInUseError",
     "ThreadSnapshot",
     "Tool",
+    "ToolArgumentsError",
     "ToolCallPart",
+    "ToolPolicySpec",
     "Usage",
     "VariantInfo",
     "agent",
+    "attempt_policy",
     "configure_logging",
     "context",
     "droppable",
     "history",
+    "merge_settings",
+    "model_settings",
     "offloadable",
     "prefer",
     "prompt",

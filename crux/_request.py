@@ -25,6 +25,14 @@ from contracts.generation import (
     InputBudgetSpec,
     request_fingerprint,
 )
+from contracts.settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    as_attempt_policy,
+    as_settings,
+    merge_attempt_policy,
+    merge_settings,
+)
 from crux.agents import Agent, agent_prompt
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
@@ -64,6 +72,8 @@ class CallOptions:
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS
+    settings: ModelSettingsSpec | Mapping[str, Any] | None = None
+    attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -71,8 +81,20 @@ class CallOptions:
         names = {option.name for option in dataclasses.fields(cls)}
         return cls(**{name: value for name, value in arguments.items() if name in names})
 
-    def build(self, default_model: str, *, stream: bool = False) -> BuiltCall:
+    def build(
+        self,
+        default_model: str,
+        *,
+        stream: bool = False,
+        default_attempt_policy: AttemptPolicySpec | None = None,
+        agent_settings: ModelSettingsSpec | None = None,
+        agent_attempt_policy: AttemptPolicySpec | None = None,
+    ) -> BuiltCall:
         """Validate the options into the workflow input and the turn to stage.
+
+        Model settings merge field by field: the call's over the agent's over the
+        prompt's. The attempt policy likewise: the call's over the agent's over the
+        runtime's `default_attempt_policy`.
 
         Raises:
             ConfigurationError: An invalid option (content-free: names the fields).
@@ -83,6 +105,9 @@ class CallOptions:
         # the call's own values are laid over both below (call > agent > prompt).
         defaults = target if isinstance(target, Agent) else None
         prompt = agent_prompt(defaults) if defaults is not None else target
+        if defaults is not None:
+            agent_settings = defaults.settings or agent_settings
+            agent_attempt_policy = defaults.attempt_policy or agent_attempt_policy
         if isinstance(prompt, str):
             text = prompt
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
@@ -127,6 +152,11 @@ class CallOptions:
             storage_wait_seconds=self.storage_wait_seconds,
             stream=stream,
             **agent_fields(defaults),
+            settings=merge_settings(prompt.settings, agent_settings, as_settings(self.settings)),
+            attempt_policy=merge_attempt_policy(
+                default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
+            ),
+            tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
         )
         turn = render_turn(
             prompt,
@@ -235,11 +265,11 @@ def agent_fields(defaults: Agent | None) -> dict[str, Any]:
         "prepare_step": defaults.prepare_step,
         "prepare_invocation": defaults.prepare_invocation,
     }
-    # The agent's structured output and model settings travel as the workflow input's
-    # `output` and `settings` once it has them; this is the one place they plug in.
-    for name, value in (("output", defaults.output), ("settings", defaults.settings)):
-        if value is not None and name in GenerationInput.model_fields:
-            fields[name] = value
+    # The agent's structured output travels as the workflow input's `output` once it has
+    # one; this is the one place it plugs in. (Settings and the attempt policy are merged
+    # by layer in `CallOptions.build`.)
+    if defaults.output is not None and "output" in GenerationInput.model_fields:
+        fields["output"] = defaults.output
     return fields
 
 

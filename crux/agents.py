@@ -10,10 +10,16 @@ the agent, and the agent over the prompt. Input budgets merge per field (`optimi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from contracts.generation import HistorySpec, InputBudgetSpec
+from contracts.settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    as_attempt_policy,
+    as_settings,
+)
 from crux.context import check_id
 from crux.hooks import StepHook, hook_name
 from crux.prompts import Prompt
@@ -38,7 +44,10 @@ class Agent:
         prepare_step: Name of the worker hook run before each provider call.
         prepare_invocation: Name of the worker hook run once per composition child.
         output: Structured output definition (a pydantic model or a JSON schema).
-        settings: Model settings (temperature, top_p, stop, seed, provider extras).
+        settings: Model settings (temperature, top_p, stop, seed, provider extras),
+            merged per field between the prompt's and the call's.
+        attempt_policy: Provider attempt retry/timeout, merged per field between the
+            runtime's and the call's.
     """
 
     id: str
@@ -52,7 +61,8 @@ class Agent:
     prepare_step: str | None = None
     prepare_invocation: str | None = None
     output: Any = None
-    settings: Mapping[str, Any] | None = field(default=None)
+    settings: ModelSettingsSpec | None = None
+    attempt_policy: AttemptPolicySpec | None = None
 
 
 def agent(
@@ -68,7 +78,8 @@ def agent(
     prepare_step: StepHook | str | None = None,
     prepare_invocation: StepHook | str | None = None,
     output: Any = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+    attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
 ) -> Agent:
     """Define an agent: a prompt with defaults, usable wherever a prompt is.
 
@@ -84,7 +95,9 @@ def agent(
         prepare_step: A `crux.step_hook(...)` (or its name) registered on the worker.
         prepare_invocation: Likewise, run once per composition child.
         output: Structured output: a pydantic model or a JSON schema.
-        settings: Model settings.
+        settings: Model settings (`crux.model_settings(...)` or a mapping).
+        attempt_policy: Provider attempt retry/timeout (`crux.attempt_policy(...)` or a
+            mapping).
 
     Raises:
         ConfigurationError: An invalid id, prompt, model id, budget or tool list.
@@ -121,7 +134,8 @@ def agent(
         prepare_step=hook_name(prepare_step),
         prepare_invocation=hook_name(prepare_invocation),
         output=output,
-        settings=dict(settings) if settings is not None else None,
+        settings=as_settings(settings),
+        attempt_policy=as_attempt_policy(attempt_policy),
     )
 
 

@@ -29,6 +29,7 @@ from contracts.generation import (
     HistorySpec,
     InputBudgetSpec,
 )
+from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._outcomes import (
     Finished,
     Generation,
@@ -81,6 +82,9 @@ class Runtime:
         search_attributes: Set Crux search attributes at start (they must be registered
             on the namespace; the embedded dev server registers them).
         catalog: Model capacity profiles for `preview` (the default catalog when omitted).
+        attempt_policy: Retry and timeout of provider attempts for every call of this
+            runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
+            Today's values when omitted.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Runtime:
         default_model: str = "offline:echo",
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -102,6 +107,7 @@ class Runtime:
         self._threads = ThreadStore(pool)
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
+        self._attempt_policy = as_attempt_policy(attempt_policy)
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -127,6 +133,8 @@ class Runtime:
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         on_revision_moved: Literal["replan", "fail"] = "replan",
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -152,6 +160,10 @@ class Runtime:
                 `ThreadError("identity_conflict")` instead, before any provider call.
             storage_wait_seconds: How long the run waits out a PostgreSQL outage before it
                 fails with `StorageUnavailableError`.
+            settings: Model settings for this call (`crux.model_settings(...)` or a
+                mapping), merged field by field over the prompt's.
+            attempt_policy: Retry and timeout of this call's provider attempts, merged
+                field by field over the runtime's.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -172,7 +184,9 @@ class Runtime:
         cannot store) and the generation id's identity (`ThreadError("identity_conflict")`
         when the id was used for a different request in the same scope).
         """
-        call = options.build(self._default_model, stream=stream)
+        call = options.build(
+            self._default_model, stream=stream, default_attempt_policy=self._attempt_policy
+        )
         return await stage_call(call, self._generations)
 
     async def stream(
@@ -192,6 +206,8 @@ class Runtime:
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         on_revision_moved: Literal["replan", "fail"] = "replan",
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -289,6 +305,7 @@ class Runtime:
         input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
         max_output_tokens: int | None = None,
         owner: str = "main",
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     ) -> Preview:
         """Tell whether a generation would fit, without side effects.
 

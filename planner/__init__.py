@@ -65,6 +65,7 @@ from planner.receipt import (
     ReceiptWarning,
     RequestInspection,
     RequestReceipt,
+    SettingsRecord,
     StepPreparation,
     SupportRequestRecord,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "SUMMARY_CHUNK_TOKENS",
     "SUMMARY_CHUNK_UNITS",
     "SealedPlan",
+    "SettingsRecord",
     "Source",
     "SourceGroup",
     "StepPreparation",

@@ -106,6 +106,28 @@ class StepPreparation(FrozenModel):
     new_epoch: bool = False
 
 
+class SettingsRecord(FrozenModel):
+    """The model settings a request was sent with, as content-free values.
+
+    Attributes:
+        temperature: Sampling temperature, when set.
+        top_p: Nucleus sampling mass, when set.
+        seed: Sampling seed, when set.
+        stop_count: How many stop sequences were sent (the sequences are caller text and
+            are not recorded).
+        extra_fields: Names of the provider-specific body fields sent (never their values).
+        ignored: Settings the provider has no equivalent for and that were not sent (for
+            example `seed` on Anthropic).
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop_count: int = 0
+    extra_fields: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+
+
 class RequestReceipt(FrozenModel):
     """The receipt of one planned provider call.
 
@@ -126,6 +148,7 @@ class RequestReceipt(FrozenModel):
         agent_id: The agent the generation ran, if any.
         preparations: The hook decisions that shaped this call (`prepare_invocation`
             first, then `prepare_step`); empty when no hook is named.
+        settings: The model settings sent with the request; `None` when none were set.
     """
 
     id: str
@@ -140,6 +163,7 @@ class RequestReceipt(FrozenModel):
     summary_path: SummaryPath | None = None
     agent_id: str | None = None
     preparations: tuple[StepPreparation, ...] = ()
+    settings: SettingsRecord | None = None
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

@@ -125,3 +125,35 @@ def test_overrides_apply_to_one_call_and_are_validated() -> None:
         with pytest.raises(crux.ConfigurationError):
             apply_overrides(request, invalid)
     assert StepOverrides(model="x:y", tool_choice="auto").overridden() == ("model", "tool_choice")
+
+
+def test_agent_settings_and_attempt_policy_sit_between_the_layers() -> None:
+    base = crux.prompt(id="p", settings=crux.model_settings(temperature=0.1, top_p=0.5))
+    target = crux.agent(
+        id="a",
+        prompt=base,
+        settings={"temperature": 0.4, "seed": 3},
+        attempt_policy={"max_attempts": 2},
+    )
+    built = CallOptions(prompt=target, input="x", settings={"seed": 9}).build("offline:echo")
+    settings = built.request.settings
+    assert settings is not None
+    assert (settings.temperature, settings.top_p, settings.seed) == (0.4, 0.5, 9)
+    assert built.request.attempt_policy is not None
+    assert built.request.attempt_policy.max_attempts == 2
+    with pytest.raises(crux.ConfigurationError):
+        crux.agent(id="a", prompt=base, settings={"temperature": 9})
+
+
+def test_a_settings_override_merges_over_the_generation_settings() -> None:
+    request = GenerationInput(
+        generation_id="g",
+        model="openai:gpt-4o",
+        settings={"temperature": 0.3, "seed": 1},  # type: ignore[arg-type]
+    )
+    step = apply_overrides(request, StepOverrides.model_validate({"settings": {"seed": 5}}))
+    assert step.settings is not None
+    assert (step.settings.temperature, step.settings.seed) == (0.3, 5)
+    anthropic = request.model_copy(update={"model": "anthropic:claude-3-5-haiku-latest"})
+    with pytest.raises(crux.ConfigurationError):
+        apply_overrides(anthropic, StepOverrides.model_validate({"settings": {"temperature": 1.5}}))

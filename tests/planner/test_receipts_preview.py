@@ -61,6 +61,7 @@ def test_151_receipt_json_round_trips_without_inspection() -> None:
         "summary_path",
         "agent_id",
         "preparations",
+        "settings",
     }
     assert RequestReceipt.model_validate_json(receipt.model_dump_json()) == receipt
     with pytest.raises(ValueError):
