@@ -111,7 +111,9 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     def review(step: crux.StepContext) -> crux.StepOverrides | None:
         seen.append(step)
         if step.reason == "tool-round":
-            return crux.StepOverrides(model="openai:gpt-4o", max_output_tokens=123)
+            return crux.StepOverrides.model_validate(
+                {"model": "openai:gpt-4o", "max_output_tokens": 123, "settings": {"seed": 11}}
+            )
         # The first call offers only the weather tool of the two.
         return crux.StepOverrides(active_tools=("get_weather",))
 
@@ -122,6 +124,7 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
         prompt=crux.prompt(id="weather", use=[weather, clock]),
         model="openai:gpt-4o-mini",
         prepare_step=review,
+        settings={"temperature": 0.2},
     )
     openai_server.enqueue(
         tool_call_reply(ScriptedToolCall(name="get_weather", arguments={"city": "Lisbon"})),
@@ -137,6 +140,10 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     assert result.text == "Sunny."
     assert [_model(r) for r in openai_server.requests] == ["gpt-4o-mini", "gpt-4o"]
     assert _max_tokens(openai_server.requests[1]) == 123
+    # Settings overrides merge over the agent's: its temperature stays, the seed is the hook's.
+    bodies = [r.body for r in openai_server.requests]
+    assert [(b or {}).get("temperature") for b in bodies] == [0.2, 0.2]
+    assert [(b or {}).get("seed") for b in bodies] == [None, 11]
     offered = [_tool_names(r) for r in openai_server.requests]
     assert offered == [["get_weather"], ["get_weather", "get_time"]]
     assert [(s.reason, s.step) for s in seen] == [("initial", 1), ("tool-round", 2)]
@@ -154,7 +161,9 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     assert initial.active_tools == ("get_weather",)
     [switch] = second.preparations
     assert switch.reason == "tool-round"
-    assert switch.overridden == ("model", "max_output_tokens")
+    assert switch.overridden == ("model", "max_output_tokens", "settings")
+    assert second.settings is not None
+    assert (second.settings.temperature, second.settings.seed) == (0.2, 11)
     assert switch.model == "openai:gpt-4o"
     assert switch.new_epoch is True
     assert second.previous_request_id == first.id
