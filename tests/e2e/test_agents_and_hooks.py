@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -11,6 +12,7 @@ from temporalio.client import Client
 
 import crux
 from crux._worker import build_worker, worker_resources
+from crux.messages import Message
 from providers.loopback import (
     ErrorReply,
     LoopbackOpenAIServer,
@@ -19,6 +21,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from providers.loopback._server import RecordedRequest
+from storage import ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
 
 SECRET = "s3cret-hook-detail"
@@ -299,3 +302,53 @@ async def test_prepare_step_runs_again_for_the_overflow_recovery_call(
     [preparation] = step.request.preparations
     assert (preparation.reason, preparation.step) == ("overflow-recovery", 2)
     assert [a.contributor for a in step.request.adaptations] == ["faq"]
+
+
+async def test_a_plan_superseded_by_a_moved_revision_keeps_its_hook_decision(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    reasons: list[str] = []
+    released, entered = asyncio.Event(), asyncio.Event()
+
+    async def lookup(arguments: dict[str, Any]) -> str:
+        entered.set()
+        await released.wait()
+        return "found"
+
+    def switch(step: crux.StepContext) -> crux.StepOverrides | None:
+        reasons.append(step.reason)
+        return crux.StepOverrides(model="openai:gpt-4o") if step.reason == "tool-round" else None
+
+    tool = crux.tool("lookup", lookup)
+    hook = crux.step_hook("switch-on-tools", switch)
+    agent = crux.agent(
+        id="racing",
+        prompt=crux.prompt(id="lookup", use=[tool]),
+        model="openai:gpt-4o-mini",
+        prepare_step=hook,
+    )
+    thread_id = f"hooks-moved:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(tool_call_reply(ScriptedToolCall(name="lookup")), TextReply(text="ok"))
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool], hooks=[hook]) as worker:
+        call = asyncio.ensure_future(
+            worker.runtime.generate(agent, input="look it up", thread=thread_id)
+        )
+        await asyncio.wait_for(entered.wait(), 20)
+        # Another turn lands while the generation is between its two provider calls.
+        await ThreadStore(pool).append(
+            thread_id, [Message(id="other:user", role="user", content="meanwhile")]
+        )
+        released.set()
+        result = await call
+        second = result.steps[1].request
+        assert second.previous_reason == "revision-moved"
+        assert second.previous_request_id is not None
+        unsent = await worker.runtime.receipt(second.previous_request_id)
+
+    # The hook decided once for the call; the plan made again after the move reused it.
+    assert reasons == ["initial", "tool-round"]
+    assert [_model(r) for r in openai_server.requests] == ["gpt-4o-mini", "gpt-4o"]
+    assert unsent.preparations == second.preparations
+    assert [p.reason for p in second.preparations] == ["tool-round"]
+    assert second.model == unsent.model == "openai:gpt-4o"
