@@ -17,6 +17,7 @@ from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
+    MAX_MEMBER_NAME_LENGTH,
     MAX_MODEL_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
     MAX_TOKENS,
@@ -93,6 +94,30 @@ DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
 
+class CompositionSpec(WireModel):
+    """Where a generation sits in a composition (a member of `Runtime.parallel`).
+
+    Attributes:
+        parent_workflow_id: The workflow id of the composition's parent run.
+        member: The member's name in the composition.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
+    parent_workflow_id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_BYTES)
+    member: str = Field(min_length=1, max_length=MAX_MEMBER_NAME_LENGTH)
+
+    @field_validator("parent_workflow_id")
+    @classmethod
+    def _parent(cls, value: str) -> str:
+        return check_wire_id(value, "parent_workflow_id", limit=MAX_WORKFLOW_ID_BYTES)
+
+    @field_validator("member")
+    @classmethod
+    def _member(cls, value: str) -> str:
+        return check_wire_id(value, "member", limit=MAX_MEMBER_NAME_LENGTH)
+
+
 class GenerationInput(WireModel):
     """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
 
@@ -127,6 +152,8 @@ class GenerationInput(WireModel):
         storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
             the `storage_blocked` or `commit_blocked` stage) before the run fails with
             `StorageUnavailableError`.
+        composition: Set on a member of a composition (`Runtime.parallel`): its parent's
+            workflow id and its member name.
     """
 
     generation_id: str
@@ -147,6 +174,7 @@ class GenerationInput(WireModel):
     stream: bool = False
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
+    composition: CompositionSpec | None = None
 
     @field_validator("generation_id")
     @classmethod

@@ -26,6 +26,7 @@ from crux.context import (
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
+    ParallelRun,
     Runtime,
     StreamCommitted,
     StreamDelta,
@@ -85,6 +86,7 @@ __all__ = [
     "Message",
     "MessageEntry",
     "MessageInput",
+    "ParallelRun",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",

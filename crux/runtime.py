@@ -39,6 +39,13 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
+from crux._parallel import (
+    ParallelRun,
+    build_members,
+    check_members,
+    run_parallel,
+    start_payload,
+)
 from crux._preview import preview_call
 from crux._request import CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
@@ -54,6 +61,7 @@ from vocabulary.staging import StagingKind
 __all__ = [
     "STREAM_POLL_SECONDS",
     "Generation",
+    "ParallelRun",
     "Runtime",
     "StreamCommitted",
     "StreamDelta",
@@ -301,6 +309,79 @@ class Runtime:
         return await preview_call(
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
+
+    async def parallel(
+        self,
+        *,
+        id: str,
+        agents: Mapping[str, Prompt | str],
+        context: Any = None,
+        thread: object | None = None,
+        threads: Mapping[str, object] | None = None,
+        model: str | None = None,
+        history: HistorySpec | None = None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+        max_output_tokens: int | None = None,
+        owner: str = "main",
+        tool_choice: Literal["auto", "required", "none"] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        on_revision_moved: Literal["replan", "fail"] = "replan",
+        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+    ) -> ParallelRun:
+        """Run several members at once, each a managed generation of its own.
+
+        The run is a `ParallelGenerationWorkflow`; each member is its child
+        `ManagedGenerationWorkflow` (`crux/parallel/<id>/<member>`), built by the same call
+        builder as `generate`. One member's failure is reported as that member's typed
+        error and never loses the other members' committed turns. Running the same `id`
+        again returns the same results: committed members replay, nothing commits twice.
+
+        Args:
+            id: The run's id and idempotency key; each member's generation id is
+                `<id>/<member>` (both percent-encoded).
+            agents: Member name -> prompt (or a plain string used as the user message).
+            context: The input every member's prompt renders (the shared context).
+            thread: The Thread every member reads and commits to, unless `threads` names
+                one for it or its prompt binds one; members on one Thread each commit their
+                own turn (later ones as alternatives, or re-planned, per the Thread's rules).
+            threads: Member name -> Thread handle or id, per member.
+            model: `provider:model` for every member (a prompt's own wins over the default).
+            history: Request-history policy; overrides the prompts'.
+            input_budget: Merged over each prompt's.
+            max_output_tokens: Output reserve per call.
+            owner: The Thread owner whose head is read and advanced.
+            tool_choice: As `generate`.
+            max_tool_rounds: As `generate`.
+            on_revision_moved: As `generate`.
+            storage_wait_seconds: As `generate`.
+
+        Raises:
+            ConfigurationError: An invalid id, member name or option (before anything runs).
+            ThreadError: `identity_conflict` when the id was used with different members.
+        """
+        check_members(id, agents, threads)
+        options = CallOptions.of({**locals(), "prompt": "", "generation_id": None})
+        calls = build_members(
+            id,
+            agents,
+            options,
+            context=context,
+            threads=threads,
+            default_model=self._default_model,
+        )
+        start_payload(id, calls)  # validates the whole before anything is staged
+        for call in calls.values():
+            await stage_call(call, self._generations)
+        return await run_parallel(
+            self._client,
+            self._task_queue,
+            id,
+            calls,
+            hydrate=self._load,
+        )
+
+    async def _load(self, finished: Finished) -> Generation:
+        return await self._hydrate(await stored_result(self._generations, finished))
 
     async def _hydrate(self, result: GenerationResult) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
