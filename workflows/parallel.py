@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from vocabulary.details import decode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
-    from vocabulary.ids import member_workflow_id
+    from vocabulary.ids import member_workflow_id, parallel_workflow_id
     from workflows._decode import decode_input
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
@@ -77,7 +77,9 @@ class ParallelGenerationWorkflow:
         # Every child is started before any is awaited, so the members run at once; each
         # member's failure is caught on its own, so it never loses a sibling's outcome. If
         # this run is cancelled, the close policy asks the children still running to stop.
-        started = [await self._start_member(member) for member in request.members]
+        started = [
+            await self._start_member(request.parallel_id, member) for member in request.members
+        ]
         members = [await self._finish_member(record, handle) for record, handle in started]
         failed = sum(1 for member in members if member.failure is not None)
         workflow.set_current_details(
@@ -86,10 +88,11 @@ class ParallelGenerationWorkflow:
         return ParallelOutcome(parallel_id=request.parallel_id, members=tuple(members))
 
     async def _start_member(
-        self, member: ParallelMember
+        self, parallel_id: str, member: ParallelMember
     ) -> tuple[MemberOutcome, ChildWorkflowHandle[Any, GenerationOutcome] | None]:
-        parent_id = workflow.info().workflow_id
-        # The child is addressed under this run's own id, and told so, whoever started it.
+        # Children are addressed by the parallel id (not by this run's own id), so the same
+        # parallel id always names the same children, whoever started the run.
+        parent_id = parallel_workflow_id(parallel_id)
         child_id = member_workflow_id(parent_id, member.name)
         generation = member.generation.model_copy(
             update={

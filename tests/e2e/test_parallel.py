@@ -20,8 +20,15 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 import crux
 from crux.errors import GenerationFailedError, ProviderHTTPError, RequestCompositionError
-from providers.loopback import ErrorReply, LoopbackOpenAIServer, RecordedRequest, TextReply
+from providers.loopback import (
+    CountReply,
+    ErrorReply,
+    LoopbackOpenAIServer,
+    RecordedRequest,
+    TextReply,
+)
 from providers.loopback._replies import Reply
+from providers.loopback._shared import input_tokens_of
 from storage import ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
 from vocabulary.ids import (
@@ -48,6 +55,8 @@ def _desk(request: RecordedRequest) -> str:
 
 def _responder(delay: float) -> Callable[[RecordedRequest], Reply]:
     def respond(request: RecordedRequest) -> Reply:
+        if not request.path.endswith("/chat/completions"):
+            return CountReply(input_tokens=input_tokens_of(request.body))
         desk = _desk(request)
         if desk == "billing":
             return ErrorReply(status=400, message="the billing desk is closed")
