@@ -16,10 +16,16 @@ from typing import Any
 import asyncpg
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 import crux
-from crux.errors import GenerationFailedError, ProviderHTTPError, RequestCompositionError
+from crux.errors import (
+    GenerationFailedError,
+    ProviderHTTPError,
+    RequestCompositionError,
+    ThreadError,
+)
 from providers.loopback import (
     CountReply,
     ErrorReply,
@@ -137,6 +143,16 @@ async def test_one_member_failing_keeps_the_others_turn_and_a_rerun_commits_noth
             threads={"support": support_thread, "billing": billing_thread},
             model=MODEL,
         )
+        # The same id asked with other content is refused before anything runs.
+        with pytest.raises(ThreadError) as conflict:
+            await worker.runtime.parallel(
+                id=parallel_id,
+                context={"message": "Something else entirely"},
+                agents={"support": support, "billing": billing},
+                threads={"support": support_thread, "billing": billing_thread},
+                model=MODEL,
+            )
+        assert conflict.value.code == "identity_conflict"
     replayed = again["support"]
     assert replayed.result.replayed
     assert replayed.text == answer.text
@@ -235,7 +251,10 @@ async def test_cancelling_the_parallel_run_cancels_its_children(
                 return len(server.requests)
 
             await eventually(requests, lambda n: n == 2)
-            await client.get_workflow_handle(parallel_workflow_id(parallel_id)).cancel()
+            parent = client.get_workflow_handle(parallel_workflow_id(parallel_id))
+            states = await parent.query("get_members", result_type=dict[str, str])
+            assert states == {"a": "running", "b": "running"}
+            await parent.cancel()
             with pytest.raises(GenerationFailedError) as failure:
                 await call
             assert failure.value.reason == "cancelled"
@@ -247,3 +266,37 @@ async def test_cancelling_the_parallel_run_cancels_its_children(
 
                 await eventually(status, lambda s: s == WorkflowExecutionStatus.CANCELED)
     assert await _thread_rows(pool, thread_id) == []
+
+
+async def test_bad_parallel_input_fails_typed_before_anything_runs(
+    client: Client, pool: asyncpg.Pool, database_url: str, desks: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=desks.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        runtime = worker.runtime
+        bad: list[dict[str, Any]] = [
+            {"id": "", "agents": {"a": support}},
+            {"id": "x\x00y", "agents": {"a": support}},
+            {"id": "ok", "agents": {}},
+            {"id": "ok", "agents": {"a" * 65: support}},
+            {"id": "ok", "agents": {"a": support}, "threads": {"b": "t"}},
+            {"id": "ok", "agents": {"a": object()}},
+            {"id": "ok", "agents": {"a": support}, "input_budget": {"max": 0}},
+        ]
+        for arguments in bad:
+            with pytest.raises(crux.ConfigurationError):
+                await runtime.parallel(context={"message": "hi"}, model=MODEL, **arguments)
+        staged = await pool.fetchval("SELECT count(*) FROM crux_generation_staging")
+        assert staged == 0
+        # A plain Temporal client's invalid input fails the run typed and promptly.
+        with pytest.raises(WorkflowFailureError) as failure:
+            await client.execute_workflow(
+                "ParallelGenerationWorkflow",
+                {"parallel_id": "raw", "members": [], "secret": "do not echo"},
+                id=f"crux/parallel/raw-{uuid.uuid4().hex[:6]}",
+                task_queue=worker.task_queue,
+            )
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "ConfigurationError"
+    assert "do not echo" not in cause.message and "secret" not in cause.message
