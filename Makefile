@@ -58,8 +58,8 @@ soak: $(STAMP) ## Longer suites: worker kills and a PostgreSQL outage; history b
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)
 
-bench: $(STAMP) ## Run the benchmarks (prints ratios against in-run anchors)
-	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+bench: $(STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against in-run anchors)
+	$(BIN)/python bench/report.py
 
 all: test ## Everything CI runs
 

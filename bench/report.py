@@ -1,0 +1,131 @@
+"""Run every benchmark and write `bench/REPORT.md`.
+
+Run: `.venv/bin/python bench/report.py [--quick]` (or `make bench`).
+
+Each benchmark runs in its own process with logging turned down to errors; its standard
+output (the tables, every figure a ratio to an anchor measured in the same run) goes into
+the report, its standard error (worker and stack logs) into `bench/.logs/<name>.log`, so no
+log line lands in a table. The report records the machine, the commit and each
+benchmark's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+REPORT = BENCH / "REPORT.md"
+LOGS = BENCH / ".logs"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark script and what its table compares."""
+
+    script: str
+    title: str
+    anchor: str
+    quick_args: tuple[str, ...] = ()
+
+
+BENCHMARKS = (
+    Benchmark(
+        "bench_planner.py",
+        "Planning and history projection",
+        "`langchain_core.messages.trim_messages` (tiktoken per call and precomputed counts) "
+        "on the same transcript; the previous per-message skeleton",
+        ("--quick",),
+    ),
+    Benchmark(
+        "bench_threads.py",
+        "Thread appends and path reads",
+        "raw asyncpg inserts and indexed selects of the same rows, same database, same run",
+    ),
+    Benchmark(
+        "bench_generation.py",
+        "Durable turn latency and history bytes",
+        "a no-op three-activity workflow on the same dev server; the same work without "
+        "Temporal; the transcript-in-payload pattern",
+    ),
+    Benchmark(
+        "bench_tokens.py",
+        "Token counting",
+        "raw tiktoken on the same texts; re-tokenizing the whole history every turn",
+        ("--quick",),
+    ),
+)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _run(benchmark: Benchmark, quick: bool) -> tuple[str, float, int]:
+    """Run one benchmark; return its tables, its wall time and its exit status."""
+    env = dict(os.environ, CRUX_LOG_LEVEL="error", PYTHONUNBUFFERED="1")
+    args = [sys.executable, str(BENCH / benchmark.script)]
+    if quick:
+        args.extend(benchmark.quick_args)
+    LOGS.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    with (LOGS / f"{Path(benchmark.script).stem}.log").open("w", encoding="utf-8") as log:
+        done = subprocess.run(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False
+        )
+    return done.stdout.rstrip(), time.perf_counter() - started, done.returncode
+
+
+def main() -> int:
+    """Run the benchmarks and write the report; non-zero when one of them failed."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions where offered")
+    args = parser.parse_args()
+    sections: list[str] = []
+    failed: list[str] = []
+    total = 0.0
+    for benchmark in BENCHMARKS:
+        print(f"== {benchmark.script}", flush=True)
+        output, seconds, status = _run(benchmark, args.quick)
+        total += seconds
+        print(output, flush=True)
+        if status != 0:
+            failed.append(benchmark.script)
+        sections.append(
+            f"## {benchmark.title}\n\n"
+            f"`bench/{benchmark.script}`, {seconds:.0f} s"
+            f"{' (FAILED, see bench/.logs)' if status else ''}. Anchor: {benchmark.anchor}.\n\n"
+            f"```text\n{output}\n```\n"
+        )
+    header = (
+        "# Benchmark report\n\n"
+        f"Written by `make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit "
+        f"`{_commit()}`; Python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; {total:.0f} s in all{' (quick mode)' if args.quick else ''}.\n"
+        "Every figure is compared with an anchor measured in the same run on the same machine; "
+        "absolute times vary between machines, the ratios are the result.\n"
+    )
+    REPORT.write_text(header + "\n" + "\n".join(sections), encoding="utf-8")
+    print(f"wrote {REPORT.relative_to(ROOT)} ({total:.0f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
