@@ -74,13 +74,16 @@ class ParallelGenerationWorkflow:
             ) from None
         self._states = {member.name: "pending" for member in request.members}
         workflow.set_current_details(f"{len(request.members)} members")
-        # Every child is started before any is awaited, so the members run at once; each
-        # member's failure is caught on its own, so it never loses a sibling's outcome. If
-        # this run is cancelled, the close policy asks the children still running to stop.
-        started = [
-            await self._start_member(request.parallel_id, member) for member in request.members
-        ]
-        members = [await self._finish_member(record, handle) for record, handle in started]
+        # Every member runs as its own concurrent step (all children start in the same
+        # workflow task) and catches its own failure, so no member's failure loses a
+        # sibling's outcome. If this run is cancelled, it ends cancelled and its close
+        # policy asks the children still running to stop.
+        finished: dict[str, MemberOutcome] = {}
+        steps = [self._run_member(request.parallel_id, member) for member in request.members]
+        for step in workflow.as_completed(steps):
+            record = await step
+            finished[record.name] = record
+        members = [finished[member.name] for member in request.members]
         failed = sum(1 for member in members if member.failure is not None)
         workflow.set_current_details(
             f"{len(members)} members: {len(members) - failed} completed, {failed} failed"
@@ -123,11 +126,8 @@ class ParallelGenerationWorkflow:
         self._states[member.name] = "running"
         return record, handle
 
-    async def _finish_member(
-        self,
-        record: MemberOutcome,
-        handle: ChildWorkflowHandle[Any, GenerationOutcome] | None,
-    ) -> MemberOutcome:
+    async def _run_member(self, parallel_id: str, member: ParallelMember) -> MemberOutcome:
+        record, handle = await self._start_member(parallel_id, member)
         if handle is None:
             return record
         try:
