@@ -300,3 +300,34 @@ async def test_bad_parallel_input_fails_typed_before_anything_runs(
     assert isinstance(cause, ApplicationError)
     assert cause.type == "ConfigurationError"
     assert "do not echo" not in cause.message and "secret" not in cause.message
+
+
+async def test_ad_hoc_members_run_at_once_without_a_thread(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    settings = settings_for(database_url)
+    names = [f"member-{index}" for index in range(8)]
+    parallel_id = f"adhoc-{uuid.uuid4().hex[:6]}"
+    async with new_worker(client, pool, settings) as worker:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        run = await worker.runtime.parallel(
+            id=parallel_id,
+            context="echo this back",
+            agents={name: crux.prompt(id=name, prompt=lambda i: f"{i}") for name in names},
+            model="offline:echo",
+        )
+        elapsed = loop.time() - started
+    assert list(run.results) == names
+    assert not run.errors
+    for name in names:
+        generation = run[name]
+        assert generation.thread_commit is None
+        assert generation.result.history_source == "none"
+        assert generation.text
+    history = await client.get_workflow_handle(parallel_workflow_id(parallel_id)).fetch_history()
+    # Every child starts in the first workflow task; the parent's history grows by a
+    # handful of events per member and holds no text.
+    assert len(history.events) <= 6 * len(names) + 8
+    assert "echo this back" not in history.to_json()
+    print(f"parallel: {len(names)} ad-hoc members in {elapsed:.2f}s, {len(history.events)} events")
