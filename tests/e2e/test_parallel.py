@@ -129,6 +129,8 @@ async def test_one_member_failing_keeps_the_others_turn_and_a_rerun_commits_noth
         assert (await child.describe()).status == WorkflowExecutionStatus.COMPLETED
         failed = client.get_workflow_handle(parallel_member_workflow_id(parallel_id, "billing"))
         assert (await failed.describe()).status == WorkflowExecutionStatus.FAILED
+        ledger = await pool.fetch("SELECT workflow_id FROM crux_generations")
+        assert [row["workflow_id"] for row in ledger] == [child.id]
         parent = client.get_workflow_handle(parallel_workflow_id(parallel_id))
         assert run.workflow_id == parent.id
         history = (await parent.fetch_history()).to_json()
