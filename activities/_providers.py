@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
+from contracts.settings import ModelSettingsSpec
 from providers import (
     AnthropicMessagesProvider,
     ChatProvider,
@@ -55,3 +58,21 @@ class ProviderRegistry:
             return self._providers[provider], name
         except KeyError:
             raise ConfigurationError("unknown provider in model id") from None
+
+
+def sampling_fields(settings: ModelSettingsSpec | None, model_id: str) -> dict[str, Any]:
+    """The `ChatRequest` fields for `settings` sent to `model_id`'s provider.
+
+    Each provider gets only its own extras; a setting the adapter cannot send is dropped
+    there (and named in the receipt by `ModelSettingsSpec.record`).
+    """
+    if settings is None:
+        return {}
+    provider = model_id.partition(":")[0]
+    return {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "stop": list(settings.stop) if settings.stop is not None else None,
+        "seed": settings.seed,
+        "extra": settings.for_provider(provider),
+    }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from contracts.settings import ToolPolicySpec
 from providers.types import ToolSpec
 from vocabulary.errors import ConfigurationError
 from vocabulary.messages import Message
@@ -56,6 +57,11 @@ class RunnableTool(Protocol):
 
     async def run(self, arguments: dict[str, Any]) -> str:
         """Run the tool and render its result as the tool message text."""
+        ...
+
+    @property
+    def policy(self) -> ToolPolicySpec | None:
+        """Retry and timeout of its calls, declared with the tool; `None` for the defaults."""
         ...
 
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from activities._inputs import scoped_key
 from activities._outage import keeping_side_effect
-from activities._registries import ToolLookup
+from activities._registries import RunnableTool, ToolLookup
 from activities.skeleton import content_tokens
 from contracts.activities import RunToolInput, RunToolResult
+from contracts.settings import ToolPolicySpec
 from planner import ModelCatalog
 from providers import TokenCounter
 from storage import GenerationStore
@@ -17,6 +24,9 @@ from vocabulary.messages import Message
 from vocabulary.staging import turn_kind
 
 _log = get_logger(__name__)
+
+TOOL_ATTEMPT_FAILED = "ToolAttemptFailed"
+"""Error type of a tool attempt whose handler failed while its policy allows another."""
 
 
 class ToolRunner:
@@ -51,11 +61,16 @@ class ToolRunner:
             if entry is None:
                 text = f"error: no tool named {call.tool_name!r} is available"
             else:
-                try:
-                    text = await entry.run(dict(call.input))
-                except Exception as error:  # the model gets a content-free error result
-                    failed = True
-                    text = f"error: the tool failed ({type(error).__name__})"
+                text, failed = await _run_handler(entry, dict(call.input), request.policy)
+                if failed and _retries_left(request.policy):
+                    # Nothing is staged yet: the next attempt runs the handler again.
+                    _log.info(
+                        "tool.call.retrying",
+                        generation_id=request.generation_id,
+                        tool=call.tool_name,
+                        attempt=activity.info().attempt,
+                    )
+                    raise ApplicationError("the tool failed; retrying", type=TOOL_ATTEMPT_FAILED)
             result = Message(
                 id=turn_message_id(request.generation_id, request.result_turn_index),
                 role="tool",
@@ -86,3 +101,33 @@ class ToolRunner:
         counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
         [tokens] = content_tokens(counter, [staged.message])
         return RunToolResult(tokens=tokens, failed=bool(staged.info and staged.info.get("failed")))
+
+
+async def _run_handler(
+    entry: RunnableTool, arguments: dict[str, Any], policy: ToolPolicySpec | None
+) -> tuple[str, bool]:
+    """Run the handler within its policy's timeout: `(result text, failed)`.
+
+    Failures become content-free error texts the model sees: the exception's type, never
+    its message (which may quote anything). An error that carries its own content-free
+    `tool_result` (invalid arguments, naming fields only) is shown as that.
+    """
+    timeout = policy.timeout_seconds if policy is not None else None
+    try:
+        if timeout is None:
+            return await entry.run(arguments), False
+        return await asyncio.wait_for(entry.run(arguments), timeout), False
+    except TimeoutError:
+        return f"error: the tool timed out after {timeout:g} seconds", True
+    except Exception as error:
+        shown = getattr(error, "tool_result", None)
+        if isinstance(shown, str):
+            return shown, True
+        return f"error: the tool failed ({type(error).__name__})", True
+
+
+def _retries_left(policy: ToolPolicySpec | None) -> bool:
+    """Whether the policy allows running a failed handler again."""
+    if policy is None or policy.max_attempts <= 1:
+        return False
+    return activity.in_activity() and activity.info().attempt < policy.max_attempts

@@ -94,6 +94,9 @@ class GenerationActivities:
             assembler=assembler,
             catalog=catalog,
             tool_specs=lambda names: [tool.spec for tool in offered.require(names)],
+            tool_policies=lambda names: {
+                tool.name: tool.policy for tool in offered.require(names) if tool.policy
+            },
         )
         self._invoker = ModelInvoker(
             threads=threads,

@@ -18,7 +18,7 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
-from activities._providers import ProviderRegistry
+from activities._providers import ProviderRegistry, sampling_fields
 from activities._registries import ToolLookup
 from activities._streaming import stream_to_staging
 from activities.skeleton import thread_ids_at
@@ -166,6 +166,7 @@ class ModelInvoker:
             max_output_tokens=request.max_output_tokens,
             tools=[t.spec for t in self._tools.require(request.tools)],
             tool_choice=request.tool_choice if request.tools else None,
+            **sampling_fields(request.settings, request.model),
         )
         if request.stream and isinstance(provider, StreamingChatProvider):
             response = await stream_to_staging(
@@ -206,6 +207,9 @@ class ModelInvoker:
             finish_reason=response.finish_reason,
             output_tokens=output_tokens,
             tool_call_ids=[c.tool_call_id for c in output.tool_calls],
+            tool_names=[
+                c.tool_name if c.tool_name in request.tools else "" for c in output.tool_calls
+            ],
             # Same content as the output, already counted.
             turn_tokens=output_tokens if call_message is not None else 0,
         )

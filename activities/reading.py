@@ -18,6 +18,7 @@ from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
 from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
+from contracts.settings import ToolPolicySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import TokenCounter, ToolSpec
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -147,6 +148,7 @@ class RequestReader:
         assembler: Reads staged context sources.
         catalog: The worker's model profiles.
         tool_specs: Resolves tool names to their schemas.
+        tool_policies: Resolves tool names to the policies declared with the tools.
     """
 
     def __init__(
@@ -159,6 +161,7 @@ class RequestReader:
         assembler: RequestAssembler,
         catalog: ModelCatalog,
         tool_specs: ToolSpecs,
+        tool_policies: Callable[[Sequence[str]], dict[str, ToolPolicySpec]] | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -167,6 +170,7 @@ class RequestReader:
         self._assembler = assembler
         self._catalog = catalog
         self._tool_specs = tool_specs
+        self._tool_policies = tool_policies
 
     async def read(self, request: ReadRequestInput) -> ReadRequestResult:
         """Stage the user turn, read one exact Thread revision and size everything."""
@@ -214,7 +218,8 @@ class RequestReader:
             summaries=self._summaries,
             store_counts=True,
         )
-        return read.model_copy(update={"profile": profile})
+        policies = self._tool_policies(request.tools) if self._tool_policies else {}
+        return read.model_copy(update={"profile": profile, "tool_policies": policies})
 
 
 def _log_override(

@@ -13,6 +13,7 @@ from contracts.generation import (
     SummaryStrategy,
     Usage,
 )
+from contracts.settings import ModelSettingsSpec, ToolPolicySpec
 from planner import (
     HistoryAggregate,
     HistoryColumns,
@@ -96,6 +97,9 @@ class ReadRequestResult(CompactWireModel):
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
     """Tokens of the offered tools' schemas."""
+    tool_policies: dict[str, ToolPolicySpec] = {}
+    """Retry and timeout policies declared with the offered tools on this worker (the
+    generation input's own policies take precedence)."""
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""
@@ -127,6 +131,8 @@ class InvokeModelInput(CompactWireModel):
     """Tool-round messages of this turn staged so far (sent after the user message)."""
     stream: bool = False
     """Write provider deltas to PostgreSQL as they arrive."""
+    settings: ModelSettingsSpec | None = None
+    """Model settings sent with the call (the adapter applies its provider's extras)."""
 
 
 class InvokeModelResult(CompactWireModel):
@@ -142,6 +148,9 @@ class InvokeModelResult(CompactWireModel):
     revision_moved: bool = False
     """The Thread moved after the read and nothing was staged for the attempt: no provider
     call was made, and the workflow reads the new revision (or fails, if asked to)."""
+    tool_names: list[str] = []
+    """Tool name of each call in `tool_call_ids`, when it names a tool offered to the
+    model; `""` for a name the model invented (it could carry anything it was shown)."""
 
     @classmethod
     def moved(cls) -> InvokeModelResult:
@@ -162,6 +171,8 @@ class RunToolInput(CompactWireModel):
     call_index: int
     result_turn_index: int
     """Index the tool result takes within the turn."""
+    policy: ToolPolicySpec | None = None
+    """The tool's retry and timeout policy; `None` runs the handler once, unbounded."""
 
 
 class RunToolResult(CompactWireModel):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
 from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.errors import ConfigurationError
@@ -90,6 +91,9 @@ class HistorySpec(WireModel):
         return None if value is None else check_model_id(value)
 
 
+MAX_TOOL_POLICIES = 128
+"""Tool policies one generation may carry."""
+
 DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
@@ -152,6 +156,10 @@ class GenerationInput(WireModel):
         storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
             the `storage_blocked` or `commit_blocked` stage) before the run fails with
             `StorageUnavailableError`.
+        settings: Model settings (temperature, top_p, stop, seed, provider extras) sent
+            with every provider call and recorded in each receipt; `None` sends none.
+        attempt_policy: Retry and timeout of provider attempts; `None` keeps the defaults.
+        tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
     """
@@ -174,7 +182,19 @@ class GenerationInput(WireModel):
     stream: bool = False
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
+    settings: ModelSettingsSpec | None = None
+    attempt_policy: AttemptPolicySpec | None = None
+    tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
     composition: CompositionSpec | None = None
+
+    @field_validator("tool_policies")
+    @classmethod
+    def _tool_policies(cls, value: dict[str, ToolPolicySpec]) -> dict[str, ToolPolicySpec]:
+        if len(value) > MAX_TOOL_POLICIES:
+            raise ConfigurationError(f"at most {MAX_TOOL_POLICIES} tool policies")
+        for name in value:
+            check_wire_id(name, "tool_policies key", limit=64)
+        return value
 
     @field_validator("generation_id")
     @classmethod
@@ -209,6 +229,19 @@ class GenerationInput(WireModel):
             raise ConfigurationError(
                 f"thread_id and generation_id exceed {MAX_WORKFLOW_ID_BYTES} bytes as a workflow id"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _settings_fit_provider(self) -> GenerationInput:
+        # Anthropic samples with temperatures from 0 to 1: refused here, typed, rather
+        # than by the provider after the plan was receipted.
+        if (
+            self.settings is not None
+            and self.settings.temperature is not None
+            and self.settings.temperature > 1
+            and self.model.partition(":")[0] == "anthropic"
+        ):
+            raise ConfigurationError("anthropic models take a temperature from 0 to 1")
         return self
 
     def start_payload(self) -> dict[str, Any]:
@@ -366,8 +399,14 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "stream",
             "on_revision_moved",
             "storage_wait_seconds",
+            "attempt_policy",
+            "tool_policies",
         },
     )
+    if request.settings is None:
+        # Left out when unset, so fingerprints of requests without settings stay as they
+        # were before the field existed.
+        del settings["settings"]
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

@@ -23,6 +23,14 @@ from crux.context import (
     prefer,
     summarizable,
 )
+from crux.model_settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    ToolPolicySpec,
+    attempt_policy,
+    merge_settings,
+    model_settings,
+)
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -34,7 +42,7 @@ from crux.runtime import (
     StreamUpdate,
 )
 from crux.thread import MessageInput, Thread, thread
-from crux.tools import Tool, tool
+from crux.tools import Tool, ToolArgumentsError, tool
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -69,6 +77,7 @@ from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, Tex
 from vocabulary.settings import Settings
 
 __all__ = [
+    "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
     "ContextOverflowError",
@@ -86,6 +95,7 @@ __all__ = [
     "Message",
     "MessageEntry",
     "MessageInput",
+    "ModelSettingsSpec",
     "ParallelRun",
     "Prompt",
     "ProviderAuthError",
@@ -115,13 +125,18 @@ __all__ = [
     "ThreadInUseError",
     "ThreadSnapshot",
     "Tool",
+    "ToolArgumentsError",
     "ToolCallPart",
+    "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "attempt_policy",
     "configure_logging",
     "context",
     "droppable",
     "history",
+    "merge_settings",
+    "model_settings",
     "offloadable",
     "prefer",
     "prompt",

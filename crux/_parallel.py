@@ -11,21 +11,30 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from contracts.generation import CompositionSpec
+from contracts.generation import (
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_STORAGE_WAIT_SECONDS,
+    CompositionSpec,
+    HistorySpec,
+    InputBudgetSpec,
+)
 from contracts.parallel import (
     MAX_PARALLEL_MEMBERS,
     MemberFailure,
     ParallelInput,
     ParallelOutcome,
 )
+from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
 from crux._outcomes import Finished, Generation, domain_error, rebuild_error
-from crux._request import BuiltCall, CallOptions
+from crux._request import BuiltCall, CallOptions, stage_call
+from crux.prompts import Prompt
+from storage import GenerationStore
 from vocabulary.errors import ConfigurationError, CruxError, GenerationFailedError, ThreadError
 from vocabulary.ids import (
     MAX_MEMBER_NAME_LENGTH,
@@ -81,6 +90,93 @@ class ParallelRun:
         return result
 
 
+class ParallelRuns:
+    """`Runtime.parallel`, kept beside the rest of the parallel facade."""
+
+    _client: Client
+    _task_queue: str
+    _default_model: str
+    _generations: GenerationStore
+    _attempt_policy: AttemptPolicySpec | None
+
+    async def _load(self, finished: Finished) -> Generation:
+        """The hydrated generation of a finished member (provided by `Runtime`)."""
+        raise NotImplementedError
+
+    async def parallel(
+        self,
+        *,
+        id: str,
+        agents: Mapping[str, Prompt | str],
+        context: Any = None,
+        thread: object | None = None,
+        threads: Mapping[str, object] | None = None,
+        model: str | None = None,
+        history: HistorySpec | None = None,
+        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
+        max_output_tokens: int | None = None,
+        owner: str = "main",
+        tool_choice: Literal["auto", "required", "none"] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        on_revision_moved: Literal["replan", "fail"] = "replan",
+        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+    ) -> ParallelRun:
+        """Run several members at once, each a managed generation of its own.
+
+        Each member is a child `ManagedGenerationWorkflow` (`crux/parallel/<id>/<member>`)
+        of one `ParallelGenerationWorkflow`, built by the same call builder as `generate`.
+        One member's failure is that member's typed error in the result, never losing the
+        others' committed turns; the same `id` again returns the same results (committed
+        members replay, nothing commits twice).
+
+        Args:
+            id: The run's id and idempotency key; member generation ids are `<id>/<member>`.
+            agents: Member name -> prompt (or a plain string used as the user message).
+            context: The input every member's prompt renders.
+            thread: The Thread of every member unless `threads` names one or its prompt
+                binds one; members on one Thread each commit their own turn.
+            threads: Member name -> Thread handle or id.
+            model: `provider:model` for every member.
+            history: As `generate`, for every member; so are the remaining options.
+            input_budget: As `generate`.
+            max_output_tokens: As `generate`.
+            owner: As `generate`.
+            tool_choice: As `generate`.
+            max_tool_rounds: As `generate`.
+            on_revision_moved: As `generate`.
+            storage_wait_seconds: As `generate`.
+            settings: As `generate`.
+            attempt_policy: As `generate`.
+
+        Raises:
+            ConfigurationError: An invalid id, member name or option (before anything runs).
+            ThreadError: `identity_conflict` when the id was used with other content.
+        """
+        check_members(id, agents, threads)
+        options = CallOptions.of({**locals(), "prompt": "", "generation_id": None})
+        calls = build_members(
+            id,
+            agents,
+            options,
+            context=context,
+            threads=threads,
+            default_model=self._default_model,
+            default_attempt_policy=self._attempt_policy,
+        )
+        start_payload(id, calls)  # validates the whole before anything is staged
+        for call in calls.values():
+            await stage_call(call, self._generations)
+        return await run_parallel(
+            self._client,
+            self._task_queue,
+            id,
+            calls,
+            hydrate=self._load,
+        )
+
+
 def check_members(
     parallel_id: str, agents: Mapping[str, object], threads: Mapping[str, object] | None
 ) -> None:
@@ -111,6 +207,7 @@ def build_members(
     context: Any,
     threads: Mapping[str, object] | None,
     default_model: str,
+    default_attempt_policy: AttemptPolicySpec | None = None,
 ) -> dict[str, BuiltCall]:
     """Build every member's call with the shared builder, before anything is staged.
 
@@ -131,7 +228,7 @@ def build_members(
             thread=(threads or {}).get(name, options.thread),
             generation_id=parallel_member_generation_id(parallel_id, name),
         )
-        call = member.build(default_model)
+        call = member.build(default_model, default_attempt_policy=default_attempt_policy)
         composition = CompositionSpec(parent_workflow_id=parent, member=name)
         built[name] = dataclasses.replace(
             call, request=call.request.model_copy(update={"composition": composition})

@@ -25,6 +25,14 @@ from contracts.generation import (
     InputBudgetSpec,
     request_fingerprint,
 )
+from contracts.settings import (
+    AttemptPolicySpec,
+    ModelSettingsSpec,
+    as_attempt_policy,
+    as_settings,
+    merge_attempt_policy,
+    merge_settings,
+)
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from storage import GenerationStore
@@ -63,6 +71,8 @@ class CallOptions:
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS
+    settings: ModelSettingsSpec | Mapping[str, Any] | None = None
+    attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -70,8 +80,20 @@ class CallOptions:
         names = {option.name for option in dataclasses.fields(cls)}
         return cls(**{name: value for name, value in arguments.items() if name in names})
 
-    def build(self, default_model: str, *, stream: bool = False) -> BuiltCall:
+    def build(
+        self,
+        default_model: str,
+        *,
+        stream: bool = False,
+        default_attempt_policy: AttemptPolicySpec | None = None,
+        agent_settings: ModelSettingsSpec | None = None,
+        agent_attempt_policy: AttemptPolicySpec | None = None,
+    ) -> BuiltCall:
         """Validate the options into the workflow input and the turn to stage.
+
+        Model settings merge field by field: the call's over the agent's over the
+        prompt's. The attempt policy likewise: the call's over the agent's over the
+        runtime's `default_attempt_policy`.
 
         Raises:
             ConfigurationError: An invalid option (content-free: names the fields).
@@ -111,6 +133,11 @@ class CallOptions:
             on_revision_moved=self.on_revision_moved,
             storage_wait_seconds=self.storage_wait_seconds,
             stream=stream,
+            settings=merge_settings(prompt.settings, agent_settings, as_settings(self.settings)),
+            attempt_policy=merge_attempt_policy(
+                default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
+            ),
+            tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
         )
         turn = render_turn(
             prompt,

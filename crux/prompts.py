@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
+from contracts.settings import ModelSettingsSpec, as_settings
 from crux.context import ContextContributor, check_id
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
@@ -62,6 +63,8 @@ class Prompt:
         tools: Tools the model may call (registered on the worker by the same name).
         messages: Prompt-level messages: a transcript that shadows the Thread (but not
             call-site messages) for every invocation of this prompt; `None` when unset.
+        settings: Model settings for every call of this prompt (agents and call sites
+            override them field by field).
     """
 
     id: str
@@ -73,6 +76,7 @@ class Prompt:
     contexts: tuple[ContextContributor, ...] = ()
     tools: tuple[Tool, ...] = ()
     messages: tuple[Message, ...] | None = None
+    settings: ModelSettingsSpec | None = None
 
 
 def prompt(
@@ -83,6 +87,7 @@ def prompt(
     use: Sequence[object] = (),
     input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
+    settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -98,6 +103,8 @@ def prompt(
             (call-site messages > prompt-level messages > the Thread's selected path >
             none; arrays are never merged): when present and the call passes no messages,
             they are the transcript and the Thread is neither read nor committed.
+        settings: Model settings (`crux.model_settings(...)` or a mapping of temperature,
+            top_p, stop, seed and extra).
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -157,6 +164,7 @@ def prompt(
         contexts=tuple(contexts),
         tools=tuple(tools),
         messages=None if messages is None else normalise_messages(messages),
+        settings=as_settings(settings),
     )
 
 

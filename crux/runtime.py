@@ -29,6 +29,7 @@ from contracts.generation import (
     HistorySpec,
     InputBudgetSpec,
 )
+from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._outcomes import (
     Finished,
     Generation,
@@ -39,13 +40,7 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
-from crux._parallel import (
-    ParallelRun,
-    build_members,
-    check_members,
-    run_parallel,
-    start_payload,
-)
+from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
 from crux._request import CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
@@ -77,7 +72,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime:
+class Runtime(ParallelRuns):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -88,6 +83,9 @@ class Runtime:
         search_attributes: Set Crux search attributes at start (they must be registered
             on the namespace; the embedded dev server registers them).
         catalog: Model capacity profiles for `preview` (the default catalog when omitted).
+        attempt_policy: Retry and timeout of provider attempts for every call of this
+            runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
+            Today's values when omitted.
     """
 
     def __init__(
@@ -99,6 +97,7 @@ class Runtime:
         default_model: str = "offline:echo",
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -109,6 +108,7 @@ class Runtime:
         self._threads = ThreadStore(pool)
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
+        self._attempt_policy = as_attempt_policy(attempt_policy)
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -134,6 +134,8 @@ class Runtime:
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         on_revision_moved: Literal["replan", "fail"] = "replan",
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -157,6 +159,10 @@ class Runtime:
                 `ThreadError("identity_conflict")` instead, before any provider call.
             storage_wait_seconds: How long the run waits out a PostgreSQL outage before it
                 fails with `StorageUnavailableError`.
+            settings: Model settings for this call (`crux.model_settings(...)` or a
+                mapping), merged field by field over the prompt's.
+            attempt_policy: Retry and timeout of this call's provider attempts, merged
+                field by field over the runtime's.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -177,7 +183,9 @@ class Runtime:
         cannot store) and the generation id's identity (`ThreadError("identity_conflict")`
         when the id was used for a different request in the same scope).
         """
-        call = options.build(self._default_model, stream=stream)
+        call = options.build(
+            self._default_model, stream=stream, default_attempt_policy=self._attempt_policy
+        )
         return await stage_call(call, self._generations)
 
     async def stream(
@@ -197,6 +205,8 @@ class Runtime:
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         on_revision_moved: Literal["replan", "fail"] = "replan",
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -294,6 +304,7 @@ class Runtime:
         input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
         max_output_tokens: int | None = None,
         owner: str = "main",
+        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     ) -> Preview:
         """Tell whether a generation would fit, without side effects.
 
@@ -308,76 +319,6 @@ class Runtime:
         call = CallOptions.of(locals()).build(self._default_model)
         return await preview_call(
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
-        )
-
-    async def parallel(
-        self,
-        *,
-        id: str,
-        agents: Mapping[str, Prompt | str],
-        context: Any = None,
-        thread: object | None = None,
-        threads: Mapping[str, object] | None = None,
-        model: str | None = None,
-        history: HistorySpec | None = None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
-        max_output_tokens: int | None = None,
-        owner: str = "main",
-        tool_choice: Literal["auto", "required", "none"] | None = None,
-        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        on_revision_moved: Literal["replan", "fail"] = "replan",
-        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
-    ) -> ParallelRun:
-        """Run several members at once, each a managed generation of its own.
-
-        The run is a `ParallelGenerationWorkflow`; each member is its child
-        `ManagedGenerationWorkflow` (`crux/parallel/<id>/<member>`), built by the same call
-        builder as `generate`. One member's failure is reported as that member's typed
-        error and never loses the other members' committed turns. Running the same `id`
-        again returns the same results: committed members replay, nothing commits twice.
-
-        Args:
-            id: The run's id and idempotency key; each member's generation id is
-                `<id>/<member>` (both percent-encoded).
-            agents: Member name -> prompt (or a plain string used as the user message).
-            context: The input every member's prompt renders (the shared context).
-            thread: The Thread every member reads and commits to, unless `threads` names
-                one for it or its prompt binds one; members on one Thread each commit their
-                own turn (later ones as alternatives, or re-planned, per the Thread's rules).
-            threads: Member name -> Thread handle or id, per member.
-            model: `provider:model` for every member (a prompt's own wins over the default).
-            history: Request-history policy; overrides the prompts'.
-            input_budget: Merged over each prompt's.
-            max_output_tokens: Output reserve per call.
-            owner: The Thread owner whose head is read and advanced.
-            tool_choice: As `generate`.
-            max_tool_rounds: As `generate`.
-            on_revision_moved: As `generate`.
-            storage_wait_seconds: As `generate`.
-
-        Raises:
-            ConfigurationError: An invalid id, member name or option (before anything runs).
-            ThreadError: `identity_conflict` when the id was used with different members.
-        """
-        check_members(id, agents, threads)
-        options = CallOptions.of({**locals(), "prompt": "", "generation_id": None})
-        calls = build_members(
-            id,
-            agents,
-            options,
-            context=context,
-            threads=threads,
-            default_model=self._default_model,
-        )
-        start_payload(id, calls)  # validates the whole before anything is staged
-        for call in calls.values():
-            await stage_call(call, self._generations)
-        return await run_parallel(
-            self._client,
-            self._task_queue,
-            id,
-            calls,
-            hydrate=self._load,
         )
 
     async def _load(self, finished: Finished) -> Generation:

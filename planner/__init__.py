@@ -65,6 +65,7 @@ from planner.receipt import (
     ReceiptWarning,
     RequestInspection,
     RequestReceipt,
+    SettingsRecord,
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
@@ -136,6 +137,7 @@ __all__ = [
     "SUMMARY_CHUNK_TOKENS",
     "SUMMARY_CHUNK_UNITS",
     "SealedPlan",
+    "SettingsRecord",
     "Source",
     "SourceGroup",
     "Summarizable",

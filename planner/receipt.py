@@ -72,6 +72,28 @@ class Diagnostic(FrozenModel):
     message: str
 
 
+class SettingsRecord(FrozenModel):
+    """The model settings a request was sent with, as content-free values.
+
+    Attributes:
+        temperature: Sampling temperature, when set.
+        top_p: Nucleus sampling mass, when set.
+        seed: Sampling seed, when set.
+        stop_count: How many stop sequences were sent (the sequences are caller text and
+            are not recorded).
+        extra_fields: Names of the provider-specific body fields sent (never their values).
+        ignored: Settings the provider has no equivalent for and that were not sent (for
+            example `seed` on Anthropic).
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop_count: int = 0
+    extra_fields: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+
+
 class RequestReceipt(FrozenModel):
     """The receipt of one planned provider call.
 
@@ -89,6 +111,7 @@ class RequestReceipt(FrozenModel):
         summary_path: Which path prepared the managed-history summary sent with this
             request: `portable` (core-managed support calls) or `provider-native`; `None`
             when no summary was sent.
+        settings: The model settings sent with the request; `None` when none were set.
     """
 
     id: str
@@ -101,6 +124,7 @@ class RequestReceipt(FrozenModel):
     previous_request_id: str | None = None
     previous_reason: str | None = None
     summary_path: SummaryPath | None = None
+    settings: SettingsRecord | None = None
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

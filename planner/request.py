@@ -14,7 +14,7 @@ from planner.ladder import Contributor
 from planner.measure import MessageFormat
 from planner.policies import ExactHistory, HistoryPolicy
 from planner.profiles import ModelProfile
-from planner.receipt import SupportRequestRecord
+from planner.receipt import SettingsRecord, SupportRequestRecord
 
 
 class EpochFloor(FrozenModel):
@@ -87,6 +87,7 @@ class PlanRequest(FrozenModel):
         support_requests: Support calls (e.g. summaries) to link from the inspection.
         message_format: Formatting overhead to use instead of the provider family's
             (for calibrated or custom providers).
+        settings: The model settings the request is sent with, recorded in its receipt.
         history_source: Which history source won by precedence: `thread`, `messages`
             (call-site or prompt-level) or `none`; `None` when the caller does not say.
             A projection over `none` is receipted as `HISTORY_SOURCE_MISSING`.
@@ -113,6 +114,7 @@ class PlanRequest(FrozenModel):
     runtime_sources: tuple[str, ...] = ()
     support_requests: tuple[SupportRequestRecord, ...] = ()
     message_format: MessageFormat | None = None
+    settings: SettingsRecord | None = None
     history_source: Literal["thread", "messages", "none"] | None = None
 
 

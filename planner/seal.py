@@ -310,6 +310,7 @@ def plan(request: PlanRequest) -> SealedPlan:
         warnings=tuple(warnings),
         previous_request_id=request.previous_request_id,
         summary_path=summary_path,
+        settings=request.settings,
     )
     record = history_record(comp, span, summary.tokens if summary else 0)
     inspection = build_inspection(comp, chosen, tier, receipt, record)

@@ -187,6 +187,11 @@ def encode_request(
     body["messages"] = messages
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop is not None:
+        body["stop_sequences"] = list(request.stop)
+    # The Messages API has no seed: it is left out (the receipt names it as ignored).
     if request.tools:
         body["tools"] = [
             tool_definition(t.name, t.description, t.parameters) for t in request.tools
@@ -202,6 +207,9 @@ def encode_request(
             body["output_config"] = {"format": schema_format}
     if request.stream:
         body["stream"] = True
+    for name, value in request.extra.items():
+        # Provider-specific fields never replace one the adapter set.
+        body.setdefault(name, value)
     if cache_prefix:
         mark_cache_breakpoints(body)
     return body

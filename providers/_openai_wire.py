@@ -139,6 +139,12 @@ def encode_request(
             body["max_tokens"] = request.max_output_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop is not None:
+        body["stop"] = list(request.stop)
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.tools:
         body["tools"] = [
             {"type": "function", "function": tool_function(t.name, t.description, t.parameters)}
@@ -158,6 +164,13 @@ def encode_request(
         body["stream"] = True
         if stream_usage:
             body["stream_options"] = {"include_usage": True}
+    return with_extra(body, request.extra)
+
+
+def with_extra(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`body` plus provider-specific fields; a field already set is never replaced."""
+    for name, value in extra.items():
+        body.setdefault(name, value)
     return body
 
 

@@ -58,6 +58,11 @@ class ChatRequest(_Frozen):
         tool_choice: How the model must use the tools; `None` leaves the provider default.
         response_format: A JSON schema the reply must match (structured output).
         temperature: Sampling temperature; `None` leaves the provider default.
+        top_p: Nucleus sampling mass; `None` leaves the provider default.
+        stop: Stop sequences; `None` sends none.
+        seed: Sampling seed, for providers that take one (others leave it out).
+        extra: Provider-specific body fields, merged into the body without replacing a
+            field the adapter set.
         stream: Ask the provider to stream; `complete` still returns the assembled reply.
     """
 
@@ -68,6 +73,10 @@ class ChatRequest(_Frozen):
     tool_choice: ToolChoice | None = None
     response_format: dict[str, Any] | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = Field(default_factory=dict[str, Any])
     stream: bool = False
 
 

@@ -5,6 +5,8 @@ Pure functions over pure data: ids, sizes and decisions only, never message text
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from contracts.activities import (
     CommitTurnInput,
     CountRequestInput,
@@ -15,6 +17,7 @@ from contracts.activities import (
     RunToolInput,
 )
 from contracts.generation import GenerationInput, StepFigures, request_fingerprint
+from contracts.settings import ToolPolicySpec
 from planner import SealedPlan, source_ids
 from vocabulary.ids import member_workflow_id, workflow_id_for
 from workflows._planning import all_sources, read_bound, selected_sources
@@ -87,14 +90,27 @@ def invoke_input(
         tool_choice=progress.tool_choice(request),
         turn_messages=progress.turn_messages,
         stream=request.stream,
+        settings=request.settings,
     )
 
 
 def tool_input(
-    request: GenerationInput, call_turn_index: int, call_index: int, result_turn_index: int
+    request: GenerationInput,
+    call_turn_index: int,
+    call_index: int,
+    result_turn_index: int,
+    tool_name: str = "",
+    declared: Mapping[str, ToolPolicySpec] | None = None,
 ) -> RunToolInput:
-    """Run one tool call of the staged assistant message."""
+    """Run one tool call of the staged assistant message (with its tool's policy).
+
+    The input's policy for the tool wins over the one declared with it on the worker.
+    """
+    policy = None
+    if tool_name:
+        policy = request.tool_policies.get(tool_name) or (declared or {}).get(tool_name)
     return RunToolInput(
+        policy=policy,
         generation_id=request.generation_id,
         thread_id=request.thread_id,
         model=request.model,

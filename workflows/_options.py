@@ -7,6 +7,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
+from contracts.settings import AttemptPolicySpec, ToolPolicySpec
 from vocabulary.errors import ErrorType
 
 # Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
@@ -53,14 +54,17 @@ INVOKE_MODEL = ActivityConfig(
     ),
 )
 
+_TOOL_TIMEOUT = timedelta(minutes=5)
+_TOOL_ATTEMPTS = 5
+
 RUN_TOOL = ActivityConfig(
     # Tool handlers are application code; their result is staged once, so a retry after a
     # lost completion does not run the tool again.
-    start_to_close_timeout=timedelta(minutes=5),
+    start_to_close_timeout=_TOOL_TIMEOUT,
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=5,
+        maximum_attempts=_TOOL_ATTEMPTS,
         non_retryable_error_types=_WORKFLOW_HANDLES,
     ),
 )
@@ -169,3 +173,53 @@ DISCARD_GENERATION = ActivityConfig(
         maximum_interval=timedelta(seconds=10),
     ),
 )
+
+
+TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
+"""Room above a tool's own timeout for staging its result; a worker lost mid-call is
+noticed after the timeout plus this."""
+
+
+def invoke_model(policy: AttemptPolicySpec | None) -> ActivityConfig:
+    """The provider-attempt options: `INVOKE_MODEL` unless a policy replaces its values."""
+    if policy is None:
+        return INVOKE_MODEL
+    merged: ActivityConfig = {
+        **INVOKE_MODEL,
+        "start_to_close_timeout": timedelta(seconds=policy.timeout_seconds),
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=policy.initial_interval_seconds),
+            backoff_coefficient=policy.backoff_coefficient,
+            maximum_interval=timedelta(seconds=policy.max_interval_seconds),
+            maximum_attempts=policy.max_attempts,
+            non_retryable_error_types=_WORKFLOW_HANDLES,
+        ),
+    }
+    return merged
+
+
+def run_tool(policy: ToolPolicySpec | None) -> ActivityConfig:
+    """The tool-call options: `RUN_TOOL` unless the tool has a policy.
+
+    The handler's own timeout is enforced inside the activity (so it ends as an error
+    result the model sees); the activity's timeout only catches a lost worker. Attempts
+    never drop below `RUN_TOOL`'s, so storage blips keep today's budget; the activity
+    itself stops re-running a failing handler after `policy.max_attempts`.
+    """
+    if policy is None:
+        return RUN_TOOL
+    timeout = _TOOL_TIMEOUT
+    if policy.timeout_seconds is not None:
+        timeout = timedelta(seconds=policy.timeout_seconds) + TOOL_TIMEOUT_GRACE
+    merged: ActivityConfig = {
+        **RUN_TOOL,
+        "start_to_close_timeout": timeout,
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=policy.initial_interval_seconds),
+            backoff_coefficient=policy.backoff_coefficient,
+            maximum_interval=timedelta(seconds=policy.max_interval_seconds),
+            maximum_attempts=max(policy.max_attempts, _TOOL_ATTEMPTS),
+            non_retryable_error_types=_WORKFLOW_HANDLES,
+        ),
+    }
+    return merged

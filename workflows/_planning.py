@@ -126,6 +126,7 @@ def build_plan_request(
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
         epoch=epoch,
+        settings=request.settings.record(request.model) if request.settings else None,
         history_source="messages"
         if read.history_source == "caller-messages"
         else read.history_source,

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         RunToolResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
+    from contracts.settings import ToolPolicySpec
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
@@ -157,7 +158,7 @@ class ManagedGenerationWorkflow:
                 progress.accept(sealed, invoked)
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
-                await self._run_tools(request, invoked, progress)
+                await self._run_tools(request, invoked, progress, read.tool_policies)
                 progress.next_step(sealed)
         # The generation id was committed before: return what that commit published.
         self._stages.set(Stage.COMPLETED)
@@ -274,7 +275,8 @@ class ManagedGenerationWorkflow:
         await self._record(request, sealed)
         arg = _inputs.invoke_input(request, read, sealed, progress)
         config = _options.with_summary(
-            _options.INVOKE_MODEL, f"{request.model} attempt {progress.attempt}"
+            _options.invoke_model(request.attempt_policy),
+            f"{request.model} attempt {progress.attempt}",
         )
         try:
             invoked = await waiting_out_storage(
@@ -309,14 +311,21 @@ class ManagedGenerationWorkflow:
         )
 
     async def _run_tools(
-        self, request: GenerationInput, invoked: InvokeModelResult, progress: TurnProgress
+        self,
+        request: GenerationInput,
+        invoked: InvokeModelResult,
+        progress: TurnProgress,
+        declared: dict[str, ToolPolicySpec],
     ) -> None:
         """Run each tool call of the staged assistant message as its own activity."""
         call_turn_index = progress.turn_messages
         progress.add_turn_message(invoked.turn_tokens)
         for call_index, _ in enumerate(invoked.tool_call_ids):
             self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
-            arg = _inputs.tool_input(request, call_turn_index, call_index, progress.turn_messages)
+            name = _tool_name(invoked, call_index)
+            arg = _inputs.tool_input(
+                request, call_turn_index, call_index, progress.turn_messages, name, declared
+            )
             ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
             progress.add_turn_message(ran.tokens)
         progress.rounds += 1
@@ -324,7 +333,7 @@ class ManagedGenerationWorkflow:
     async def _run_tool(
         self, request: GenerationInput, arg: RunToolInput, summary: str
     ) -> RunToolResult:
-        config = _options.with_summary(_options.RUN_TOOL, summary)
+        config = _options.with_summary(_options.run_tool(arg.policy), summary)
         return await waiting_out_storage(
             self._stages,
             request,
@@ -371,3 +380,9 @@ class ManagedGenerationWorkflow:
 def _error_type(error: ActivityError) -> str | None:
     cause = error.cause
     return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def _tool_name(invoked: InvokeModelResult, call_index: int) -> str:
+    """The offered tool a call names; `""` when unknown or not reported."""
+    names = invoked.tool_names
+    return names[call_index] if call_index < len(names) else ""

@@ -100,6 +100,7 @@ async def test_one_member_failing_keeps_the_others_turn_and_a_rerun_commits_noth
             agents={"support": support, "billing": billing},
             threads={"support": support_thread, "billing": billing_thread},
             model=MODEL,
+            settings={"temperature": 0.2},
         )
         assert set(run.results) == {"support", "billing"}
         error = run.errors["billing"]
@@ -137,6 +138,11 @@ async def test_one_member_failing_keeps_the_others_turn_and_a_rerun_commits_noth
         assert QUESTION not in history and "support desk" not in history
         assert "answer from" not in history and "desk is closed" not in history
         support_calls = sum(1 for r in desks.requests if _desk(r) == "support")
+        # The member's call was built like `generate`'s: the call's settings reached the wire.
+        [sent] = [
+            r for r in desks.requests if _desk(r) == "support" and r.path.endswith("/completions")
+        ]
+        assert sent.body["temperature"] == 0.2
 
         again = await worker.runtime.parallel(
             id=parallel_id,
@@ -144,6 +150,7 @@ async def test_one_member_failing_keeps_the_others_turn_and_a_rerun_commits_noth
             agents={"support": support, "billing": billing},
             threads={"support": support_thread, "billing": billing_thread},
             model=MODEL,
+            settings={"temperature": 0.2},
         )
         # The same id asked with other content is refused before anything runs.
         with pytest.raises(ThreadError) as conflict:
