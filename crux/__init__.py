@@ -34,6 +34,7 @@ from crux.model_settings import (
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
+    ParallelRun,
     Runtime,
     StreamCommitted,
     StreamDelta,
@@ -95,6 +96,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "ParallelRun",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
