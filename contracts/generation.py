@@ -18,6 +18,7 @@ from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
+    MAX_MEMBER_NAME_LENGTH,
     MAX_MODEL_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
     MAX_TOKENS,
@@ -97,6 +98,30 @@ DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
 
+class CompositionSpec(WireModel):
+    """Where a generation sits in a composition (a member of `Runtime.parallel`).
+
+    Attributes:
+        parent_workflow_id: The workflow id of the composition's parent run.
+        member: The member's name in the composition.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
+    parent_workflow_id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_BYTES)
+    member: str = Field(min_length=1, max_length=MAX_MEMBER_NAME_LENGTH)
+
+    @field_validator("parent_workflow_id")
+    @classmethod
+    def _parent(cls, value: str) -> str:
+        return check_wire_id(value, "parent_workflow_id", limit=MAX_WORKFLOW_ID_BYTES)
+
+    @field_validator("member")
+    @classmethod
+    def _member(cls, value: str) -> str:
+        return check_wire_id(value, "member", limit=MAX_MEMBER_NAME_LENGTH)
+
+
 class GenerationInput(WireModel):
     """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
 
@@ -137,12 +162,14 @@ class GenerationInput(WireModel):
             each provider call; it may override that call's model, tool choice, active
             tools, output reserve, input budget or settings.
         prepare_invocation: Name of a hook run once, before the first plan, when the
-            generation runs as a composition child; its overrides are the baseline of
-            every call.
+            generation runs as a composition child (`composition` is set); its overrides
+            are the baseline of every call.
         settings: Model settings (temperature, top_p, stop, seed, provider extras) sent
             with every provider call and recorded in each receipt; `None` sends none.
         attempt_policy: Retry and timeout of provider attempts; `None` keeps the defaults.
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
+        composition: Set on a member of a composition (`Runtime.parallel`): its parent's
+            workflow id and its member name.
     """
 
     generation_id: str
@@ -171,6 +198,7 @@ class GenerationInput(WireModel):
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
+    composition: CompositionSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod

@@ -37,6 +37,7 @@ from crux.model_settings import (
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
+    ParallelRun,
     Runtime,
     StreamCommitted,
     StreamDelta,
@@ -100,6 +101,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "ParallelRun",
     "PreparationError",
     "Prompt",
     "ProviderAuthError",

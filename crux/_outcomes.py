@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 from contracts.generation import GenerationResult, StepRecord, Usage
 from storage import GenerationStore
 from vocabulary.commits import ThreadCommit
-from vocabulary.details import ErrorDetails, decode_details
+from vocabulary.details import ErrorDetails, decode_details, encode_details
 from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -241,3 +241,18 @@ def _diagnostics(raw: object) -> dict[str, object]:
         return {}
     items: dict[object, object] = raw  # pyright: ignore[reportUnknownVariableType]
     return {str(key): value for key, value in items.items()}
+
+
+def rebuild_error(
+    error_type: str | None, message: str, details: ErrorDetails, *, non_retryable: bool = True
+) -> CruxError:
+    """The typed domain error of a recorded failure (its type, message and details).
+
+    A failure recorded by a workflow (a parallel member's, say) is rebuilt exactly as a
+    workflow failure would be: a type nobody classified becomes `GenerationFailedError`.
+    """
+    cause = ApplicationError(
+        message, encode_details(details), type=error_type, non_retryable=non_retryable
+    )
+    rebuilt = _from_application_error(cause) if error_type else None
+    return rebuilt or GenerationFailedError("internal", "the generation failed")

@@ -30,7 +30,7 @@ from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
-from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
 
 _log = get_logger(__name__)
 
@@ -80,7 +80,12 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[ManagedGenerationWorkflow, SummaryWorkflow, *extra_workflows],
+        workflows=[
+            ManagedGenerationWorkflow,
+            SummaryWorkflow,
+            ParallelGenerationWorkflow,
+            *extra_workflows,
+        ],
         activities=[
             *extra_activities,
             activities.read_request,

@@ -40,6 +40,7 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
+from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
 from crux._request import CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
@@ -56,6 +57,7 @@ from vocabulary.staging import StagingKind
 __all__ = [
     "STREAM_POLL_SECONDS",
     "Generation",
+    "ParallelRun",
     "Runtime",
     "StreamCommitted",
     "StreamDelta",
@@ -71,7 +73,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime:
+class Runtime(ParallelRuns):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -321,6 +323,9 @@ class Runtime:
         return await preview_call(
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
+
+    async def _load(self, finished: Finished) -> Generation:
+        return await self._hydrate(await stored_result(self._generations, finished))
 
     async def _hydrate(self, result: GenerationResult) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:

@@ -79,9 +79,9 @@ class StepHooks:
         Its overrides are the baseline of every provider call of the run.
         """
         request = self._request
-        # Composition children run it; until the composition input reaches this branch of
-        # the code, naming the hook is what asks for it.
-        if request.prepare_invocation is None:
+        # Only a composition child (a member of `Runtime.parallel`) is an invocation of
+        # its own; a plain generation naming the hook does not run it.
+        if request.prepare_invocation is None or request.composition is None:
             return
         decided = await self._run(
             stages, "invocation", request.prepare_invocation, "invocation", 1, request, (), 0

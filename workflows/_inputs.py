@@ -19,7 +19,7 @@ from contracts.activities import (
 from contracts.generation import GenerationInput, StepFigures, request_fingerprint
 from contracts.settings import ToolPolicySpec
 from planner import SealedPlan, source_ids
-from vocabulary.ids import workflow_id_for
+from vocabulary.ids import member_workflow_id, workflow_id_for
 from workflows._planning import all_sources, read_bound, selected_sources
 from workflows._progress import TurnProgress
 
@@ -132,7 +132,12 @@ def commit_input(
     """
     return CommitTurnInput(
         generation_id=request.generation_id,
-        workflow_id=workflow_id_for(request.generation_id, request.thread_id),
+        # A composition member runs under its parent's id, not the generation's own.
+        workflow_id=(
+            member_workflow_id(request.composition.parent_workflow_id, request.composition.member)
+            if request.composition is not None
+            else workflow_id_for(request.generation_id, request.thread_id)
+        ),
         thread_id=request.thread_id,
         owner=request.owner,
         expected_head=read.head,

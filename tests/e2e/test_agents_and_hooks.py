@@ -352,3 +352,43 @@ async def test_a_plan_superseded_by_a_moved_revision_keeps_its_hook_decision(
     assert unsent.preparations == second.preparations
     assert [p.reason for p in second.preparations] == ["tool-round"]
     assert second.model == unsent.model == "openai:gpt-4o"
+
+
+async def test_prepare_invocation_runs_once_per_composition_member(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    invocations: list[tuple[str, str]] = []
+
+    def baseline(step: crux.StepContext) -> crux.StepOverrides:
+        invocations.append((step.reason, step.generation_id))
+        return crux.StepOverrides(model="openai:gpt-4o", max_output_tokens=77)
+
+    hook = crux.step_hook("member-baseline", baseline)
+    member = crux.agent(
+        id="member",
+        prompt=crux.prompt(id="member"),
+        model="openai:gpt-4o-mini",
+        prepare_invocation=hook,
+    )
+    openai_server.enqueue(TextReply(text="one"), TextReply(text="two"))
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, hooks=[hook]) as worker:
+        run = await worker.runtime.parallel(
+            id=f"hooks-parallel-{uuid.uuid4().hex[:6]}",
+            context="hi",
+            agents={"first": member, "second": member},
+        )
+        # The same agent run on its own is no composition child: the hook does not run.
+        openai_server.enqueue(TextReply(text="alone"))
+        alone = await worker.runtime.generate(member, input="hi")
+
+    assert sorted(reason for reason, _ in invocations) == ["invocation", "invocation"]
+    assert len({generation for _, generation in invocations}) == 2
+    sent = openai_server.requests
+    assert sorted((_model(r), _max_tokens(r)) for r in sent[:2]) == [("gpt-4o", 77)] * 2
+    assert (_model(sent[2]), alone.steps[0].request.preparations) == ("gpt-4o-mini", ())
+    for generation in run.generations.values():
+        [preparation] = generation.steps[0].request.preparations
+        assert (preparation.kind, preparation.hook) == ("invocation", "member-baseline")
+        assert preparation.overridden == ("model", "max_output_tokens")
+        assert generation.steps[0].request.model == "openai:gpt-4o"
