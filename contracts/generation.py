@@ -156,6 +156,14 @@ class GenerationInput(WireModel):
         storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
             the `storage_blocked` or `commit_blocked` stage) before the run fails with
             `StorageUnavailableError`.
+        agent_id: The agent the generation runs (`crux.agent(id=...)`), recorded on its
+            receipts.
+        prepare_step: Name of a hook registered on the worker, run (as an activity) before
+            each provider call; it may override that call's model, tool choice, active
+            tools, output reserve, input budget or settings.
+        prepare_invocation: Name of a hook run once, before the first plan, when the
+            generation runs as a composition child (`composition` is set); its overrides
+            are the baseline of every call.
         settings: Model settings (temperature, top_p, stop, seed, provider extras) sent
             with every provider call and recorded in each receipt; `None` sends none.
         attempt_policy: Retry and timeout of provider attempts; `None` keeps the defaults.
@@ -182,6 +190,11 @@ class GenerationInput(WireModel):
     stream: bool = False
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH)
+    prepare_step: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH)
+    prepare_invocation: str | None = Field(
+        default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH
+    )
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
@@ -212,6 +225,13 @@ class GenerationInput(WireModel):
     @classmethod
     def _model(cls, value: str) -> str:
         return check_model_id(value)
+
+    @field_validator("agent_id", "prepare_step", "prepare_invocation")
+    @classmethod
+    def _names(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return check_wire_id(value, "agent_id or hook name", limit=MAX_SCOPE_ID_LENGTH)
 
     @field_validator("owner")
     @classmethod

@@ -15,6 +15,8 @@ from contracts.generation import (
     StepRecord,
     Usage,
 )
+from contracts.hooks import StepContext, StepOverrides
+from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
     context,
@@ -23,6 +25,7 @@ from crux.context import (
     prefer,
     summarizable,
 )
+from crux.hooks import StepHook, step_hook
 from crux.model_settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -60,6 +63,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -77,6 +81,7 @@ from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, Tex
 from vocabulary.settings import Settings
 
 __all__ = [
+    "Agent",
     "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
@@ -97,6 +102,7 @@ __all__ = [
     "MessageInput",
     "ModelSettingsSpec",
     "ParallelRun",
+    "PreparationError",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
@@ -111,6 +117,9 @@ __all__ = [
     "RequestCompositionError",
     "Runtime",
     "Settings",
+    "StepContext",
+    "StepHook",
+    "StepOverrides",
     "StepRecord",
     "StreamCommitted",
     "StreamDelta",
@@ -130,6 +139,7 @@ __all__ = [
     "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "agent",
     "attempt_policy",
     "configure_logging",
     "context",
@@ -140,6 +150,7 @@ __all__ = [
     "offloadable",
     "prefer",
     "prompt",
+    "step_hook",
     "summarizable",
     "summarize",
     "thread",

@@ -19,6 +19,7 @@ from vocabulary.errors import (
     CruxError,
     ErrorType,
     GenerationFailedError,
+    PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -200,6 +201,8 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
         return StorageUnavailableError(cause.message)
     if kind == ErrorType.INTERNAL:
         return GenerationFailedError("internal", cause.message)
+    if kind == ErrorType.PREPARATION:
+        return PreparationError(code or "hook_failed", message)
     provider_type = _PROVIDER_TYPES.get(kind or "")
     if provider_type is not None:
         return _provider_error(provider_type, cause, details)

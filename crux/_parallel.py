@@ -33,6 +33,7 @@ from contracts.parallel import (
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
 from crux._outcomes import Finished, Generation, domain_error, rebuild_error
 from crux._request import BuiltCall, CallOptions, stage_call
+from crux.agents import Agent
 from crux.prompts import Prompt
 from storage import GenerationStore
 from vocabulary.errors import ConfigurationError, CruxError, GenerationFailedError, ThreadError
@@ -107,7 +108,7 @@ class ParallelRuns:
         self,
         *,
         id: str,
-        agents: Mapping[str, Prompt | str],
+        agents: Mapping[str, Prompt | Agent | str],
         context: Any = None,
         thread: object | None = None,
         threads: Mapping[str, object] | None = None,
@@ -133,7 +134,8 @@ class ParallelRuns:
 
         Args:
             id: The run's id and idempotency key; member generation ids are `<id>/<member>`.
-            agents: Member name -> prompt (or a plain string used as the user message).
+            agents: Member name -> prompt, `crux.agent(...)` (its defaults and hooks apply;
+                `prepare_invocation` runs once per member) or a plain string.
             context: The input every member's prompt renders.
             thread: The Thread of every member unless `threads` names one or its prompt
                 binds one; members on one Thread each commit their own turn.

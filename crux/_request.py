@@ -33,6 +33,7 @@ from contracts.settings import (
     merge_attempt_policy,
     merge_settings,
 )
+from crux.agents import Agent, agent_prompt
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from storage import GenerationStore
@@ -57,7 +58,7 @@ class CallOptions:
     see it for their meaning.
     """
 
-    prompt: Prompt | str
+    prompt: Prompt | Agent | str
     input: Any = None
     thread: object | None = None
     model: str | None = None
@@ -99,12 +100,21 @@ class CallOptions:
             ConfigurationError: An invalid option (content-free: names the fields).
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
         """
-        prompt = self.prompt
+        target = self.prompt
+        # An agent resolves to its prompt with the agent's values laid over the prompt's;
+        # the call's own values are laid over both below (call > agent > prompt).
+        defaults = target if isinstance(target, Agent) else None
+        prompt = agent_prompt(defaults) if defaults is not None else target
+        if defaults is not None:
+            agent_settings = defaults.settings or agent_settings
+            agent_attempt_policy = defaults.attempt_policy or agent_attempt_policy
         if isinstance(prompt, str):
             text = prompt
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
-        if not isinstance(prompt, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("prompt must be a crux.prompt(...) or a string")
+        if not isinstance(prompt, Prompt):
+            raise ConfigurationError(
+                "prompt must be a crux.prompt(...), a crux.agent(...) or a string"
+            )
         thread_id = _thread_id(self.thread) or prompt.thread_id
         generation_id = (
             f"gen_{uuid.uuid4().hex}" if self.generation_id is None else self.generation_id
@@ -117,7 +127,7 @@ class CallOptions:
         request = validated_input(
             generation_id=generation_id,
             thread_id=thread_id,
-            model=self.model or default_model,
+            model=self.model or (defaults.model if defaults else None) or default_model,
             prompt_id=prompt.id,
             input_ref=key,
             # Call-site messages shadow prompt-level messages, which shadow the Thread.
@@ -125,14 +135,23 @@ class CallOptions:
             owner=self.owner,
             history=self.history or prompt.history,
             input_budget=merge_budget(prompt.input_budget, self.input_budget),
-            max_output_tokens=self.max_output_tokens,
+            max_output_tokens=(
+                self.max_output_tokens
+                if self.max_output_tokens is not None or defaults is None
+                else defaults.max_output_tokens
+            ),
             contributors=[c.spec for c in prompt.contexts],
             tools=[t.name for t in prompt.tools],
-            tool_choice=self.tool_choice,
+            tool_choice=(
+                self.tool_choice
+                if self.tool_choice is not None or defaults is None
+                else defaults.tool_choice
+            ),
             max_tool_rounds=self.max_tool_rounds,
             on_revision_moved=self.on_revision_moved,
             storage_wait_seconds=self.storage_wait_seconds,
             stream=stream,
+            **agent_fields(defaults),
             settings=merge_settings(prompt.settings, agent_settings, as_settings(self.settings)),
             attempt_policy=merge_attempt_policy(
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
@@ -235,6 +254,23 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> Generatio
             key, StagingKind.PROMPT_MESSAGES, call.declared, thread_id=thread_id
         )
     return request
+
+
+def agent_fields(defaults: Agent | None) -> dict[str, Any]:
+    """The workflow input fields an agent sets beyond the prompt's (none without one)."""
+    if defaults is None:
+        return {}
+    fields: dict[str, Any] = {
+        "agent_id": defaults.id,
+        "prepare_step": defaults.prepare_step,
+        "prepare_invocation": defaults.prepare_invocation,
+    }
+    # The agent's structured output travels as the workflow input's `output` once it has
+    # one; this is the one place it plugs in. (Settings and the attempt policy are merged
+    # by layer in `CallOptions.build`.)
+    if defaults.output is not None and "output" in GenerationInput.model_fields:
+        fields["output"] = defaults.output
+    return fields
 
 
 def _thread_id(thread: object | None) -> str | None:

@@ -22,6 +22,7 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
+from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
@@ -91,6 +92,7 @@ def build_worker(
             activities.resolve_history_ids,
             activities.count_request,
             activities.run_tool,
+            activities.prepare_step,
             activities.prepare_summary,
             activities.await_summary,
             activities.invoke_model,
@@ -119,6 +121,7 @@ async def worker_resources(
     prompts: Iterable[Prompt] = (),
     catalog: ModelCatalog | None = None,
     tools: Iterable[Tool] = (),
+    hooks: Iterable[StepHook] = (),
 ) -> AsyncGenerator[GenerationActivities]:
     """Open the pools and clients a worker needs and close them afterwards.
 
@@ -128,6 +131,7 @@ async def worker_resources(
         prompts: Prompts that plain Temporal clients may name by id.
         catalog: Model capacity profiles (the default catalog when omitted).
         tools: Tools the model may call; their handlers run on this worker.
+        hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
     """
     own_pool = pool is None
     if pool is None:
@@ -145,6 +149,7 @@ async def worker_resources(
             prompts=PromptRegistry(prompts),
             catalog=catalog or ModelCatalog.default(),
             tools=ToolRegistry(tools),
+            hooks=HookRegistry(hooks),
         )
     finally:
         await http.aclose()
@@ -160,6 +165,7 @@ async def run_worker(
     prompts: Iterable[Prompt] = (),
     tools: Iterable[Tool] = (),
     started: asyncio.Event | None = None,
+    hooks: Iterable[StepHook] = (),
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -170,6 +176,7 @@ async def run_worker(
         prompts: Prompts that plain Temporal clients may name by id.
         tools: Tools the model may call; their handlers run on this worker.
         started: Set once the start-up checks passed and the worker polls.
+        hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
 
     Raises:
         StartupCheckError: A start-up check failed (the message names the remedy).
@@ -183,7 +190,7 @@ async def run_worker(
     await check_database(database_url)
     client = client or await connect_client(settings)
     await ensure_search_attributes(client, settings)
-    async with worker_resources(settings, prompts=prompts, tools=tools) as activities:
+    async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
         sweeper = asyncio.create_task(_sweep_periodically(activities.generations, settings))
         # Everything imported and built so far lives as long as the process; keeping it

@@ -44,6 +44,7 @@ from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
 from crux._request import CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
+from crux.agents import Agent
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -119,7 +120,7 @@ class Runtime(ParallelRuns):
 
     async def generate(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,
@@ -140,7 +141,9 @@ class Runtime(ParallelRuns):
         """Run one managed generation and wait for its committed result.
 
         Args:
-            prompt: A `Prompt`, or a plain string used as the user message.
+            prompt: A `Prompt`, a `crux.agent(...)` (its model, budget, history, tools,
+                tool choice and hooks apply unless this call sets them), or a plain string
+                used as the user message.
             input: The prompt's input.
             thread: A Thread handle or id; overrides a Thread bound in `prompt.use`.
             model: `provider:model`; the runtime's default when omitted.
@@ -190,7 +193,7 @@ class Runtime(ParallelRuns):
 
     async def stream(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,
@@ -294,7 +297,7 @@ class Runtime(ParallelRuns):
 
     async def preview(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,

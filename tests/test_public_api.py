@@ -31,6 +31,13 @@ def test_crux_exports_are_pinned() -> None:
         "ThreadError",
         "history",
         "prompt",
+        "Agent",
+        "PreparationError",
+        "StepContext",
+        "StepHook",
+        "StepOverrides",
+        "agent",
+        "step_hook",
     }
 
 

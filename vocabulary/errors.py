@@ -12,6 +12,7 @@ CruxError
 ├── RequestCompositionError(code)                the request cannot be planned legally
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
 ├── StorageUnavailableError                     PostgreSQL could not be reached
+├── PreparationError(code)                       a step or invocation hook failed
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -109,6 +110,7 @@ class ErrorType(StrEnum):
     CONTEXT_TOO_LONG = "ContextOverflowError"
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
+    PREPARATION = "PreparationError"
 
 
 class ThreadError(CruxError):
@@ -354,6 +356,19 @@ class GenerationFailedError(CruxError):
         self.reason = reason
 
 
+class PreparationError(CruxError):
+    """A registered `prepare_step` or `prepare_invocation` hook failed; nothing was sent.
+
+    Attributes:
+        code: `hook_failed` (the hook raised) or `hook_not_registered` (no hook of that
+            name on the worker).
+    """
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
@@ -361,6 +376,7 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "PreparationError",
     "ProviderAuthError",
     "ProviderConnectionError",
     "ProviderError",

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         discard_after,
         validated,
     )
+    from workflows._hooks import StepHooks
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
@@ -125,9 +126,16 @@ class ManagedGenerationWorkflow:
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         read = await self._read(request)
         progress = TurnProgress()
+        hooks = StepHooks(request)
+        if hooks.named and read.existing is None:
+            await hooks.prepare_invocation(self._stages)
         while read.existing is None:
-            sealed = await self._seal(request, read, progress)
-            outcome, invoked, failure = await self._dispatch(request, read, sealed, progress)
+            # The input as this provider call sees it: the request itself unless a hook
+            # overrode something for the call.
+            step = await hooks.before_step(self._stages, progress) if hooks.named else request
+            step_read = hooks.read_for(read, step)
+            sealed = hooks.receipted(await self._seal(step, step_read, progress), progress)
+            outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
             if outcome == "revision-moved":
                 progress.supersede(sealed)
             action = next_action(
@@ -149,6 +157,7 @@ class ManagedGenerationWorkflow:
             if isinstance(action, RecoverOverflow):
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
+                hooks.reason = "overflow-recovery"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
                 progress.replan(sealed, action.reason)
@@ -158,8 +167,9 @@ class ManagedGenerationWorkflow:
                 progress.accept(sealed, invoked)
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
-                await self._run_tools(request, invoked, progress, read.tool_policies)
+                await self._run_tools(step, invoked, progress, read.tool_policies)
                 progress.next_step(sealed)
+                hooks.reason = "tool-round"
         # The generation id was committed before: return what that commit published.
         self._stages.set(Stage.COMPLETED)
         return read.existing
