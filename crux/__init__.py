@@ -34,6 +34,7 @@ from crux.model_settings import (
     merge_settings,
     model_settings,
 )
+from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -63,6 +64,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OutputValidationError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -101,6 +103,8 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "Output",
+    "OutputValidationError",
     "ParallelRun",
     "PreparationError",
     "Prompt",
@@ -148,6 +152,7 @@ __all__ = [
     "merge_settings",
     "model_settings",
     "offloadable",
+    "output",
     "prefer",
     "prompt",
     "step_hook",
