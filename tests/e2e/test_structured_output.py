@@ -55,13 +55,13 @@ async def _history_text(client: Client, workflow_id: str) -> str:
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
-            data = node.get("data")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            data = node.get("data")
             if isinstance(data, str):
                 decoded.append(base64.b64decode(data).decode("utf-8", "replace"))
-            for child in node.values():  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            for child in node.values():
                 walk(child)
         elif isinstance(node, list):
-            for child in node:  # pyright: ignore[reportUnknownVariableType]
+            for child in node:
                 walk(child)
 
     walk(history.to_json_dict())
