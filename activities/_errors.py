@@ -20,6 +20,7 @@ from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
     ErrorType,
+    PreparationError,
     ProviderError,
     ProviderHTTPError,
     RequestCompositionError,
@@ -117,6 +118,15 @@ def to_application_error(error: BaseException) -> BaseException:
         )
     if isinstance(error, ConfigurationError):
         return ApplicationError(str(error), type=ErrorType.CONFIGURATION, non_retryable=True)
+    if isinstance(error, PreparationError):
+        # A hook is user code: one that raised would most likely raise again, so the
+        # run fails at once (typed) instead of calling it over and over.
+        return ApplicationError(
+            str(error),
+            encode_details(ErrorDetails(code=error.code)),
+            type=ErrorType.PREPARATION,
+            non_retryable=True,
+        )
     if isinstance(error, UnicodeEncodeError | asyncpg.DataError):
         return ApplicationError(
             "invalid_message: a value PostgreSQL cannot store (a NUL byte, a lone surrogate"

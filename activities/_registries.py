@@ -1,7 +1,7 @@
-"""What the activities need of the worker's prompts and tools, as protocols.
+"""What the activities need of the worker's prompts, tools and hooks, as protocols.
 
-The facade's `PromptRegistry` and `ToolRegistry` satisfy them; the activities depend on the
-shape only, so they sit below the facade in the import graph.
+The facade's `PromptRegistry`, `ToolRegistry` and `HookRegistry` satisfy them; the
+activities depend on the shape only, so they sit below the facade in the import graph.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from contracts.hooks import StepContext, StepOverrides
 from contracts.settings import ToolPolicySpec
 from providers.types import ToolSpec
 from vocabulary.errors import ConfigurationError
@@ -94,3 +95,33 @@ class NoTools:
         if any(True for _ in names):
             raise ConfigurationError("a requested tool is not registered on the worker")
         return []
+
+
+class RunnableHook(Protocol):
+    """A `prepare_step` / `prepare_invocation` hook registered on the worker."""
+
+    @property
+    def name(self) -> str:
+        """The name generations refer to it by."""
+        ...
+
+    async def run(self, context: StepContext) -> StepOverrides | None:
+        """Run the hook on a content-free step context; return its validated overrides."""
+        ...
+
+
+class HookLookup(Protocol):
+    """The worker's hooks, by name."""
+
+    def get(self, name: str) -> RunnableHook | None:
+        """The hook called `name`, or `None`."""
+        ...
+
+
+class NoHooks:
+    """A worker without hooks."""
+
+    def get(self, name: str) -> RunnableHook | None:
+        """Always `None`."""
+        del name
+        return None

@@ -14,9 +14,10 @@ from activities._errors import maps_errors
 from activities._inputs import InputStager, scoped_key
 from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
-from activities._registries import NoTools, PromptLookup, ToolLookup
+from activities._registries import HookLookup, NoHooks, NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
 from activities.committing import TurnCommitter
+from activities.hooks import StepPreparer
 from activities.invoking import ModelInvoker
 from activities.reading import RequestReader
 from activities.summaries import SummaryPreparer
@@ -48,6 +49,7 @@ from contracts.activities import (
     RunToolInput,
     RunToolResult,
 )
+from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStepResult
 from planner import ModelCatalog
 from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 from vocabulary.ids import assistant_message_id
@@ -67,6 +69,7 @@ class GenerationActivities:
         tools: Tools the model may call, run here as their own activities.
         summaries: Summary artifacts for managed history.
         receipts: Request receipts and inspections.
+        hooks: `prepare_step` / `prepare_invocation` hooks, run here as an activity.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class GenerationActivities:
         tools: ToolLookup | None = None,
         summaries: SummaryStore | None = None,
         receipts: ReceiptStore | None = None,
+        hooks: HookLookup | None = None,
     ) -> None:
         self._generations = generations
         self._threads = threads
@@ -110,6 +114,7 @@ class GenerationActivities:
         self._committer = TurnCommitter(threads, generations, assembler, self._receipts)
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
         self._tool_runner = ToolRunner(generations, offered, catalog)
+        self._step_preparer = StepPreparer(generations, hooks or NoHooks(), catalog)
 
     @property
     def generations(self) -> GenerationStore:
@@ -133,6 +138,12 @@ class GenerationActivities:
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
         return await self._tool_runner.run(request)
+
+    @activity.defn(name=ACTIVITY_PREPARE_STEP)
+    @maps_errors
+    async def prepare_step(self, request: PrepareStepInput) -> PrepareStepResult:
+        """Run a registered step hook on a content-free context; validate its overrides."""
+        return await self._step_preparer.prepare(request)
 
     @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
     @maps_errors

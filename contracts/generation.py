@@ -12,12 +12,14 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
 from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
+    MAX_MEMBER_NAME_LENGTH,
     MAX_MODEL_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
     MAX_TOKENS,
@@ -97,6 +99,30 @@ DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
 
+class CompositionSpec(WireModel):
+    """Where a generation sits in a composition (a member of `Runtime.parallel`).
+
+    Attributes:
+        parent_workflow_id: The workflow id of the composition's parent run.
+        member: The member's name in the composition.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
+
+    parent_workflow_id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_BYTES)
+    member: str = Field(min_length=1, max_length=MAX_MEMBER_NAME_LENGTH)
+
+    @field_validator("parent_workflow_id")
+    @classmethod
+    def _parent(cls, value: str) -> str:
+        return check_wire_id(value, "parent_workflow_id", limit=MAX_WORKFLOW_ID_BYTES)
+
+    @field_validator("member")
+    @classmethod
+    def _member(cls, value: str) -> str:
+        return check_wire_id(value, "member", limit=MAX_MEMBER_NAME_LENGTH)
+
+
 class GenerationInput(WireModel):
     """Input of `ManagedGenerationWorkflow` (JSON-friendly for any Temporal client).
 
@@ -131,10 +157,23 @@ class GenerationInput(WireModel):
         storage_wait_seconds: How long a stage waits out a PostgreSQL outage (visibly, in
             the `storage_blocked` or `commit_blocked` stage) before the run fails with
             `StorageUnavailableError`.
+        agent_id: The agent the generation runs (`crux.agent(id=...)`), recorded on its
+            receipts.
+        prepare_step: Name of a hook registered on the worker, run (as an activity) before
+            each provider call; it may override that call's model, tool choice, active
+            tools, output reserve, input budget or settings.
+        prepare_invocation: Name of a hook run once, before the first plan, when the
+            generation runs as a composition child (`composition` is set); its overrides
+            are the baseline of every call.
         settings: Model settings (temperature, top_p, stop, seed, provider extras) sent
             with every provider call and recorded in each receipt; `None` sends none.
         attempt_policy: Retry and timeout of provider attempts; `None` keeps the defaults.
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
+        composition: Set on a member of a composition (`Runtime.parallel`): its parent's
+            workflow id and its member name.
+        output: The structured output the reply must match (a JSON schema), validated by
+            the worker before the reply is staged; a rejected reply is retried as a new
+            planned call, at most `output.max_retries` times.
     """
 
     generation_id: str
@@ -155,6 +194,11 @@ class GenerationInput(WireModel):
     stream: bool = False
     on_revision_moved: Literal["replan", "fail"] = "replan"
     storage_wait_seconds: int = Field(default=DEFAULT_STORAGE_WAIT_SECONDS, ge=1, le=7 * 86_400)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH)
+    prepare_step: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH)
+    prepare_invocation: str | None = Field(
+        default=None, min_length=1, max_length=MAX_SCOPE_ID_LENGTH
+    )
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
@@ -163,6 +207,8 @@ class GenerationInput(WireModel):
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
     """How long a call waits for its decision; past it the call is denied (`timeout`).
     `None` waits without limit."""
+    composition: CompositionSpec | None = None
+    output: OutputSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod
@@ -196,6 +242,13 @@ class GenerationInput(WireModel):
     @classmethod
     def _model(cls, value: str) -> str:
         return check_model_id(value)
+
+    @field_validator("agent_id", "prepare_step", "prepare_invocation")
+    @classmethod
+    def _names(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return check_wire_id(value, "agent_id or hook name", limit=MAX_SCOPE_ID_LENGTH)
 
     @field_validator("owner")
     @classmethod
@@ -360,6 +413,17 @@ class GenerationOutcome(WireModel):
         )
 
 
+_LATER_FIELDS = (
+    "settings",
+    "agent_id",
+    "prepare_step",
+    "prepare_invocation",
+    "composition",
+    "output",
+)
+"""Fields added after fingerprints were first stored."""
+
+
 def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
     """A content-free fingerprint of what a generation asks for.
 
@@ -389,10 +453,11 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "approval_timeout_seconds",
         },
     )
-    if request.settings is None:
-        # Left out when unset, so fingerprints of requests without settings stay as they
-        # were before the field existed.
-        del settings["settings"]
+    for name in _LATER_FIELDS:
+        # Left out when unset, so fingerprints of requests that do not use a field stay as
+        # they were before the field existed.
+        if settings.get(name) is None:
+            settings.pop(name, None)
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

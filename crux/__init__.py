@@ -16,6 +16,8 @@ from contracts.generation import (
     StepRecord,
     Usage,
 )
+from contracts.hooks import StepContext, StepOverrides
+from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
     context,
@@ -24,6 +26,7 @@ from crux.context import (
     prefer,
     summarizable,
 )
+from crux.hooks import StepHook, step_hook
 from crux.model_settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -32,9 +35,11 @@ from crux.model_settings import (
     merge_settings,
     model_settings,
 )
+from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
+    ParallelRun,
     Runtime,
     StreamCommitted,
     StreamDelta,
@@ -60,6 +65,8 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OutputValidationError,
+    PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -77,6 +84,7 @@ from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, Tex
 from vocabulary.settings import Settings
 
 __all__ = [
+    "Agent",
     "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
@@ -96,7 +104,11 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "Output",
+    "OutputValidationError",
+    "ParallelRun",
     "PendingApproval",
+    "PreparationError",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
@@ -111,6 +123,9 @@ __all__ = [
     "RequestCompositionError",
     "Runtime",
     "Settings",
+    "StepContext",
+    "StepHook",
+    "StepOverrides",
     "StepRecord",
     "StreamCommitted",
     "StreamDelta",
@@ -130,6 +145,7 @@ __all__ = [
     "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "agent",
     "attempt_policy",
     "configure_logging",
     "context",
@@ -138,8 +154,10 @@ __all__ = [
     "merge_settings",
     "model_settings",
     "offloadable",
+    "output",
     "prefer",
     "prompt",
+    "step_hook",
     "summarizable",
     "summarize",
     "thread",

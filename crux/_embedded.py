@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from crux._checks import check_providers
 from crux._worker import run_worker
+from crux.hooks import StepHook
 from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
 from crux.tools import Tool
 from storage import create_pool, migrate
@@ -77,6 +78,7 @@ async def embedded_stack(
     ui: bool = True,
     with_worker: bool = True,
     tools: Iterable[Tool] = (),
+    hooks: Iterable[StepHook] = (),
 ) -> AsyncGenerator[EmbeddedStack]:
     """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
 
@@ -86,6 +88,7 @@ async def embedded_stack(
         ui: Serve the Temporal UI (on 8233 when that port is free).
         with_worker: Also run a Crux worker in this process.
         tools: Tools registered on that worker.
+        hooks: `prepare_step` / `prepare_invocation` hooks registered on that worker.
     """
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
@@ -114,7 +117,14 @@ async def embedded_stack(
         if with_worker:
             started = asyncio.Event()
             worker_task = asyncio.create_task(
-                run_worker(settings, client=env.client, stop=stop, tools=tools, started=started)
+                run_worker(
+                    settings,
+                    client=env.client,
+                    stop=stop,
+                    tools=tools,
+                    started=started,
+                    hooks=hooks,
+                )
             )
             await _until_started(worker_task, started)
         yield EmbeddedStack(settings=settings, client=env.client, pool=pool, ui_url=ui_url)

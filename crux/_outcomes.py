@@ -12,13 +12,15 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 from contracts.generation import GenerationResult, StepRecord, Usage
 from storage import GenerationStore
 from vocabulary.commits import ThreadCommit
-from vocabulary.details import ErrorDetails, decode_details
+from vocabulary.details import ErrorDetails, decode_details, encode_details
 from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
     CruxError,
     ErrorType,
     GenerationFailedError,
+    OutputValidationError,
+    PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -44,11 +46,14 @@ class Generation:
         text: The final assistant text.
         message: The final assistant message.
         result: The workflow's content-free result.
+        output: The structured output, when the call asked for one: an instance of the
+            pydantic model, or the parsed JSON value for a JSON schema; else `None`.
     """
 
     text: str
     message: Message
     result: GenerationResult
+    output: Any = None
 
     @property
     def generation_id(self) -> str:
@@ -200,6 +205,17 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
         return StorageUnavailableError(cause.message)
     if kind == ErrorType.INTERNAL:
         return GenerationFailedError("internal", cause.message)
+    if kind == ErrorType.OUTPUT_VALIDATION:
+        defects: object = details.diagnostics.get("defects", [])
+        attempts = details.diagnostics.get("attempts", 0)
+        listed: list[object] = list(defects) if isinstance(defects, list) else []  # pyright: ignore[reportUnknownArgumentType]
+        return OutputValidationError(
+            tuple(str(defect) for defect in listed),
+            attempts=attempts if isinstance(attempts, int) else 0,
+            request_id=details.request_id,
+        )
+    if kind == ErrorType.PREPARATION:
+        return PreparationError(code or "hook_failed", message)
     provider_type = _PROVIDER_TYPES.get(kind or "")
     if provider_type is not None:
         return _provider_error(provider_type, cause, details)
@@ -238,3 +254,18 @@ def _diagnostics(raw: object) -> dict[str, object]:
         return {}
     items: dict[object, object] = raw  # pyright: ignore[reportUnknownVariableType]
     return {str(key): value for key, value in items.items()}
+
+
+def rebuild_error(
+    error_type: str | None, message: str, details: ErrorDetails, *, non_retryable: bool = True
+) -> CruxError:
+    """The typed domain error of a recorded failure (its type, message and details).
+
+    A failure recorded by a workflow (a parallel member's, say) is rebuilt exactly as a
+    workflow failure would be: a type nobody classified becomes `GenerationFailedError`.
+    """
+    cause = ApplicationError(
+        message, encode_details(details), type=error_type, non_retryable=non_retryable
+    )
+    rebuilt = _from_application_error(cause) if error_type else None
+    return rebuilt or GenerationFailedError("internal", "the generation failed")

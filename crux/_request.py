@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from activities.rendering import RenderedTurn, render_turn
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
@@ -34,6 +34,8 @@ from contracts.settings import (
     merge_attempt_policy,
     merge_settings,
 )
+from crux.agents import Agent, agent_prompt
+from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from crux.tools import Tool
@@ -59,7 +61,7 @@ class CallOptions:
     see it for their meaning.
     """
 
-    prompt: Prompt | str
+    prompt: Prompt | Agent | str
     input: Any = None
     thread: object | None = None
     model: str | None = None
@@ -76,6 +78,7 @@ class CallOptions:
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
     approval_timeout_seconds: int | None = None
+    output: Output | type[BaseModel] | Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -103,12 +106,21 @@ class CallOptions:
             ConfigurationError: An invalid option (content-free: names the fields).
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
         """
-        prompt = self.prompt
+        target = self.prompt
+        # An agent resolves to its prompt with the agent's values laid over the prompt's;
+        # the call's own values are laid over both below (call > agent > prompt).
+        defaults = target if isinstance(target, Agent) else None
+        prompt = agent_prompt(defaults) if defaults is not None else target
+        if defaults is not None:
+            agent_settings = defaults.settings or agent_settings
+            agent_attempt_policy = defaults.attempt_policy or agent_attempt_policy
         if isinstance(prompt, str):
             text = prompt
             prompt = define_prompt(id="crux.inline", prompt=lambda _input: text)
-        if not isinstance(prompt, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("prompt must be a crux.prompt(...) or a string")
+        if not isinstance(prompt, Prompt):
+            raise ConfigurationError(
+                "prompt must be a crux.prompt(...), a crux.agent(...) or a string"
+            )
         thread_id = _thread_id(self.thread) or prompt.thread_id
         generation_id = (
             f"gen_{uuid.uuid4().hex}" if self.generation_id is None else self.generation_id
@@ -117,11 +129,17 @@ class CallOptions:
         if thread_id is not None:
             check_wire_id(thread_id, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
         key = generation_key(generation_id, thread_id)
+        # Structured output: the call's, else the agent's, else the prompt's (never merged).
+        chosen_output = (
+            as_output(self.output)
+            or (defaults.output if defaults is not None else None)
+            or prompt.output
+        )
         shadowed = self.messages is not None or prompt.messages is not None
         request = validated_input(
             generation_id=generation_id,
             thread_id=thread_id,
-            model=self.model or default_model,
+            model=self.model or (defaults.model if defaults else None) or default_model,
             prompt_id=prompt.id,
             input_ref=key,
             # Call-site messages shadow prompt-level messages, which shadow the Thread.
@@ -129,14 +147,23 @@ class CallOptions:
             owner=self.owner,
             history=self.history or prompt.history,
             input_budget=merge_budget(prompt.input_budget, self.input_budget),
-            max_output_tokens=self.max_output_tokens,
+            max_output_tokens=(
+                self.max_output_tokens
+                if self.max_output_tokens is not None or defaults is None
+                else defaults.max_output_tokens
+            ),
             contributors=[c.spec for c in prompt.contexts],
             tools=[t.name for t in prompt.tools],
-            tool_choice=self.tool_choice,
+            tool_choice=(
+                self.tool_choice
+                if self.tool_choice is not None or defaults is None
+                else defaults.tool_choice
+            ),
             max_tool_rounds=self.max_tool_rounds,
             on_revision_moved=self.on_revision_moved,
             storage_wait_seconds=self.storage_wait_seconds,
             stream=stream,
+            **agent_fields(defaults),
             settings=merge_settings(prompt.settings, agent_settings, as_settings(self.settings)),
             attempt_policy=merge_attempt_policy(
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
@@ -148,6 +175,7 @@ class CallOptions:
                 if self.approval_timeout_seconds is None
                 else self.approval_timeout_seconds,
             ),
+            output=chosen_output.spec if chosen_output is not None else None,
         )
         turn = render_turn(
             prompt,
@@ -166,7 +194,12 @@ class CallOptions:
         for message in [*(caller or ()), *(declared or ())]:
             check_storable(message, thread_id=thread_id)
         return BuiltCall(
-            prompt=prompt, request=request, turn=turn, caller=caller, declared=declared
+            prompt=prompt,
+            request=request,
+            turn=turn,
+            caller=caller,
+            declared=declared,
+            output=chosen_output,
         )
 
 
@@ -180,6 +213,7 @@ class BuiltCall:
         turn: The rendered user turn, system text and context sources.
         caller: Call-site messages, when given (they shadow everything else).
         declared: Prompt-level messages, when they shadow the Thread.
+        output: The structured output the reply is parsed into, if any.
     """
 
     prompt: Prompt
@@ -187,6 +221,7 @@ class BuiltCall:
     turn: RenderedTurn
     caller: list[Message] | None
     declared: list[Message] | None
+    output: Output | None = None
 
     @property
     def transcript(self) -> list[Message] | None:
@@ -253,6 +288,18 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> Generatio
             key, StagingKind.PROMPT_MESSAGES, call.declared, thread_id=thread_id
         )
     return request
+
+
+def agent_fields(defaults: Agent | None) -> dict[str, Any]:
+    """The workflow input fields an agent sets beyond the prompt's (none without one)."""
+    if defaults is None:
+        return {}
+    fields: dict[str, Any] = {
+        "agent_id": defaults.id,
+        "prepare_step": defaults.prepare_step,
+        "prepare_invocation": defaults.prepare_invocation,
+    }
+    return fields
 
 
 def _thread_id(thread: object | None) -> str | None:

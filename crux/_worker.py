@@ -22,6 +22,7 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
+from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
@@ -29,7 +30,7 @@ from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
-from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
 
 _log = get_logger(__name__)
 
@@ -79,13 +80,19 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[ManagedGenerationWorkflow, SummaryWorkflow, *extra_workflows],
+        workflows=[
+            ManagedGenerationWorkflow,
+            SummaryWorkflow,
+            ParallelGenerationWorkflow,
+            *extra_workflows,
+        ],
         activities=[
             *extra_activities,
             activities.read_request,
             activities.resolve_history_ids,
             activities.count_request,
             activities.run_tool,
+            activities.prepare_step,
             activities.prepare_summary,
             activities.await_summary,
             activities.invoke_model,
@@ -114,6 +121,7 @@ async def worker_resources(
     prompts: Iterable[Prompt] = (),
     catalog: ModelCatalog | None = None,
     tools: Iterable[Tool] = (),
+    hooks: Iterable[StepHook] = (),
 ) -> AsyncGenerator[GenerationActivities]:
     """Open the pools and clients a worker needs and close them afterwards.
 
@@ -123,6 +131,7 @@ async def worker_resources(
         prompts: Prompts that plain Temporal clients may name by id.
         catalog: Model capacity profiles (the default catalog when omitted).
         tools: Tools the model may call; their handlers run on this worker.
+        hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
     """
     own_pool = pool is None
     if pool is None:
@@ -140,6 +149,7 @@ async def worker_resources(
             prompts=PromptRegistry(prompts),
             catalog=catalog or ModelCatalog.default(),
             tools=ToolRegistry(tools),
+            hooks=HookRegistry(hooks),
         )
     finally:
         await http.aclose()
@@ -155,6 +165,7 @@ async def run_worker(
     prompts: Iterable[Prompt] = (),
     tools: Iterable[Tool] = (),
     started: asyncio.Event | None = None,
+    hooks: Iterable[StepHook] = (),
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -165,6 +176,7 @@ async def run_worker(
         prompts: Prompts that plain Temporal clients may name by id.
         tools: Tools the model may call; their handlers run on this worker.
         started: Set once the start-up checks passed and the worker polls.
+        hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
 
     Raises:
         StartupCheckError: A start-up check failed (the message names the remedy).
@@ -178,7 +190,7 @@ async def run_worker(
     await check_database(database_url)
     client = client or await connect_client(settings)
     await ensure_search_attributes(client, settings)
-    async with worker_resources(settings, prompts=prompts, tools=tools) as activities:
+    async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
         sweeper = asyncio.create_task(_sweep_periodically(activities.generations, settings))
         # Everything imported and built so far lives as long as the process; keeping it

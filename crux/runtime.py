@@ -13,6 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -21,7 +22,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
-from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS, PendingApproval
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -31,7 +32,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
-from crux._approvals import approval_workflow_id, decide, pending_approvals
+from crux._approvals import ApprovalMethods
 from crux._outcomes import (
     Finished,
     Generation,
@@ -42,9 +43,12 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
+from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
-from crux._request import CallOptions, stage_call
+from crux._request import BuiltCall, CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
+from crux.agents import Agent
+from crux.output import Output
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -57,6 +61,7 @@ from vocabulary.staging import StagingKind
 __all__ = [
     "STREAM_POLL_SECONDS",
     "Generation",
+    "ParallelRun",
     "Runtime",
     "StreamCommitted",
     "StreamDelta",
@@ -72,7 +77,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime:
+class Runtime(ParallelRuns, ApprovalMethods):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -124,7 +129,7 @@ class Runtime:
 
     async def generate(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,
@@ -142,11 +147,14 @@ class Runtime:
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
         approval_timeout_seconds: int | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
         Args:
-            prompt: A `Prompt`, or a plain string used as the user message.
+            prompt: A `Prompt`, a `crux.agent(...)` (its model, budget, history, tools,
+                tool choice and hooks apply unless this call sets them), or a plain string
+                used as the user message.
             input: The prompt's input.
             thread: A Thread handle or id; overrides a Thread bound in `prompt.use`.
             model: `provider:model`; the runtime's default when omitted.
@@ -172,20 +180,23 @@ class Runtime:
             approval_timeout_seconds: How long a call of a tool that requires approval
                 waits for its decision before it is denied with reason `timeout`; the
                 runtime's when omitted.
+            output: Structured output (a pydantic model class, a JSON schema or
+                `crux.output(...)`); replaces the agent's and the prompt's. The reply is
+                validated before it is staged; a rejected reply is asked for again (a new
+                planned call, reason `validation-retry`) up to its `max_retries`, then
+                `OutputValidationError`. `Generation.output` is the typed value.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
         """
-        request = await self._stage_request(CallOptions.of(locals()))
-        result = await self.run(request)
-        return await self._hydrate(result)
+        call = await self._stage_request(CallOptions.of(locals()))
+        result = await self.run(call.request)
+        return await self._hydrate(result, call.output)
 
-    async def _stage_request(
-        self, options: CallOptions, *, stream: bool = False
-    ) -> GenerationInput:
-        """Render the prompt here, stage its text in PostgreSQL, return the ids-only input.
+    async def _stage_request(self, options: CallOptions, *, stream: bool = False) -> BuiltCall:
+        """Render the prompt here, stage its text in PostgreSQL, return the built call.
 
         Everything is validated before anything is written: the request (a
         `ConfigurationError`), the text (`ThreadError("invalid_message")` for text PostgreSQL
@@ -198,11 +209,12 @@ class Runtime:
             default_attempt_policy=self._attempt_policy,
             default_approval_timeout=self._approval_timeout,
         )
-        return await stage_call(call, self._generations)
+        await stage_call(call, self._generations)
+        return call
 
     async def stream(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,
@@ -220,6 +232,7 @@ class Runtime:
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
         approval_timeout_seconds: int | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -230,14 +243,15 @@ class Runtime:
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
-        request = await self._stage_request(CallOptions.of(locals()), stream=True)
+        call = await self._stage_request(CallOptions.of(locals()), stream=True)
+        request = call.request
         outcome = asyncio.ensure_future(await_result(await self._start(request)))
         key = generation_key(request.generation_id, request.thread_id)
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
                 yield update
         result = await stored_result(self._generations, outcome.result())
-        yield StreamCommitted(generation=await self._hydrate(result))
+        yield StreamCommitted(generation=await self._hydrate(result, call.output))
 
     async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
@@ -307,7 +321,7 @@ class Runtime:
 
     async def preview(
         self,
-        prompt: Prompt | str,
+        prompt: Prompt | Agent | str,
         *,
         input: Any = None,
         thread: object | None = None,
@@ -318,6 +332,7 @@ class Runtime:
         max_output_tokens: int | None = None,
         owner: str = "main",
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> Preview:
         """Tell whether a generation would fit, without side effects.
 
@@ -334,56 +349,10 @@ class Runtime:
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
 
-    async def pending_approvals(
-        self,
-        generation_id: str | None = None,
-        *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
-    ) -> list[PendingApproval]:
-        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
+    async def _load(self, finished: Finished, output: Output | None = None) -> Generation:
+        return await self._hydrate(await stored_result(self._generations, finished), output)
 
-        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
-        """
-        target = approval_workflow_id(generation_id, thread, workflow_id)
-        return await pending_approvals(self._client, target)
-
-    async def approve(
-        self,
-        call_id: str,
-        generation_id: str | None = None,
-        *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
-    ) -> None:
-        """Let a pending tool call run.
-
-        Raises:
-            ConfigurationError: The run does not wait on that call (or on any).
-        """
-        target = approval_workflow_id(generation_id, thread, workflow_id)
-        await decide(self._client, target, call_id, approve=True, reason_code=None)
-
-    async def deny(
-        self,
-        call_id: str,
-        generation_id: str | None = None,
-        *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
-        reason_code: str | None = None,
-    ) -> None:
-        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
-
-        `reason_code` is a short identifier the model sees (`denied` when omitted).
-
-        Raises:
-            ConfigurationError: An invalid reason code, or the run does not wait on that call.
-        """
-        target = approval_workflow_id(generation_id, thread, workflow_id)
-        await decide(self._client, target, call_id, approve=False, reason_code=reason_code)
-
-    async def _hydrate(self, result: GenerationResult) -> Generation:
+    async def _hydrate(self, result: GenerationResult, output: Output | None = None) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
             [message] = await self._threads.load_messages(
                 result.thread_id, [result.output_message_id]
@@ -395,4 +364,5 @@ class Runtime:
             if staged is None:
                 raise ThreadError("not_found", "the generation's output is no longer stored")
             message = staged.message
-        return Generation(text=message.text, message=message, result=result)
+        value = output.parse(message.text) if output is not None else None
+        return Generation(text=message.text, message=message, result=result, output=value)

@@ -66,6 +66,7 @@ from planner.receipt import (
     RequestInspection,
     RequestReceipt,
     SettingsRecord,
+    StepPreparation,
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
@@ -140,6 +141,7 @@ __all__ = [
     "SettingsRecord",
     "Source",
     "SourceGroup",
+    "StepPreparation",
     "Summarizable",
     "SummaryChunk",
     "SupportRequestRecord",

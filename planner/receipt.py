@@ -72,6 +72,40 @@ class Diagnostic(FrozenModel):
     message: str
 
 
+class StepPreparation(FrozenModel):
+    """What a registered hook decided for one provider call (content-free).
+
+    Attributes:
+        hook: The hook's registered name.
+        kind: `step` (`prepare_step`) or `invocation` (`prepare_invocation`).
+        reason: Why the call was made (`initial`, `tool-round`, `validation-retry`,
+            `overflow-recovery`; `invocation`).
+        step: The provider call's number within the generation (1-based).
+        overridden: Names of the fields the hook overrode (empty: it changed nothing).
+        model: The overriding model id, when overridden.
+        tool_choice: The overriding tool choice, when overridden.
+        active_tools: The tools offered on this call, when narrowed.
+        max_output_tokens: The overriding output reserve, when overridden.
+        input_budget_optimize_at: The budget's soft watermark, when the budget was overridden.
+        input_budget_max: Its strict max, when the budget was overridden.
+        new_epoch: Whether this call opened a new planning epoch (its model or budget
+            differ from the previous call's), so reduced contributors could re-expand.
+    """
+
+    hook: str
+    kind: Literal["step", "invocation"] = "step"
+    reason: str
+    step: int
+    overridden: tuple[str, ...] = ()
+    model: str | None = None
+    tool_choice: str | None = None
+    active_tools: tuple[str, ...] | None = None
+    max_output_tokens: int | None = None
+    input_budget_optimize_at: int | None = None
+    input_budget_max: int | None = None
+    new_epoch: bool = False
+
+
 class SettingsRecord(FrozenModel):
     """The model settings a request was sent with, as content-free values.
 
@@ -111,6 +145,9 @@ class RequestReceipt(FrozenModel):
         summary_path: Which path prepared the managed-history summary sent with this
             request: `portable` (core-managed support calls) or `provider-native`; `None`
             when no summary was sent.
+        agent_id: The agent the generation ran, if any.
+        preparations: The hook decisions that shaped this call (`prepare_invocation`
+            first, then `prepare_step`); empty when no hook is named.
         settings: The model settings sent with the request; `None` when none were set.
     """
 
@@ -124,6 +161,8 @@ class RequestReceipt(FrozenModel):
     previous_request_id: str | None = None
     previous_reason: str | None = None
     summary_path: SummaryPath | None = None
+    agent_id: str | None = None
+    preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
 
 

@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from crux._worker import build_worker, worker_resources
 from crux.config import Settings
+from crux.hooks import StepHook
 from crux.prompts import Prompt
 from crux.runtime import Runtime
 from crux.tools import Tool
@@ -55,11 +56,14 @@ async def new_worker(
     prompts: Iterable[Prompt] = (),
     default_model: str = "offline:echo",
     tools: Iterable[Tool] = (),
+    hooks: Iterable[StepHook] = (),
 ) -> AsyncGenerator[RunningWorker]:
     """Run a real worker on a unique task queue for the duration of the block."""
     task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
     settings = settings.model_copy(update={"task_queue": task_queue})
-    async with worker_resources(settings, pool=pool, prompts=prompts, tools=tools) as activities:
+    async with worker_resources(
+        settings, pool=pool, prompts=prompts, tools=tools, hooks=hooks
+    ) as activities:
         worker = build_worker(client, task_queue=task_queue, activities=activities)
         async with worker:
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=default_model)

@@ -32,6 +32,16 @@ def test_crux_exports_are_pinned() -> None:
         "ThreadError",
         "history",
         "prompt",
+        "Agent",
+        "Output",
+        "OutputValidationError",
+        "output",
+        "PreparationError",
+        "StepContext",
+        "StepHook",
+        "StepOverrides",
+        "agent",
+        "step_hook",
     }
 
 

@@ -12,6 +12,7 @@ CruxError
 ├── RequestCompositionError(code)                the request cannot be planned legally
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
 ├── StorageUnavailableError                     PostgreSQL could not be reached
+├── PreparationError(code)                       a step or invocation hook failed
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -109,6 +110,8 @@ class ErrorType(StrEnum):
     CONTEXT_TOO_LONG = "ContextOverflowError"
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
+    PREPARATION = "PreparationError"
+    OUTPUT_VALIDATION = "OutputValidationError"
 
 
 class ThreadError(CruxError):
@@ -354,6 +357,43 @@ class GenerationFailedError(CruxError):
         self.reason = reason
 
 
+class PreparationError(CruxError):
+    """A registered `prepare_step` or `prepare_invocation` hook failed; nothing was sent.
+
+    Attributes:
+        code: `hook_failed` (the hook raised) or `hook_not_registered` (no hook of that
+            name on the worker).
+    """
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class OutputValidationError(CruxError):
+    """Every reply of a structured-output generation failed validation; nothing was committed.
+
+    Attributes:
+        defects: Where the last rejected reply failed, as `path: kind` (for example
+            `$.items[0].price: type`); never the reply's values.
+        attempts: Provider calls whose replies were rejected.
+        request_id: The last rejected request.
+    """
+
+    def __init__(
+        self,
+        defects: tuple[str, ...],
+        *,
+        attempts: int = 0,
+        request_id: str | None = None,
+    ):
+        shown = ", ".join(defects[:4]) + (", ..." if len(defects) > 4 else "")
+        super().__init__(f"the reply failed output validation {attempts} time(s): {shown}")
+        self.defects = defects
+        self.attempts = attempts
+        self.request_id = request_id
+
+
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
@@ -361,6 +401,8 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "OutputValidationError",
+    "PreparationError",
     "ProviderAuthError",
     "ProviderConnectionError",
     "ProviderError",

@@ -133,3 +133,68 @@ def turn_message_id(generation_id: str, index: int) -> str:
 def assistant_message_id(generation_id: str) -> str:
     """The id of a generation's final assistant message (the last of its committed turn)."""
     return f"gen:{generation_id}:assistant"
+
+
+MAX_PARALLEL_ID_LENGTH = 200
+"""Longest accepted `Runtime.parallel` id, in characters."""
+
+MAX_MEMBER_NAME_LENGTH = 64
+"""Longest accepted name of a parallel member, in characters."""
+
+# Byte budgets that keep a member's workflow id (`<parent id>/<member>`) inside Temporal's
+# limit whatever the parallel id and the member name encode to.
+_PARALLEL_ID_BUDGET = 600
+_MEMBER_SEGMENT_BUDGET = MAX_WORKFLOW_ID_BYTES - _PARALLEL_ID_BUDGET - 1
+
+
+def _digest(*parts: str) -> str:
+    return "sha256-" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def parallel_workflow_id(parallel_id: str) -> str:
+    """The workflow id of a parallel run: `crux/parallel/<parallel id>`.
+
+    The id is percent-encoded; one that would not fit its byte budget becomes
+    `crux/parallel/sha256-<digest>` (a readable id never starts so: `sha256-` ids are
+    hex, and readable ones that look alike are hashed too, so the two forms never meet).
+    """
+    encoded = encode_id_component(parallel_id)
+    readable = f"crux/parallel/{encoded}"
+    if len(readable.encode()) <= _PARALLEL_ID_BUDGET and not encoded.startswith("sha256-"):
+        return readable
+    return f"crux/parallel/{_digest(parallel_id)}"
+
+
+def parallel_member_workflow_id(parallel_id: str, member: str) -> str:
+    """The workflow id of one member of a parallel run, under its parent's id.
+
+    `crux/parallel/<parallel id>/<member>`, each component percent-encoded (a member name
+    that would not fit its budget is replaced by `sha256-<digest>`), so the id is
+    deterministic, unique per member and within Temporal's limit.
+    """
+    return member_workflow_id(parallel_workflow_id(parallel_id), member)
+
+
+def member_workflow_id(parent_workflow_id: str, member: str) -> str:
+    """The workflow id of a composition member under its parent's workflow id.
+
+    `<parent id>/<member>`, the name percent-encoded (or `sha256-<digest>` when it would not
+    fit its budget).
+    """
+    segment = encode_id_component(member)
+    if len(segment.encode()) > _MEMBER_SEGMENT_BUDGET or segment.startswith("sha256-"):
+        segment = _digest(member)
+    return f"{parent_workflow_id}/{segment}"
+
+
+def parallel_member_generation_id(parallel_id: str, member: str) -> str:
+    """The generation id of one member of a parallel run (its idempotency key).
+
+    `<parallel id>/<member>`, both percent-encoded, so that running the same parallel id
+    again replays each member's committed turn instead of producing another; a pair too
+    long for a generation id becomes `parallel-sha256-<digest>`.
+    """
+    readable = f"{encode_id_component(parallel_id)}/{encode_id_component(member)}"
+    if len(readable) <= MAX_GENERATION_ID_LENGTH and not readable.startswith("parallel-sha256-"):
+        return readable
+    return f"parallel-{_digest(parallel_id, member)}"

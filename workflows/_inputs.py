@@ -19,7 +19,7 @@ from contracts.activities import (
 from contracts.generation import GenerationInput, StepFigures, request_fingerprint
 from contracts.settings import ToolPolicySpec
 from planner import SealedPlan, source_ids
-from vocabulary.ids import workflow_id_for
+from vocabulary.ids import member_workflow_id, workflow_id_for
 from workflows._planning import all_sources, read_bound, selected_sources
 from workflows._progress import TurnProgress
 
@@ -37,6 +37,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         messages_ref=request.messages_ref,
         history=request.history,
         tools=request.tools,
+        output_schema=request.output.json_schema if request.output else None,
         context_source_ids=[
             source for contributor in request.contributors for source in source_ids(contributor)
         ],
@@ -91,6 +92,7 @@ def invoke_input(
         turn_messages=progress.turn_messages,
         stream=request.stream,
         settings=request.settings,
+        output_schema=request.output.json_schema if request.output else None,
     )
 
 
@@ -132,7 +134,12 @@ def commit_input(
     """
     return CommitTurnInput(
         generation_id=request.generation_id,
-        workflow_id=workflow_id_for(request.generation_id, request.thread_id),
+        # A composition member runs under its parent's id, not the generation's own.
+        workflow_id=(
+            member_workflow_id(request.composition.parent_workflow_id, request.composition.member)
+            if request.composition is not None
+            else workflow_id_for(request.generation_id, request.thread_id)
+        ),
         thread_id=request.thread_id,
         owner=request.owner,
         expected_head=read.head,

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummary,
         RecoverOverflow,
         Replan,
+        RetryValidation,
         RunTools,
         Seal,
         next_action,
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         discard_after,
         validated,
     )
+    from workflows._hooks import StepHooks
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
@@ -155,9 +157,16 @@ class ManagedGenerationWorkflow:
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         read = await self._read(request)
         progress = TurnProgress()
+        hooks = StepHooks(request)
+        if hooks.named and read.existing is None:
+            await hooks.prepare_invocation(self._stages)
         while read.existing is None:
-            sealed = await self._seal(request, read, progress)
-            outcome, invoked, failure = await self._dispatch(request, read, sealed, progress)
+            # The input as this provider call sees it: the request itself unless a hook
+            # overrode something for the call.
+            step = await hooks.before_step(self._stages, progress) if hooks.named else request
+            step_read = hooks.read_for(read, step)
+            sealed = hooks.receipted(await self._seal(step, step_read, progress), progress)
+            outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
             if outcome == "revision-moved":
                 progress.supersede(sealed)
             action = next_action(
@@ -170,6 +179,10 @@ class ManagedGenerationWorkflow:
                     max_tool_rounds=request.max_tool_rounds,
                     replans=len(progress.superseded),
                     on_revision_moved=request.on_revision_moved,
+                    rejections=progress.rejections + (outcome == "invalid-output"),
+                    max_validation_retries=request.output.max_retries if request.output else 0,
+                    defects=tuple(invoked.defects) if invoked else (),
+                    request_id=sealed.request_id,
                 )
             )
             if isinstance(action, Fail):
@@ -179,6 +192,12 @@ class ManagedGenerationWorkflow:
             if isinstance(action, RecoverOverflow):
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
+                hooks.reason = "overflow-recovery"
+            elif isinstance(action, RetryValidation) and invoked is not None:
+                # The reply failed validation and was never staged: plan a new call.
+                progress.rejections = action.retry
+                progress.reject(sealed, invoked)
+                hooks.reason = "validation-retry"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
                 progress.replan(sealed, action.reason)
@@ -189,9 +208,10 @@ class ManagedGenerationWorkflow:
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
                 await run_tools(
-                    self._stages, self._approvals, request, invoked, progress, read.tool_policies
+                    self._stages, self._approvals, step, invoked, progress, read.tool_policies
                 )
                 progress.next_step(sealed)
+                hooks.reason = "tool-round"
         # The generation id was committed before: return what that commit published.
         self._stages.set(Stage.COMPLETED)
         return read.existing
@@ -323,7 +343,9 @@ class ManagedGenerationWorkflow:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
             raise
-        return ("revision-moved" if invoked.revision_moved else "answered"), invoked, None
+        if invoked.revision_moved:
+            return "revision-moved", invoked, None
+        return ("invalid-output" if invoked.defects else "answered"), invoked, None
 
     async def _record(self, request: GenerationInput, sealed: SealedPlan) -> None:
         """Store the plan's receipt and inspection before its attempt.

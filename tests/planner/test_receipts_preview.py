@@ -59,6 +59,8 @@ def test_151_receipt_json_round_trips_without_inspection() -> None:
         "previous_request_id",
         "previous_reason",
         "summary_path",
+        "agent_id",
+        "preparations",
         "settings",
     }
     assert RequestReceipt.model_validate_json(receipt.model_dump_json()) == receipt

@@ -30,7 +30,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from tests.helpers import new_worker, settings_for
-from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
@@ -44,7 +44,7 @@ def _recorded() -> list[Path]:
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
     replayer = Replayer(
-        workflows=[ManagedGenerationWorkflow, SummaryWorkflow],
+        workflows=[ManagedGenerationWorkflow, SummaryWorkflow, ParallelGenerationWorkflow],
         data_converter=pydantic_data_converter,
     )
     await replayer.replay_workflow(history)
