@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
 from vocabulary.commits import ThreadCommit, WireModel
@@ -170,6 +171,9 @@ class GenerationInput(WireModel):
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
+        output: The shape the final answer must take (a JSON schema sent natively to the
+            provider, validated after each answer, retried while retries remain);
+            `None` accepts any answer.
     """
 
     generation_id: str
@@ -199,6 +203,7 @@ class GenerationInput(WireModel):
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
     composition: CompositionSpec | None = None
+    output: OutputSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod

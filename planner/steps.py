@@ -9,7 +9,8 @@ way every time. Two moments ask for a decision:
   a later turn needs, when the policy asks for one).
 - `Dispatched`: after the sealed plan was handed to the provider. The turn commits, runs
   its tool calls, re-plans because the Thread moved before anything was sent, recovers once
-  from a provider that says the request is too long, or fails typed.
+  from a provider that says the request is too long, asks again for an answer that failed
+  the requested output schema (while validation retries remain), or fails typed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from planner.seal import (
     plan,
 )
 from planner.sealed import Preparation, SealedPlan
-from vocabulary.errors import CruxError, RequestCompositionError, ThreadError
+from vocabulary.errors import (
+    CruxError,
+    OutputFailure,
+    OutputValidationError,
+    RequestCompositionError,
+    ThreadError,
+)
 
 OVERFLOW_RECOVERY_FACTOR = 0.85
 """A provider that says "too long" despite our measurement gets exactly one linked retry
@@ -80,6 +87,12 @@ class Dispatched:
         max_tool_rounds: Tool rounds allowed before an answer is required.
         replans: Revision-moved rounds so far, this one included.
         on_revision_moved: The caller's choice when the Thread moves before dispatch.
+        validation: How the staged final answer fared against the output schema:
+            `passed`, `failed`, or `None` when no schema was asked for (or the answer is
+            a tool round).
+        validation_failures: `(path, kind)` pairs of a failed validation.
+        rejected: Answers rejected by validation in this generation, this one included.
+        max_output_retries: Validation retries allowed after a rejected answer.
     """
 
     outcome: DispatchOutcome
@@ -90,6 +103,10 @@ class Dispatched:
     max_tool_rounds: int = 0
     replans: int = 0
     on_revision_moved: Literal["replan", "fail"] = "replan"
+    validation: Literal["passed", "failed"] | None = None
+    validation_failures: tuple[OutputFailure, ...] = ()
+    rejected: int = 0
+    max_output_retries: int = 0
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -153,6 +170,20 @@ class RunTools:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryValidation:
+    """Discard the rejected answer and plan a new, linked attempt (`validation-retry`).
+
+    Attributes:
+        failures: Where and how the rejected answer failed (paths and kinds only).
+        retry: Which validation retry this is (1 for the first).
+    """
+
+    failures: tuple[OutputFailure, ...]
+    retry: int
+    kind: Literal["retry-validation"] = "retry-validation"
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Publish the accepted turn."""
 
@@ -180,7 +211,7 @@ class Fail:
 PlanningAction = Seal | PrepareSummary | CountAuthoritatively | Fail
 """What the workflow does before a provider call."""
 
-DispatchAction = RecoverOverflow | Replan | RunTools | Commit | Fail
+DispatchAction = RecoverOverflow | Replan | RunTools | RetryValidation | Commit | Fail
 """What the workflow does after a dispatch."""
 
 Action = PlanningAction | DispatchAction
@@ -272,4 +303,8 @@ def _after_dispatch(state: Dispatched) -> DispatchAction:
         return Replan("revision-moved")
     if state.tool_calls and state.tool_rounds < state.max_tool_rounds:
         return RunTools(state.tool_calls)
+    if state.validation == "failed":
+        if state.rejected <= state.max_output_retries:
+            return RetryValidation(state.validation_failures, state.rejected)
+        return Fail(OutputValidationError(state.validation_failures, attempts=state.rejected))
     return Commit()

@@ -13,6 +13,7 @@ CruxError
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
 ├── StorageUnavailableError                     PostgreSQL could not be reached
 ├── PreparationError(code)                       a step or invocation hook failed
+├── OutputValidationError(failures)              answers kept failing the output schema
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -111,6 +112,7 @@ class ErrorType(StrEnum):
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
+    OUTPUT_VALIDATION = "OutputValidationError"
 
 
 class ThreadError(CruxError):
@@ -369,6 +371,44 @@ class PreparationError(CruxError):
         self.code = code
 
 
+OutputFailure = tuple[str, str]
+"""One validation failure: the JSON path of the offending place (`$.items[2].price`) and
+the kind of failure (`type`, `required`, `enum`, `json`, ...); never the value found."""
+
+MAX_REPORTED_FAILURES = 16
+"""Failures kept on an error; an answer can fail in many places, the first ones suffice."""
+
+
+class OutputValidationError(CruxError):
+    """The model's answers kept failing the requested output schema.
+
+    Every rejected answer was discarded (never committed); the error names where and how
+    the last one failed, never what it said.
+
+    Attributes:
+        failures: `(path, kind)` pairs of the last rejected answer.
+        attempts: Answers rejected in this generation.
+        request_id: The planned request whose answer was rejected last, if known.
+    """
+
+    def __init__(
+        self,
+        failures: tuple[OutputFailure, ...] | list[OutputFailure],
+        *,
+        attempts: int = 1,
+        request_id: str | None = None,
+    ):
+        kept = tuple(
+            (str(path), str(kind)) for path, kind in list(failures)[:MAX_REPORTED_FAILURES]
+        )
+        where = ", ".join(f"{path} ({kind})" for path, kind in kept) or "unknown"
+        super().__init__(f"output_invalid: after {attempts} rejected answer(s): {where}")
+        self.code = "output_invalid"
+        self.failures: tuple[OutputFailure, ...] = kept
+        self.attempts = attempts
+        self.request_id = request_id
+
+
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
@@ -376,6 +416,8 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "OutputFailure",
+    "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",
     "ProviderConnectionError",
