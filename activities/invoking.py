@@ -18,6 +18,7 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
+from activities._output import answer_from_output_tool, structured_output_of
 from activities._providers import ProviderRegistry, sampling_fields
 from activities._registries import ToolLookup
 from activities._streaming import stream_to_staging
@@ -31,6 +32,7 @@ from contracts.activities import (
 from contracts.generation import Usage
 from planner import ModelCatalog
 from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, TokenCounter
+from providers.structured import validate_answer
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
@@ -167,8 +169,15 @@ class ModelInvoker:
             tools=[t.spec for t in self._tools.require(request.tools)],
             tool_choice=request.tool_choice if request.tools else None,
             **sampling_fields(request.settings, request.model),
+            structured_output=structured_output_of(request.output),
         )
-        if request.stream and isinstance(provider, StreamingChatProvider):
+        # A structured answer is not streamed: deltas of an answer that may be rejected
+        # would reach PostgreSQL before validation.
+        if (
+            request.stream
+            and request.output is None
+            and isinstance(provider, StreamingChatProvider)
+        ):
             response = await stream_to_staging(
                 provider, chat_request, request, self._generations, sources
             )
@@ -179,6 +188,8 @@ class ModelInvoker:
             role="assistant",
             content=response.message.content,
         )
+        if request.output is not None:
+            output = answer_from_output_tool(output, request.output, request.tools)
         if output.tool_calls and (request.tool_choice == "none" or not request.tools):
             # The model called tools it was told not to use: keep its text, drop the calls,
             # so the turn still ends in an answer the Thread can accept.
@@ -213,6 +224,25 @@ class ModelInvoker:
             # Same content as the output, already counted.
             turn_tokens=output_tokens if call_message is not None else 0,
         )
+        if request.output is not None and call_message is None:
+            failures = validate_answer(output.text, request.output)
+            result = result.model_copy(
+                update={
+                    "validation": "failed" if failures else "passed",
+                    "validation_failures": list(failures),
+                }
+            )
+            if failures:
+                # The rejected answer is never staged: its text reaches neither PostgreSQL
+                # nor the workflow; only where and how it failed does.
+                await self._refuse_if_sources_redacted(request, sources)
+                _log.info(
+                    "provider.attempt.output_rejected",
+                    generation_id=request.generation_id,
+                    attempt=request.attempt,
+                    failures=len(failures),
+                )
+                return result
         await self._stage_answer(request, _Answer(output, call_message, result, tuple(sources)))
         await self._refuse_if_sources_redacted(request, sources)
         _log.info(

@@ -219,7 +219,11 @@ class RequestReader:
             store_counts=True,
         )
         policies = self._tool_policies(request.tools) if self._tool_policies else {}
-        return read.model_copy(update={"profile": profile, "tool_policies": policies})
+        update: dict[str, object] = {"profile": profile, "tool_policies": policies}
+        if request.output_schema is not None:
+            counter = TokenCounter.for_encoding(profile.encoding)
+            update["output_schema_tokens"] = counter.count_definition(request.output_schema)
+        return read.model_copy(update=update)
 
 
 def _log_override(

@@ -13,6 +13,7 @@ from contracts.generation import (
     SummaryStrategy,
     Usage,
 )
+from contracts.output import OutputSpec
 from contracts.settings import ModelSettingsSpec, ToolPolicySpec
 from planner import (
     HistoryAggregate,
@@ -60,6 +61,8 @@ class ReadRequestInput(CompactWireModel):
     fingerprint: str | None = None
     """Content-free fingerprint of the request when the workflow can compute it (inline
     input); a reused generation id with another fingerprint is `identity_conflict`."""
+    output_schema: str | None = None
+    """The requested output schema as sent (compact JSON), to size with the tokenizer."""
 
 
 class ReadRequestResult(CompactWireModel):
@@ -97,6 +100,8 @@ class ReadRequestResult(CompactWireModel):
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
     """Tokens of the offered tools' schemas."""
+    output_schema_tokens: int = 0
+    """Tokens of the requested output schema (sent with every call)."""
     tool_policies: dict[str, ToolPolicySpec] = {}
     """Retry and timeout policies declared with the offered tools on this worker (the
     generation input's own policies take precedence)."""
@@ -133,6 +138,8 @@ class InvokeModelInput(CompactWireModel):
     """Write provider deltas to PostgreSQL as they arrive."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
+    output: OutputSpec | None = None
+    """The answer's schema: sent natively, and a final answer is validated against it."""
 
 
 class InvokeModelResult(CompactWireModel):
@@ -148,6 +155,10 @@ class InvokeModelResult(CompactWireModel):
     revision_moved: bool = False
     """The Thread moved after the read and nothing was staged for the attempt: no provider
     call was made, and the workflow reads the new revision (or fails, if asked to)."""
+    validation: Literal["passed", "failed"] | None = None
+    """How a final answer fared against the requested output schema (`None`: none asked)."""
+    validation_failures: list[tuple[str, str]] = []
+    """`(path, kind)` pairs of a rejected answer; the answer itself was discarded."""
     tool_names: list[str] = []
     """Tool name of each call in `tool_call_ids`, when it names a tool offered to the
     model; `""` for a name the model invented (it could carry anything it was shown)."""

@@ -16,6 +16,8 @@ from contracts.generation import (
     Usage,
 )
 from contracts.hooks import StepContext, StepOverrides
+from contracts.output import OutputSpec
+from contracts.output import output_spec_from as output_spec
 from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
@@ -63,6 +65,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OutputValidationError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -101,6 +104,8 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "OutputSpec",
+    "OutputValidationError",
     "ParallelRun",
     "PreparationError",
     "Prompt",
@@ -148,6 +153,7 @@ __all__ = [
     "merge_settings",
     "model_settings",
     "offloadable",
+    "output_spec",
     "prefer",
     "prompt",
     "step_hook",

@@ -19,6 +19,7 @@ from vocabulary.errors import (
     CruxError,
     ErrorType,
     GenerationFailedError,
+    OutputValidationError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -45,11 +46,14 @@ class Generation:
         text: The final assistant text.
         message: The final assistant message.
         result: The workflow's content-free result.
+        output: The structured answer when `output=` was given: an instance of the
+            pydantic model, or the parsed JSON value for a JSON schema; `None` otherwise.
     """
 
     text: str
     message: Message
     result: GenerationResult
+    output: Any = None
 
     @property
     def generation_id(self) -> str:
@@ -203,10 +207,23 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
         return GenerationFailedError("internal", cause.message)
     if kind == ErrorType.PREPARATION:
         return PreparationError(code or "hook_failed", message)
+    if kind == ErrorType.OUTPUT_VALIDATION:
+        return _output_error(details)
     provider_type = _PROVIDER_TYPES.get(kind or "")
     if provider_type is not None:
         return _provider_error(provider_type, cause, details)
     return None
+
+
+def _output_error(details: ErrorDetails) -> OutputValidationError:
+    """Rebuild an output validation failure from its paths and kinds."""
+    raw = details.diagnostics.get("failures")
+    pairs: list[tuple[str, str]] = []
+    for item in raw if isinstance(raw, list) else []:  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(item, list) and len(item) == 2:  # pyright: ignore[reportUnknownArgumentType]
+            pairs.append((str(item[0]), str(item[1])))  # pyright: ignore[reportUnknownArgumentType]
+    attempts = details.diagnostics.get("attempts")
+    return OutputValidationError(pairs, attempts=attempts if isinstance(attempts, int) else 1)
 
 
 def _provider_error(

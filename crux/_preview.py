@@ -49,7 +49,12 @@ async def preview_read(
         summaries=summaries,
         store_counts=False,
     )
-    return read.model_copy(update={"profile": profile})
+    update: dict[str, object] = {"profile": profile}
+    if request.output is not None:
+        # Sized exactly as the read stage sizes it, so preview and first receipt agree.
+        counter = TokenCounter.for_encoding(profile.encoding)
+        update["output_schema_tokens"] = counter.count_definition(request.output.schema_text())
+    return read.model_copy(update=update)
 
 
 async def preview_call(

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from activities.rendering import RenderedTurn, render_turn
 from contracts.generation import (
@@ -25,6 +25,7 @@ from contracts.generation import (
     InputBudgetSpec,
     request_fingerprint,
 )
+from contracts.output import OutputSpec, output_spec_from
 from contracts.settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -34,7 +35,7 @@ from contracts.settings import (
     merge_settings,
 )
 from crux.agents import Agent, agent_prompt
-from crux.prompts import Prompt, normalise_messages
+from crux.prompts import Prompt, normalise_messages, output_model_of
 from crux.prompts import prompt as define_prompt
 from storage import GenerationStore
 from storage.threads._validate import check_storable
@@ -74,6 +75,7 @@ class CallOptions:
     storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
+    output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -157,6 +159,7 @@ class CallOptions:
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
             ),
             tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
+            output=output_spec_from(self.output) if self.output is not None else prompt.output,
         )
         turn = render_turn(
             prompt,
@@ -175,7 +178,14 @@ class CallOptions:
         for message in [*(caller or ()), *(declared or ())]:
             check_storable(message, thread_id=thread_id)
         return BuiltCall(
-            prompt=prompt, request=request, turn=turn, caller=caller, declared=declared
+            prompt=prompt,
+            request=request,
+            turn=turn,
+            caller=caller,
+            declared=declared,
+            output_model=(
+                output_model_of(self.output) if self.output is not None else prompt.output_model
+            ),
         )
 
 
@@ -189,6 +199,7 @@ class BuiltCall:
         turn: The rendered user turn, system text and context sources.
         caller: Call-site messages, when given (they shadow everything else).
         declared: Prompt-level messages, when they shadow the Thread.
+        output_model: The pydantic model the structured answer is parsed into, if any.
     """
 
     prompt: Prompt
@@ -196,6 +207,7 @@ class BuiltCall:
     turn: RenderedTurn
     caller: list[Message] | None
     declared: list[Message] | None
+    output_model: type[BaseModel] | None = None
 
     @property
     def transcript(self) -> list[Message] | None:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
+from contracts.output import OutputSpec, output_spec_from
 from contracts.settings import ModelSettingsSpec, as_settings
 from crux.context import ContextContributor, check_id
 from crux.tools import Tool
@@ -65,6 +66,8 @@ class Prompt:
             call-site messages) for every invocation of this prompt; `None` when unset.
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
+        output: The structured answer's shape (a call's `output=` replaces it).
+        output_model: The pydantic model the answer is parsed into, when one was given.
     """
 
     id: str
@@ -77,6 +80,8 @@ class Prompt:
     tools: tuple[Tool, ...] = ()
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
+    output: OutputSpec | None = None
+    output_model: type[BaseModel] | None = None
 
 
 def prompt(
@@ -88,6 +93,7 @@ def prompt(
     input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+    output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -105,6 +111,9 @@ def prompt(
             they are the transcript and the Thread is neither read nor committed.
         settings: Model settings (`crux.model_settings(...)` or a mapping of temperature,
             top_p, stop, seed and extra).
+        output: The shape of the answer: a pydantic model class (the result's `output`
+            is then an instance of it) or a JSON schema mapping (a parsed value). It is
+            sent natively to the provider, and an answer that fails it is retried.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -165,7 +174,16 @@ def prompt(
         tools=tuple(tools),
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
+        output=None if output is None else output_spec_from(output),
+        output_model=output_model_of(output),
     )
+
+
+def output_model_of(output: object) -> type[BaseModel] | None:
+    """The pydantic model class of an `output=` value, if it is one."""
+    if isinstance(output, type) and issubclass(output, BaseModel):
+        return output
+    return None
 
 
 def normalise_messages(messages: Sequence[Message | Mapping[str, Any]]) -> tuple[Message, ...]:

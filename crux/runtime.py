@@ -13,6 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -29,6 +30,7 @@ from contracts.generation import (
     HistorySpec,
     InputBudgetSpec,
 )
+from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._outcomes import (
     Finished,
@@ -40,6 +42,7 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
+from crux._output import output_model_for, with_output
 from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
 from crux._request import CallOptions, stage_call
@@ -137,6 +140,7 @@ class Runtime(ParallelRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -166,15 +170,20 @@ class Runtime(ParallelRuns):
                 mapping), merged field by field over the prompt's.
             attempt_policy: Retry and timeout of this call's provider attempts, merged
                 field by field over the runtime's.
+            output: The answer's shape for this call (a pydantic model class or a JSON
+                schema mapping; replaces the prompt's): sent natively to the provider,
+                validated in the worker, retried while `max_retries` remain; the result's
+                `output` is the parsed value.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
         """
-        request = await self._stage_request(CallOptions.of(locals()))
+        options = CallOptions.of(locals())
+        request = await self._stage_request(options)
         result = await self.run(request)
-        return await self._hydrate(result)
+        return with_output(await self._hydrate(result), request, output_model_for(options))
 
     async def _stage_request(
         self, options: CallOptions, *, stream: bool = False
@@ -210,6 +219,7 @@ class Runtime(ParallelRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -220,14 +230,18 @@ class Runtime(ParallelRuns):
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
-        request = await self._stage_request(CallOptions.of(locals()), stream=True)
+        options = CallOptions.of(locals())
+        request = await self._stage_request(options, stream=True)
         outcome = asyncio.ensure_future(await_result(await self._start(request)))
         key = generation_key(request.generation_id, request.thread_id)
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
                 yield update
         result = await stored_result(self._generations, outcome.result())
-        yield StreamCommitted(generation=await self._hydrate(result))
+        generation = await self._hydrate(result)
+        yield StreamCommitted(
+            generation=with_output(generation, request, output_model_for(options))
+        )
 
     async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
@@ -308,6 +322,7 @@ class Runtime(ParallelRuns):
         max_output_tokens: int | None = None,
         owner: str = "main",
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None,
     ) -> Preview:
         """Tell whether a generation would fit, without side effects.
 

@@ -38,6 +38,9 @@ def test_crux_exports_are_pinned() -> None:
         "StepOverrides",
         "agent",
         "step_hook",
+        "OutputSpec",
+        "OutputValidationError",
+        "output_spec",
     }
 
 

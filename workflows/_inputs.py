@@ -43,6 +43,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         max_input_tokens=read_bound(request.model, request),
         input_budget=request.input_budget,
         max_output_tokens=request.max_output_tokens,
+        output_schema=request.output.schema_text() if request.output else None,
         # The reader bounds the skeleton with the worker's own catalog (custom profiles).
         derive_ceiling=True,
         # Inline input is in the workflow input already: its fingerprint lets the read
@@ -91,6 +92,7 @@ def invoke_input(
         turn_messages=progress.turn_messages,
         stream=request.stream,
         settings=request.settings,
+        output=request.output,
     )
 
 

@@ -33,6 +33,8 @@ class TurnProgress:
         """One record per provider call that answered (its receipt is stored by request id)."""
         self.superseded: list[str] = []
         """Request ids of plans never sent because the Thread moved first."""
+        self.rejected = 0
+        """Answers rejected by output validation so far (each discarded, never staged)."""
 
     @property
     def replans(self) -> int:
@@ -84,6 +86,11 @@ class TurnProgress:
         self.previous_request_id = sealed.request_id
         self.epoch = sealed.epoch
         self.attempt += 1
+
+    def retry_validation(self, sealed: SealedPlan) -> None:
+        """Plan a new attempt after `sealed`'s answer failed validation, linked to it."""
+        self.next_step(sealed)
+        self.previous_reason = "validation-retry"
 
     def replan(self, sealed: SealedPlan, reason: str) -> None:
         """Plan the same attempt again, linked to `sealed`, which was never sent."""

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummary,
         RecoverOverflow,
         Replan,
+        RetryValidation,
         RunTools,
         Seal,
         next_action,
@@ -138,6 +139,9 @@ class ManagedGenerationWorkflow:
             outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
             if outcome == "revision-moved":
                 progress.supersede(sealed)
+            validation = invoked.validation if invoked is not None else None
+            if validation == "failed":
+                progress.rejected += 1
             action = next_action(
                 Dispatched(
                     outcome=outcome,
@@ -148,6 +152,12 @@ class ManagedGenerationWorkflow:
                     max_tool_rounds=request.max_tool_rounds,
                     replans=len(progress.superseded),
                     on_revision_moved=request.on_revision_moved,
+                    validation=validation,
+                    validation_failures=(
+                        tuple(invoked.validation_failures) if invoked is not None else ()
+                    ),
+                    rejected=progress.rejected,
+                    max_output_retries=request.output.max_retries if request.output else 0,
                 )
             )
             if isinstance(action, Fail):
@@ -158,6 +168,10 @@ class ManagedGenerationWorkflow:
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
                 hooks.reason = "overflow-recovery"
+            elif isinstance(action, RetryValidation):
+                # The rejected answer was never staged; the next attempt is planned anew.
+                progress.retry_validation(sealed)
+                hooks.reason = "validation-retry"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
                 progress.replan(sealed, action.reason)
