@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import json
 
+from pydantic import BaseModel
+
+from activities._registries import PromptLookup
+from contracts.activities import InvokeModelInput
 from contracts.output import OutputSpec
 from providers import StructuredOutput
+from providers.structured import validate_answer, validate_with_model
+from vocabulary.errors import CruxError, OutputFailure
 from vocabulary.messages import Message, TextPart
 
 
@@ -28,3 +34,34 @@ def answer_from_output_tool(output: Message, spec: OutputSpec, tools: list[str])
         return output
     text = json.dumps(answer.input, ensure_ascii=False, separators=(",", ":"))
     return output.model_copy(update={"content": [TextPart(text=text)]})
+
+
+def validate_structured(
+    text: str, request: InvokeModelInput, prompts: PromptLookup | None
+) -> tuple[OutputFailure, ...]:
+    """Validate a final answer: with the prompt's pydantic model when the worker knows it.
+
+    The model is used only when its JSON schema is the one the generation asked for, so a
+    plain Temporal client that sends another schema under the same prompt id is validated
+    against its own schema.
+    """
+    spec = request.output
+    if spec is None:
+        return ()
+    model = _registered_model(request.output_prompt_id, prompts)
+    if model is not None and model.model_json_schema() == spec.json_schema:
+        return validate_with_model(text, model, spec)
+    return validate_answer(text, spec)
+
+
+def _registered_model(
+    prompt_id: str | None, prompts: PromptLookup | None
+) -> type[BaseModel] | None:
+    if prompt_id is None or prompts is None:
+        return None
+    try:
+        prompt = prompts.get(prompt_id)
+    except CruxError:
+        return None  # an unregistered prompt: the schema alone decides
+    model = getattr(prompt, "output_model", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None

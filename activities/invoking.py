@@ -18,9 +18,9 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
-from activities._output import answer_from_output_tool, structured_output_of
+from activities._output import answer_from_output_tool, structured_output_of, validate_structured
 from activities._providers import ProviderRegistry, sampling_fields
-from activities._registries import ToolLookup
+from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
 from activities.skeleton import thread_ids_at
 from contracts.activities import (
@@ -32,7 +32,6 @@ from contracts.activities import (
 from contracts.generation import Usage
 from planner import ModelCatalog
 from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, TokenCounter
-from providers.structured import validate_answer
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
@@ -79,6 +78,7 @@ class ModelInvoker:
         catalog: ModelCatalog,
         tools: ToolLookup,
         assembler: RequestAssembler,
+        prompts: PromptLookup | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -86,6 +86,7 @@ class ModelInvoker:
         self._catalog = catalog
         self._tools = tools
         self._assembler = assembler
+        self._prompts = prompts
         self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
     async def count(self, request: CountRequestInput) -> CountRequestResult:
@@ -225,7 +226,7 @@ class ModelInvoker:
             turn_tokens=output_tokens if call_message is not None else 0,
         )
         if request.output is not None and call_message is None:
-            failures = validate_answer(output.text, request.output)
+            failures = validate_structured(output.text, request, self._prompts)
             result = result.model_copy(
                 update={
                     "validation": "failed" if failures else "passed",

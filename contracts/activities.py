@@ -140,6 +140,9 @@ class InvokeModelInput(CompactWireModel):
     """Model settings sent with the call (the adapter applies its provider's extras)."""
     output: OutputSpec | None = None
     """The answer's schema: sent natively, and a final answer is validated against it."""
+    output_prompt_id: str | None = None
+    """With `output`: the prompt whose registered output model (if the worker knows one
+    with this very schema) validates the answer instead of the bare schema."""
 
 
 class InvokeModelResult(CompactWireModel):

@@ -13,6 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ValidationError
 
 from contracts.output import OutputSpec
 from vocabulary.errors import MAX_REPORTED_FAILURES, ConfigurationError, OutputFailure
@@ -80,6 +81,28 @@ def validate_answer(text: str, spec: OutputSpec) -> tuple[OutputFailure, ...]:
     return tuple(found[:MAX_REPORTED_FAILURES])
 
 
+def validate_with_model(
+    text: str, model: type[BaseModel], spec: OutputSpec
+) -> tuple[OutputFailure, ...]:
+    """Validate a staged answer with the pydantic model the schema was made from.
+
+    The model's own validators run too (constraints a JSON schema cannot say). Paths and
+    kinds only, as `validate_answer`.
+    """
+    try:
+        model.model_validate_json(text)
+    except ValidationError as error:
+        known = _schema_names(spec.json_schema)
+        found = sorted(
+            {
+                (_path(list(e["loc"]), known), "json" if e["type"] == "json_invalid" else e["type"])
+                for e in error.errors(include_input=False, include_url=False)
+            }
+        )
+        return tuple(found[:MAX_REPORTED_FAILURES])
+    return ()
+
+
 def parsed_answer(text: str) -> Any:
     """The JSON value of a validated answer."""
     return json.loads(text)
@@ -118,4 +141,5 @@ __all__ = [
     "openai_response_format",
     "parsed_answer",
     "validate_answer",
+    "validate_with_model",
 ]

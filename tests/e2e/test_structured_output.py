@@ -9,10 +9,11 @@ from typing import Any
 
 import asyncpg
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from temporalio.client import Client
 
 import crux
+from contracts.generation import GenerationOutcome
 from crux.errors import OutputValidationError
 from providers.loopback import (
     LoopbackAnthropicServer,
@@ -189,3 +190,47 @@ async def test_exhausted_retries_fail_typed_with_paths_only(
     assert CANARY not in str(error)
     assert len(openai_server.requests) == 2
     assert CANARY not in await _database_text(pool)
+
+
+class MildForecast(BaseModel):
+    city: str
+    high: int
+
+    @field_validator("high")
+    @classmethod
+    def _mild(cls, value: int) -> int:
+        # A rule the JSON schema cannot carry: only the pydantic model knows it.
+        if value > 40:
+            raise ValueError("too hot")
+        return value
+
+
+async def test_a_plain_client_is_validated_by_the_prompts_registered_model(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    registered = crux.prompt(id="mild-forecast", output=MildForecast)
+    spec = crux.output_spec(MildForecast)
+    openai_server.enqueue(
+        TextReply(text='{"city": "Oslo", "high": 99}'),
+        TextReply(text='{"city": "Oslo", "high": 19}'),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"structured:{uuid.uuid4().hex[:6]}"
+    async with new_worker(client, pool, settings, prompts=[registered]) as worker:
+        raw = await client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {
+                "generation_id": "plain1",
+                "thread_id": thread_id,
+                "prompt_id": "mild-forecast",
+                "model": "openai:gpt-4o",
+                "input": "Weather?",
+                "output": spec.model_dump(mode="json"),
+            },
+            id=workflow_id_for("plain1", thread_id),
+            task_queue=worker.task_queue,
+        )
+    outcome = GenerationOutcome.model_validate(raw)
+    assert outcome.thread_commit is not None
+    # The schema alone accepts 99; the registered model's validator rejected it.
+    assert len(openai_server.requests) == 2
