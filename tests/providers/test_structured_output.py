@@ -130,3 +130,22 @@ def test_retry_counts_out_of_range_are_refused_typed(retries: int) -> None:
     else:
         with pytest.raises(ConfigurationError):
             output_spec_from(SCHEMA, max_retries=retries)
+
+
+def test_the_loopback_servers_refuse_malformed_structured_output_bodies() -> None:
+    from providers.loopback._validate import anthropic_problem, openai_problem
+
+    messages = [{"role": "user", "content": "hi"}]
+    good = {"type": "json_schema", "json_schema": {"name": "P", "schema": SCHEMA}}
+    assert openai_problem({"model": "m", "messages": messages, "response_format": good}) is None
+    nameless = {"type": "json_schema", "json_schema": {"schema": SCHEMA}}
+    assert openai_problem({"model": "m", "messages": messages, "response_format": nameless})
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": messages,
+        "tools": [{"name": "P", "input_schema": SCHEMA}],
+        "tool_choice": {"type": "tool", "name": "P"},
+    }
+    assert anthropic_problem(body) is None
+    assert anthropic_problem({**body, "tool_choice": {"type": "tool", "name": "Q"}})
