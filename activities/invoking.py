@@ -18,9 +18,8 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
-from activities._output import answer_from_output_tool, structured_output_of, validate_structured
 from activities._providers import ProviderRegistry, sampling_fields
-from activities._registries import PromptLookup, ToolLookup
+from activities._registries import ToolLookup
 from activities._streaming import stream_to_staging
 from activities.skeleton import thread_ids_at
 from contracts.activities import (
@@ -30,8 +29,15 @@ from contracts.activities import (
     InvokeModelResult,
 )
 from contracts.generation import Usage
+from contracts.output import output_defects
 from planner import ModelCatalog
-from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, TokenCounter
+from providers import (
+    AuthoritativeCounter,
+    ChatRequest,
+    ChatResponse,
+    StreamingChatProvider,
+    TokenCounter,
+)
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
@@ -78,7 +84,6 @@ class ModelInvoker:
         catalog: ModelCatalog,
         tools: ToolLookup,
         assembler: RequestAssembler,
-        prompts: PromptLookup | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -86,7 +91,6 @@ class ModelInvoker:
         self._catalog = catalog
         self._tools = tools
         self._assembler = assembler
-        self._prompts = prompts
         self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
     async def count(self, request: CountRequestInput) -> CountRequestResult:
@@ -169,16 +173,10 @@ class ModelInvoker:
             max_output_tokens=request.max_output_tokens,
             tools=[t.spec for t in self._tools.require(request.tools)],
             tool_choice=request.tool_choice if request.tools else None,
+            response_format=request.output_schema,
             **sampling_fields(request.settings, request.model),
-            structured_output=structured_output_of(request.output),
         )
-        # A structured answer is not streamed: deltas of an answer that may be rejected
-        # would reach PostgreSQL before validation.
-        if (
-            request.stream
-            and request.output is None
-            and isinstance(provider, StreamingChatProvider)
-        ):
+        if request.stream and isinstance(provider, StreamingChatProvider):
             response = await stream_to_staging(
                 provider, chat_request, request, self._generations, sources
             )
@@ -189,8 +187,6 @@ class ModelInvoker:
             role="assistant",
             content=response.message.content,
         )
-        if request.output is not None:
-            output = answer_from_output_tool(output, request.output, request.tools)
         if output.tool_calls and (request.tool_choice == "none" or not request.tools):
             # The model called tools it was told not to use: keep its text, drop the calls,
             # so the turn still ends in an answer the Thread can accept.
@@ -205,6 +201,10 @@ class ModelInvoker:
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         output_tokens = counter.count_message(output)
+        if request.output_schema is not None and not output.tool_calls:
+            defects = output_defects(request.output_schema, output.text)
+            if defects:
+                return await self._rejected(request, response, output_tokens, defects)
         call_message = None
         if output.tool_calls:
             # The tool-call message joins the turn; its results follow it there.
@@ -225,25 +225,6 @@ class ModelInvoker:
             # Same content as the output, already counted.
             turn_tokens=output_tokens if call_message is not None else 0,
         )
-        if request.output is not None and call_message is None:
-            failures = validate_structured(output.text, request, self._prompts)
-            result = result.model_copy(
-                update={
-                    "validation": "failed" if failures else "passed",
-                    "validation_failures": list(failures),
-                }
-            )
-            if failures:
-                # The rejected answer is never staged: its text reaches neither PostgreSQL
-                # nor the workflow; only where and how it failed does.
-                await self._refuse_if_sources_redacted(request, sources)
-                _log.info(
-                    "provider.attempt.output_rejected",
-                    generation_id=request.generation_id,
-                    attempt=request.attempt,
-                    failures=len(failures),
-                )
-                return result
         await self._stage_answer(request, _Answer(output, call_message, result, tuple(sources)))
         await self._refuse_if_sources_redacted(request, sources)
         _log.info(
@@ -256,6 +237,37 @@ class ModelInvoker:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _rejected(
+        self,
+        request: InvokeModelInput,
+        response: ChatResponse,
+        output_tokens: int,
+        defects: list[str],
+    ) -> InvokeModelResult:
+        """A reply that failed output validation: nothing of it is staged or logged.
+
+        Deltas streamed for it are deleted, so followers and PostgreSQL keep none of it;
+        only where it failed (paths and kinds) goes back to the workflow.
+        """
+        if request.stream:
+            await self._generations.drop_deltas(scoped_key(request), request.attempt)
+        _log.info(
+            "provider.attempt.output_rejected",
+            generation_id=request.generation_id,
+            attempt=request.attempt,
+            model=request.model,
+            defects=len(defects),
+        )
+        return InvokeModelResult(
+            usage=Usage(
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            ),
+            finish_reason=response.finish_reason,
+            output_tokens=output_tokens,
+            defects=defects,
+        )
 
     async def _stage_answer(self, request: InvokeModelInput, answer: _Answer) -> InvokeModelResult:
         """Stage a provider answer; held in this process if storage is down meanwhile."""

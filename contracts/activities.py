@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from contracts._compact import CompactWireModel
 from contracts.generation import (
@@ -13,7 +13,6 @@ from contracts.generation import (
     SummaryStrategy,
     Usage,
 )
-from contracts.output import OutputSpec
 from contracts.settings import ModelSettingsSpec, ToolPolicySpec
 from planner import (
     HistoryAggregate,
@@ -58,11 +57,11 @@ class ReadRequestInput(CompactWireModel):
     """The generation's output cap (the reserve the ceiling leaves)."""
     derive_ceiling: bool = False
     """Derive the ceiling from the worker's own catalog instead of `max_input_tokens`."""
+    output_schema: dict[str, Any] | None = None
+    """The structured-output schema to measure with the request."""
     fingerprint: str | None = None
     """Content-free fingerprint of the request when the workflow can compute it (inline
     input); a reused generation id with another fingerprint is `identity_conflict`."""
-    output_schema: str | None = None
-    """The requested output schema as sent (compact JSON), to size with the tokenizer."""
 
 
 class ReadRequestResult(CompactWireModel):
@@ -99,9 +98,9 @@ class ReadRequestResult(CompactWireModel):
     context_tokens: dict[str, int] = {}
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
-    """Tokens of the offered tools' schemas."""
     output_schema_tokens: int = 0
-    """Tokens of the requested output schema (sent with every call)."""
+    """Tokens of the structured-output schema."""
+    """Tokens of the offered tools' schemas."""
     tool_policies: dict[str, ToolPolicySpec] = {}
     """Retry and timeout policies declared with the offered tools on this worker (the
     generation input's own policies take precedence)."""
@@ -136,13 +135,11 @@ class InvokeModelInput(CompactWireModel):
     """Tool-round messages of this turn staged so far (sent after the user message)."""
     stream: bool = False
     """Write provider deltas to PostgreSQL as they arrive."""
+    output_schema: dict[str, Any] | None = None
+    """The structured-output schema: sent natively, and the reply validated against it
+    before anything of it is staged."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
-    output: OutputSpec | None = None
-    """The answer's schema: sent natively, and a final answer is validated against it."""
-    output_prompt_id: str | None = None
-    """With `output`: the prompt whose registered output model (if the worker knows one
-    with this very schema) validates the answer instead of the bare schema."""
 
 
 class InvokeModelResult(CompactWireModel):
@@ -155,13 +152,12 @@ class InvokeModelResult(CompactWireModel):
     reused_staged_output: bool = False
     turn_tokens: int = 0
     """Content tokens of the tool-call message staged for the next round (0 without calls)."""
+    defects: list[str] = []
+    """The reply failed output validation here (paths and kinds only): nothing of it was
+    staged, and the workflow decides whether to retry."""
     revision_moved: bool = False
     """The Thread moved after the read and nothing was staged for the attempt: no provider
     call was made, and the workflow reads the new revision (or fails, if asked to)."""
-    validation: Literal["passed", "failed"] | None = None
-    """How a final answer fared against the requested output schema (`None`: none asked)."""
-    validation_failures: list[tuple[str, str]] = []
-    """`(path, kind)` pairs of a rejected answer; the answer itself was discarded."""
     tool_names: list[str] = []
     """Tool name of each call in `tool_call_ids`, when it names a tool offered to the
     model; `""` for a name the model invented (it could carry anything it was shown)."""

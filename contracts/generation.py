@@ -171,9 +171,9 @@ class GenerationInput(WireModel):
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
-        output: The shape the final answer must take (a JSON schema sent natively to the
-            provider, validated after each answer, retried while retries remain);
-            `None` accepts any answer.
+        output: The structured output the reply must match (a JSON schema), validated by
+            the worker before the reply is staged; a rejected reply is retried as a new
+            planned call, at most `output.max_retries` times.
     """
 
     generation_id: str
@@ -401,6 +401,17 @@ class GenerationOutcome(WireModel):
         )
 
 
+_LATER_FIELDS = (
+    "settings",
+    "agent_id",
+    "prepare_step",
+    "prepare_invocation",
+    "composition",
+    "output",
+)
+"""Fields added after fingerprints were first stored."""
+
+
 def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
     """A content-free fingerprint of what a generation asks for.
 
@@ -428,10 +439,11 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
         },
     )
-    if request.settings is None:
-        # Left out when unset, so fingerprints of requests without settings stay as they
-        # were before the field existed.
-        del settings["settings"]
+    for name in _LATER_FIELDS:
+        # Left out when unset, so fingerprints of requests that do not use a field stay as
+        # they were before the field existed.
+        if settings.get(name) is None:
+            settings.pop(name, None)
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

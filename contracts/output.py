@@ -1,172 +1,143 @@
-"""The structured-output contract: what shape a generation's final answer must take.
+"""Structured output as it crosses Temporal: the schema a reply must match.
 
-`OutputSpec` travels in `GenerationInput.output`. It carries a JSON schema (never a
-Python class: any Temporal client can start a generation), its name, how many validation
-retries a rejected answer gets, and whether providers enforce the schema strictly.
-`output_spec_from` turns what a caller passes as `output=` (a pydantic model class, a JSON
-schema mapping, or a spec) into one, refusing anything else typed.
+The schema is configuration, not content: it is measured by the planner as part of every
+request, sent to the provider natively and used by the worker to validate the reply before
+it is staged. A reply that fails validation is never staged, committed or logged; only the
+paths and kinds of its defects travel, and only in a rejection.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import ConfigDict, Field, field_validator
 
 from vocabulary.commits import WireModel
 from vocabulary.errors import ConfigurationError
+from vocabulary.ids import unstorable_text
 
-DEFAULT_OUTPUT_RETRIES = 2
-"""Validation retries after the first rejected answer, unless the caller says otherwise."""
+MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024
+"""Serialised size of an output schema (providers reject larger ones long before)."""
 
-MAX_OUTPUT_RETRIES = 8
-"""Each retry is a full provider call; more than this is a loop, not a retry policy."""
+MAX_VALIDATION_RETRIES = 8
+"""Most validation retries a generation may ask for."""
 
-MAX_OUTPUT_SCHEMA_BYTES = 64_000
-"""A schema is sent with every call; one this large is refused before anything is staged."""
+DEFAULT_VALIDATION_RETRIES = 2
+"""Validation retries when the caller does not say."""
 
-MAX_SCHEMA_DEPTH = 32
-"""Nesting deeper than this is refused (it is also what JSON validators recurse through)."""
+MAX_DEFECTS = 16
+"""Defects reported in a rejection (paths and kinds only)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""Both providers accept this alphabet for a response-format or tool name."""
-
-
-def _depth(value: object, level: int = 0) -> int:
-    if level > MAX_SCHEMA_DEPTH:
-        return level
-    if isinstance(value, Mapping):
-        items: list[object] = list(value.values())  # type: ignore[arg-type]
-    elif isinstance(value, list):
-        items = list(value)  # type: ignore[arg-type]
-    else:
-        return level
-    return max((_depth(item, level + 1) for item in items), default=level)
 
 
 class OutputSpec(WireModel):
-    """The shape the final answer of a generation must take.
+    """The structured output a generation asks for.
 
     Attributes:
-        name: The schema's name, sent to providers (OpenAI `json_schema.name`, the
-            Anthropic forced tool's name); letters, digits, `_` and `-`, at most 64.
-        json_schema: A JSON schema (an object schema: its root `type` is `object`).
-        max_retries: Validation retries after a rejected answer (each a new, linked
-            provider call); 0 fails on the first rejection.
-        strict: Ask the provider to enforce the schema (OpenAI `strict`).
+        name: The schema's name as providers see it (letters, digits, `_`, `-`).
+        json_schema: The JSON schema of the reply (an object schema).
+        max_retries: Validation retries before the generation fails with
+            `OutputValidationError`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 
-    name: str = Field(min_length=1, max_length=64)
+    name: str = "output"
     json_schema: dict[str, Any]
-    max_retries: int = Field(default=DEFAULT_OUTPUT_RETRIES, ge=0, le=MAX_OUTPUT_RETRIES)
-    strict: bool = True
+    max_retries: int = Field(default=DEFAULT_VALIDATION_RETRIES, ge=0, le=MAX_VALIDATION_RETRIES)
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ConfigurationError("output name must be 1-64 letters, digits, '_' or '-'")
+            raise ConfigurationError("output names use letters, digits, '_' and '-' (at most 64)")
         return value
 
     @field_validator("json_schema")
     @classmethod
     def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            encoded = json.dumps(value, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
-            raise ConfigurationError("output schema must be JSON-serialisable") from None
-        if len(encoded.encode()) > MAX_OUTPUT_SCHEMA_BYTES:
-            raise ConfigurationError(f"output schema exceeds {MAX_OUTPUT_SCHEMA_BYTES} bytes")
-        if _depth(value) > MAX_SCHEMA_DEPTH:
-            raise ConfigurationError(f"output schema nests deeper than {MAX_SCHEMA_DEPTH}")
-        if value.get("type") != "object":
-            raise ConfigurationError("output schema must describe an object (type: object)")
-        _check_schema(value)
-        return value
-
-    def schema_text(self) -> str:
-        """The schema as sent to providers, compact and key-sorted (what is measured)."""
-        return json.dumps(self.json_schema, sort_keys=True, separators=(",", ":"))
+        return check_output_schema(value)
 
 
-def _check_schema(schema: dict[str, Any]) -> None:
-    # jsonschema lives above this layer; the worker checks the metaschema again before
-    # validating. Here only the shapes every validator needs are refused early.
-    properties = schema.get("properties", {})
-    if not isinstance(properties, Mapping):
-        raise ConfigurationError("output schema 'properties' must be an object")
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):  # type: ignore[reportUnknownVariableType]
-        raise ConfigurationError("output schema 'required' must be a list of names")
-
-
-def output_spec_from(
-    value: object, *, max_retries: int | None = None, strict: bool | None = None
-) -> OutputSpec:
-    """Build the spec of an `output=` argument.
-
-    Args:
-        value: A pydantic model class (its JSON schema and class name), a JSON schema
-            mapping (named by its `title`, else `output`), or an `OutputSpec`.
-        max_retries: Overrides the spec's validation retries.
-        strict: Overrides the spec's strict flag.
-
-    Returns:
-        The spec.
+def check_output_schema(schema: object) -> dict[str, Any]:
+    """Return `schema` if it is a storable, valid JSON schema of an object, else raise.
 
     Raises:
-        ConfigurationError: For anything else, or a schema that is not usable; the
-            message never quotes the value.
+        ConfigurationError: Not a mapping, not JSON, too large, not a valid JSON schema or
+            not a schema of an object.
     """
-    if isinstance(value, OutputSpec):
-        spec = value
-    elif isinstance(value, type) and issubclass(value, BaseModel):
-        try:
-            schema = value.model_json_schema()
-        except Exception:
-            raise ConfigurationError("output model has no JSON schema") from None
-        spec = _build(_safe_name(value.__name__), schema)
-    elif isinstance(value, Mapping):
-        schema: dict[str, Any] = {str(k): v for k, v in value.items()}  # type: ignore[reportUnknownVariableType]
-        title = schema.get("title")
-        spec = _build(_safe_name(title) if isinstance(title, str) else "output", schema)
-    else:
-        raise ConfigurationError(
-            "output must be a pydantic model class, a JSON schema mapping or an OutputSpec"
-        )
-    changes: dict[str, Any] = {}
-    if max_retries is not None:
-        changes["max_retries"] = max_retries
-    if strict is not None:
-        changes["strict"] = strict
-    return _build(spec.name, spec.json_schema, **changes) if changes else spec
-
-
-def _safe_name(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64]
-    return cleaned or "output"
-
-
-def _build(name: str, schema: dict[str, Any], **extra: Any) -> OutputSpec:
-    from pydantic import ValidationError
-
+    if not isinstance(schema, dict):
+        raise ConfigurationError("an output schema must be a JSON schema object")
     try:
-        return OutputSpec(name=name, json_schema=schema, **extra)
-    except ValidationError as error:
-        # Field names only: never the input value.
-        fields = sorted({str(e["loc"][0]) for e in error.errors() if e["loc"]})
-        raise ConfigurationError(f"invalid output spec: {', '.join(fields) or 'value'}") from None
+        encoded = json.dumps(schema, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        raise ConfigurationError("an output schema must be JSON-serialisable") from None
+    if len(encoded.encode("utf-8", "surrogatepass")) > MAX_OUTPUT_SCHEMA_BYTES:
+        raise ConfigurationError(f"an output schema must fit in {MAX_OUTPUT_SCHEMA_BYTES} bytes")
+    if unstorable_text(encoded):
+        raise ConfigurationError("an output schema must not contain NUL or lone surrogates")
+    try:
+        Draft202012Validator.check_schema(schema)  # pyright: ignore[reportUnknownArgumentType]
+    except SchemaError:
+        raise ConfigurationError("the output schema is not a valid JSON schema") from None
+    except RecursionError:
+        raise ConfigurationError("the output schema is nested too deeply") from None
+    if schema.get("type") != "object":  # pyright: ignore[reportUnknownMemberType]
+        raise ConfigurationError("an output schema must describe an object ('type': 'object')")
+    return schema  # pyright: ignore[reportUnknownVariableType]
 
 
-__all__ = [
-    "DEFAULT_OUTPUT_RETRIES",
-    "MAX_OUTPUT_RETRIES",
-    "MAX_OUTPUT_SCHEMA_BYTES",
-    "OutputSpec",
-    "output_spec_from",
-]
+def output_defects(schema: dict[str, Any], text: str) -> list[str]:
+    """Where `text` fails to be a JSON value matching `schema`: paths and kinds, no values.
+
+    Args:
+        schema: The output schema.
+        text: The reply.
+
+    Returns:
+        Up to `MAX_DEFECTS` defects such as `$: invalid_json`, `$.items[2].price: type`
+        or `$: required`; empty when the reply matches. Object keys appear in a path only
+        when the schema declares them; any other key is reply content and shows as `*`.
+    """
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return ["$: invalid_json"]
+    declared = _declared_keys(schema)
+    validator: Any = Draft202012Validator(schema)
+    errors: list[Any] = list(validator.iter_errors(value))
+    defects = sorted({f"{_path(e.absolute_path, declared)}: {e.validator}" for e in errors})
+    return defects[:MAX_DEFECTS]
+
+
+def _declared_keys(schema: object) -> frozenset[str]:
+    """Every property name the schema declares, at any depth."""
+    found: set[str] = set()
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if isinstance(properties, dict):
+                found.update(str(key) for key in properties)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            stack.extend(node.values())  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(node, list):
+            stack.extend(node)  # pyright: ignore[reportUnknownArgumentType]
+    return frozenset(found)
+
+
+def _path(parts: Any, declared: frozenset[str]) -> str:
+    path = "$"
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif isinstance(part, str) and part in declared and _NAME.match(part):
+            path += f".{part}"
+        else:
+            path += ".*"
+    return path

@@ -16,8 +16,6 @@ from contracts.generation import (
     Usage,
 )
 from contracts.hooks import StepContext, StepOverrides
-from contracts.output import OutputSpec
-from contracts.output import output_spec_from as output_spec
 from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
@@ -36,6 +34,7 @@ from crux.model_settings import (
     merge_settings,
     model_settings,
 )
+from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -104,7 +103,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
-    "OutputSpec",
+    "Output",
     "OutputValidationError",
     "ParallelRun",
     "PreparationError",
@@ -153,7 +152,7 @@ __all__ = [
     "merge_settings",
     "model_settings",
     "offloadable",
-    "output_spec",
+    "output",
     "prefer",
     "prompt",
     "step_hook",

@@ -46,8 +46,8 @@ class Generation:
         text: The final assistant text.
         message: The final assistant message.
         result: The workflow's content-free result.
-        output: The structured answer when `output=` was given: an instance of the
-            pydantic model, or the parsed JSON value for a JSON schema; `None` otherwise.
+        output: The structured output, when the call asked for one: an instance of the
+            pydantic model, or the parsed JSON value for a JSON schema; else `None`.
     """
 
     text: str
@@ -205,25 +205,21 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
         return StorageUnavailableError(cause.message)
     if kind == ErrorType.INTERNAL:
         return GenerationFailedError("internal", cause.message)
+    if kind == ErrorType.OUTPUT_VALIDATION:
+        defects: object = details.diagnostics.get("defects", [])
+        attempts = details.diagnostics.get("attempts", 0)
+        listed: list[object] = list(defects) if isinstance(defects, list) else []  # pyright: ignore[reportUnknownArgumentType]
+        return OutputValidationError(
+            tuple(str(defect) for defect in listed),
+            attempts=attempts if isinstance(attempts, int) else 0,
+            request_id=details.request_id,
+        )
     if kind == ErrorType.PREPARATION:
         return PreparationError(code or "hook_failed", message)
-    if kind == ErrorType.OUTPUT_VALIDATION:
-        return _output_error(details)
     provider_type = _PROVIDER_TYPES.get(kind or "")
     if provider_type is not None:
         return _provider_error(provider_type, cause, details)
     return None
-
-
-def _output_error(details: ErrorDetails) -> OutputValidationError:
-    """Rebuild an output validation failure from its paths and kinds."""
-    raw = details.diagnostics.get("failures")
-    pairs: list[tuple[str, str]] = []
-    for item in raw if isinstance(raw, list) else []:  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(item, list) and len(item) == 2:  # pyright: ignore[reportUnknownArgumentType]
-            pairs.append((str(item[0]), str(item[1])))  # pyright: ignore[reportUnknownArgumentType]
-    attempts = details.diagnostics.get("attempts")
-    return OutputValidationError(pairs, attempts=attempts if isinstance(attempts, int) else 1)
 
 
 def _provider_error(

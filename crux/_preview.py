@@ -38,6 +38,7 @@ async def preview_read(
             contexts=list(call.turn.contexts.items()),
             tools=[tool.spec for tool in call.prompt.tools],
             transcript=call.transcript,
+            output_schema=request.output.json_schema if request.output else None,
         ),
         thread_id=request.thread_id,
         owner=request.owner,
@@ -49,12 +50,7 @@ async def preview_read(
         summaries=summaries,
         store_counts=False,
     )
-    update: dict[str, object] = {"profile": profile}
-    if request.output is not None:
-        # Sized exactly as the read stage sizes it, so preview and first receipt agree.
-        counter = TokenCounter.for_encoding(profile.encoding)
-        update["output_schema_tokens"] = counter.count_definition(request.output.schema_text())
-    return read.model_copy(update=update)
+    return read.model_copy(update={"profile": profile})
 
 
 async def preview_call(

@@ -25,7 +25,6 @@ from contracts.generation import (
     InputBudgetSpec,
     request_fingerprint,
 )
-from contracts.output import OutputSpec, output_spec_from
 from contracts.settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -35,7 +34,8 @@ from contracts.settings import (
     merge_settings,
 )
 from crux.agents import Agent, agent_prompt
-from crux.prompts import Prompt, normalise_messages, output_model_of
+from crux.output import Output, as_output
+from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from storage import GenerationStore
 from storage.threads._validate import check_storable
@@ -75,7 +75,7 @@ class CallOptions:
     storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
-    output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None
+    output: Output | type[BaseModel] | Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -125,6 +125,12 @@ class CallOptions:
         if thread_id is not None:
             check_wire_id(thread_id, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
         key = generation_key(generation_id, thread_id)
+        # Structured output: the call's, else the agent's, else the prompt's (never merged).
+        chosen_output = (
+            as_output(self.output)
+            or (defaults.output if defaults is not None else None)
+            or prompt.output
+        )
         shadowed = self.messages is not None or prompt.messages is not None
         request = validated_input(
             generation_id=generation_id,
@@ -159,7 +165,7 @@ class CallOptions:
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
             ),
             tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
-            output=output_spec_from(self.output) if self.output is not None else prompt.output,
+            output=chosen_output.spec if chosen_output is not None else None,
         )
         turn = render_turn(
             prompt,
@@ -183,9 +189,7 @@ class CallOptions:
             turn=turn,
             caller=caller,
             declared=declared,
-            output_model=(
-                output_model_of(self.output) if self.output is not None else prompt.output_model
-            ),
+            output=chosen_output,
         )
 
 
@@ -199,7 +203,7 @@ class BuiltCall:
         turn: The rendered user turn, system text and context sources.
         caller: Call-site messages, when given (they shadow everything else).
         declared: Prompt-level messages, when they shadow the Thread.
-        output_model: The pydantic model the structured answer is parsed into, if any.
+        output: The structured output the reply is parsed into, if any.
     """
 
     prompt: Prompt
@@ -207,7 +211,7 @@ class BuiltCall:
     turn: RenderedTurn
     caller: list[Message] | None
     declared: list[Message] | None
-    output_model: type[BaseModel] | None = None
+    output: Output | None = None
 
     @property
     def transcript(self) -> list[Message] | None:
@@ -277,11 +281,6 @@ def agent_fields(defaults: Agent | None) -> dict[str, Any]:
         "prepare_step": defaults.prepare_step,
         "prepare_invocation": defaults.prepare_invocation,
     }
-    # The agent's structured output travels as the workflow input's `output` once it has
-    # one; this is the one place it plugs in. (Settings and the attempt policy are merged
-    # by layer in `CallOptions.build`.)
-    if defaults.output is not None and "output" in GenerationInput.model_fields:
-        fields["output"] = defaults.output
     return fields
 
 

@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
-from contracts.output import OutputSpec, output_spec_from
 from contracts.settings import ModelSettingsSpec, as_settings
 from crux.context import ContextContributor, check_id
+from crux.output import Output, as_output
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 from vocabulary.errors import ConfigurationError, RequestCompositionError
@@ -66,8 +66,7 @@ class Prompt:
             call-site messages) for every invocation of this prompt; `None` when unset.
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
-        output: The structured answer's shape (a call's `output=` replaces it).
-        output_model: The pydantic model the answer is parsed into, when one was given.
+        output: Structured output of every call (agents and call sites replace it).
     """
 
     id: str
@@ -80,8 +79,7 @@ class Prompt:
     tools: tuple[Tool, ...] = ()
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
-    output: OutputSpec | None = None
-    output_model: type[BaseModel] | None = None
+    output: Output | None = None
 
 
 def prompt(
@@ -93,7 +91,7 @@ def prompt(
     input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
-    output: type[BaseModel] | Mapping[str, Any] | OutputSpec | None = None,
+    output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -111,9 +109,9 @@ def prompt(
             they are the transcript and the Thread is neither read nor committed.
         settings: Model settings (`crux.model_settings(...)` or a mapping of temperature,
             top_p, stop, seed and extra).
-        output: The shape of the answer: a pydantic model class (the result's `output`
-            is then an instance of it) or a JSON schema mapping (a parsed value). It is
-            sent natively to the provider, and an answer that fails it is retried.
+        output: Structured output for every call of this prompt: a pydantic model class,
+            a JSON schema of an object, or `crux.output(...)`; agents and call sites
+            override it.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -174,16 +172,8 @@ def prompt(
         tools=tuple(tools),
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
-        output=None if output is None else output_spec_from(output),
-        output_model=output_model_of(output),
+        output=as_output(output),
     )
-
-
-def output_model_of(output: object) -> type[BaseModel] | None:
-    """The pydantic model class of an `output=` value, if it is one."""
-    if isinstance(output, type) and issubclass(output, BaseModel):
-        return output
-    return None
 
 
 def normalise_messages(messages: Sequence[Message | Mapping[str, Any]]) -> tuple[Message, ...]:

@@ -141,8 +141,7 @@ class RequestReceipt(FrozenModel):
         warnings: Content-free warnings.
         previous_request_id: The previous semantic call of the same loop, if any.
         previous_reason: Why this request follows `previous_request_id` when that one was
-            never sent (`revision-moved`: the Thread moved before its dispatch) or when its
-            answer failed the output schema (`validation-retry`).
+            never sent: `revision-moved` when the Thread moved before its dispatch.
         summary_path: Which path prepared the managed-history summary sent with this
             request: `portable` (core-managed support calls) or `provider-native`; `None`
             when no summary was sent.

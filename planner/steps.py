@@ -9,8 +9,8 @@ way every time. Two moments ask for a decision:
   a later turn needs, when the policy asks for one).
 - `Dispatched`: after the sealed plan was handed to the provider. The turn commits, runs
   its tool calls, re-plans because the Thread moved before anything was sent, recovers once
-  from a provider that says the request is too long, asks again for an answer that failed
-  the requested output schema (while validation retries remain), or fails typed.
+  from a provider that says the request is too long, retries a reply that failed output
+  validation (bounded), or fails typed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from planner.seal import (
 from planner.sealed import Preparation, SealedPlan
 from vocabulary.errors import (
     CruxError,
-    OutputFailure,
     OutputValidationError,
     RequestCompositionError,
     ThreadError,
@@ -70,7 +69,7 @@ class Planning:
     counted: bool = False
 
 
-DispatchOutcome = Literal["answered", "overflow", "revision-moved"]
+DispatchOutcome = Literal["answered", "overflow", "revision-moved", "invalid-output"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +86,10 @@ class Dispatched:
         max_tool_rounds: Tool rounds allowed before an answer is required.
         replans: Revision-moved rounds so far, this one included.
         on_revision_moved: The caller's choice when the Thread moves before dispatch.
-        validation: How the staged final answer fared against the output schema:
-            `passed`, `failed`, or `None` when no schema was asked for (or the answer is
-            a tool round).
-        validation_failures: `(path, kind)` pairs of a failed validation.
-        rejected: Answers rejected by validation in this generation, this one included.
-        max_output_retries: Validation retries allowed after a rejected answer.
+        rejections: Replies rejected by output validation so far, this one included.
+        max_validation_retries: Validation retries allowed (`OutputSpec.max_retries`).
+        defects: Where the rejected reply failed validation (paths and kinds, no values).
+        request_id: The request that was dispatched.
     """
 
     outcome: DispatchOutcome
@@ -103,10 +100,10 @@ class Dispatched:
     max_tool_rounds: int = 0
     replans: int = 0
     on_revision_moved: Literal["replan", "fail"] = "replan"
-    validation: Literal["passed", "failed"] | None = None
-    validation_failures: tuple[OutputFailure, ...] = ()
-    rejected: int = 0
-    max_output_retries: int = 0
+    rejections: int = 0
+    max_validation_retries: int = 0
+    defects: tuple[str, ...] = ()
+    request_id: str | None = None
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -162,25 +159,22 @@ class Replan:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryValidation:
+    """Plan a new call because the reply failed output validation (linked, new epoch).
+
+    The rejected reply was never staged: nothing of it is kept or committed.
+    """
+
+    retry: int
+    kind: Literal["retry-validation"] = "retry-validation"
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the staged tool calls, then plan the next attempt."""
 
     calls: int
     kind: Literal["run-tools"] = "run-tools"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryValidation:
-    """Discard the rejected answer and plan a new, linked attempt (`validation-retry`).
-
-    Attributes:
-        failures: Where and how the rejected answer failed (paths and kinds only).
-        retry: Which validation retry this is (1 for the first).
-    """
-
-    failures: tuple[OutputFailure, ...]
-    retry: int
-    kind: Literal["retry-validation"] = "retry-validation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +205,7 @@ class Fail:
 PlanningAction = Seal | PrepareSummary | CountAuthoritatively | Fail
 """What the workflow does before a provider call."""
 
-DispatchAction = RecoverOverflow | Replan | RunTools | RetryValidation | Commit | Fail
+DispatchAction = RecoverOverflow | Replan | RetryValidation | RunTools | Commit | Fail
 """What the workflow does after a dispatch."""
 
 Action = PlanningAction | DispatchAction
@@ -301,10 +295,15 @@ def _after_dispatch(state: Dispatched) -> DispatchAction:
                 )
             )
         return Replan("revision-moved")
+    if state.outcome == "invalid-output":
+        if state.rejections <= state.max_validation_retries:
+            return RetryValidation(state.rejections)
+        return Fail(
+            OutputValidationError(
+                state.defects, attempts=state.rejections, request_id=state.request_id
+            ),
+            request_id=state.request_id,
+        )
     if state.tool_calls and state.tool_rounds < state.max_tool_rounds:
         return RunTools(state.tool_calls)
-    if state.validation == "failed":
-        if state.rejected <= state.max_output_retries:
-            return RetryValidation(state.validation_failures, state.rejected)
-        return Fail(OutputValidationError(state.validation_failures, attempts=state.rejected))
     return Commit()

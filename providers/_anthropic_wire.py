@@ -6,7 +6,7 @@ from typing import Any
 
 from providers._errors import malformed
 from providers._json import as_list, as_object
-from providers.types import ChatRequest, ChatResponse, StructuredOutput, ToolChoiceTool, Usage
+from providers.types import ChatRequest, ChatResponse, ToolChoiceTool, Usage
 from vocabulary.errors import ConfigurationError
 from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 
@@ -205,8 +205,6 @@ def encode_request(
             body["output_format"] = schema_format
         else:
             body["output_config"] = {"format": schema_format}
-    if request.structured_output is not None:
-        _add_output_tool(body, request.structured_output)
     if request.stream:
         body["stream"] = True
     for name, value in request.extra.items():
@@ -215,19 +213,6 @@ def encode_request(
     if cache_prefix:
         mark_cache_breakpoints(body)
     return body
-
-
-def _add_output_tool(body: dict[str, Any], wanted: StructuredOutput) -> None:
-    """Offer the answer's schema as one tool, forced when it is the only one offered."""
-    tools: list[dict[str, Any]] = body.setdefault("tools", [])
-    tools.append(
-        tool_definition(
-            wanted.name, "Reply by calling this tool: its input is the answer.", wanted.json_schema
-        )
-    )
-    if len(tools) == 1:
-        # With other tools offered the model must stay free to call them first.
-        body["tool_choice"] = {"type": "tool", "name": wanted.name}
 
 
 def tool_definition(

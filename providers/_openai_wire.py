@@ -160,16 +160,6 @@ def encode_request(
         )
     if request.response_format is not None:
         body["response_format"] = response_format_body(request.response_format)
-    if request.structured_output is not None:
-        wanted = request.structured_output
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {
-                "name": wanted.name,
-                "schema": wanted.json_schema,
-                "strict": wanted.strict,
-            },
-        }
     if request.stream:
         body["stream"] = True
         if stream_usage:

@@ -47,24 +47,6 @@ ToolChoice = Literal["auto", "none", "required"] | ToolChoiceTool
 """`auto` (model decides), `none`, `required` (some tool), or one named tool."""
 
 
-class StructuredOutput(_Frozen):
-    """A JSON schema the final answer must match, sent in the provider's native way.
-
-    OpenAI receives it as `response_format` (`json_schema` with name and strict flag);
-    Anthropic as one tool named `name`, forced when no other tool is offered, whose input
-    is the answer.
-
-    Attributes:
-        name: The schema's name (letters, digits, `_`, `-`).
-        json_schema: The schema (an object schema).
-        strict: Ask the provider to enforce it.
-    """
-
-    name: str
-    json_schema: dict[str, Any]
-    strict: bool = True
-
-
 class ChatRequest(_Frozen):
     """One provider call.
 
@@ -82,7 +64,6 @@ class ChatRequest(_Frozen):
         extra: Provider-specific body fields, merged into the body without replacing a
             field the adapter set.
         stream: Ask the provider to stream; `complete` still returns the assembled reply.
-        structured_output: The answer's schema, sent natively (see `StructuredOutput`).
     """
 
     model: str
@@ -97,7 +78,6 @@ class ChatRequest(_Frozen):
     seed: int | None = None
     extra: dict[str, Any] = Field(default_factory=dict[str, Any])
     stream: bool = False
-    structured_output: StructuredOutput | None = None
 
 
 class Usage(_Frozen):

@@ -32,15 +32,15 @@ def test_crux_exports_are_pinned() -> None:
         "history",
         "prompt",
         "Agent",
+        "Output",
+        "OutputValidationError",
+        "output",
         "PreparationError",
         "StepContext",
         "StepHook",
         "StepOverrides",
         "agent",
         "step_hook",
-        "OutputSpec",
-        "OutputValidationError",
-        "output_spec",
     }
 
 

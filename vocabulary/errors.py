@@ -13,7 +13,6 @@ CruxError
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
 ├── StorageUnavailableError                     PostgreSQL could not be reached
 ├── PreparationError(code)                       a step or invocation hook failed
-├── OutputValidationError(failures)              answers kept failing the output schema
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -371,40 +370,26 @@ class PreparationError(CruxError):
         self.code = code
 
 
-OutputFailure = tuple[str, str]
-"""One validation failure: the JSON path of the offending place (`$.items[2].price`) and
-the kind of failure (`type`, `required`, `enum`, `json`, ...); never the value found."""
-
-MAX_REPORTED_FAILURES = 16
-"""Failures kept on an error; an answer can fail in many places, the first ones suffice."""
-
-
 class OutputValidationError(CruxError):
-    """The model's answers kept failing the requested output schema.
-
-    Every rejected answer was discarded (never committed); the error names where and how
-    the last one failed, never what it said.
+    """Every reply of a structured-output generation failed validation; nothing was committed.
 
     Attributes:
-        failures: `(path, kind)` pairs of the last rejected answer.
-        attempts: Answers rejected in this generation.
-        request_id: The planned request whose answer was rejected last, if known.
+        defects: Where the last rejected reply failed, as `path: kind` (for example
+            `$.items[0].price: type`); never the reply's values.
+        attempts: Provider calls whose replies were rejected.
+        request_id: The last rejected request.
     """
 
     def __init__(
         self,
-        failures: tuple[OutputFailure, ...] | list[OutputFailure],
+        defects: tuple[str, ...],
         *,
-        attempts: int = 1,
+        attempts: int = 0,
         request_id: str | None = None,
     ):
-        kept = tuple(
-            (str(path), str(kind)) for path, kind in list(failures)[:MAX_REPORTED_FAILURES]
-        )
-        where = ", ".join(f"{path} ({kind})" for path, kind in kept) or "unknown"
-        super().__init__(f"output_invalid: after {attempts} rejected answer(s): {where}")
-        self.code = "output_invalid"
-        self.failures: tuple[OutputFailure, ...] = kept
+        shown = ", ".join(defects[:4]) + (", ..." if len(defects) > 4 else "")
+        super().__init__(f"the reply failed output validation {attempts} time(s): {shown}")
+        self.defects = defects
         self.attempts = attempts
         self.request_id = request_id
 
@@ -416,7 +401,6 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
-    "OutputFailure",
     "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",

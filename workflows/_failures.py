@@ -59,13 +59,11 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
         details = ErrorDetails(code=error.code)
         error_type = ErrorType.THREAD
     elif isinstance(error, OutputValidationError):
-        stages.set(Stage.FAILED, error.code)
+        stages.set(Stage.FAILED, "output invalid")
         details = ErrorDetails(
-            code=error.code,
-            diagnostics={
-                "failures": [list(pair) for pair in error.failures],
-                "attempts": error.attempts,
-            },
+            code="output_invalid",
+            request_id=action.request_id,
+            diagnostics={"defects": list(error.defects), "attempts": error.attempts},
         )
         error_type = ErrorType.OUTPUT_VALIDATION
     else:

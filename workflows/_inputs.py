@@ -37,13 +37,13 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         messages_ref=request.messages_ref,
         history=request.history,
         tools=request.tools,
+        output_schema=request.output.json_schema if request.output else None,
         context_source_ids=[
             source for contributor in request.contributors for source in source_ids(contributor)
         ],
         max_input_tokens=read_bound(request.model, request),
         input_budget=request.input_budget,
         max_output_tokens=request.max_output_tokens,
-        output_schema=request.output.schema_text() if request.output else None,
         # The reader bounds the skeleton with the worker's own catalog (custom profiles).
         derive_ceiling=True,
         # Inline input is in the workflow input already: its fingerprint lets the read
@@ -92,8 +92,7 @@ def invoke_input(
         turn_messages=progress.turn_messages,
         stream=request.stream,
         settings=request.settings,
-        output=request.output,
-        output_prompt_id=request.prompt_id if request.output else None,
+        output_schema=request.output.json_schema if request.output else None,
     )
 
 

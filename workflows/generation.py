@@ -139,9 +139,6 @@ class ManagedGenerationWorkflow:
             outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
             if outcome == "revision-moved":
                 progress.supersede(sealed)
-            validation = invoked.validation if invoked is not None else None
-            if validation == "failed":
-                progress.rejected += 1
             action = next_action(
                 Dispatched(
                     outcome=outcome,
@@ -152,12 +149,10 @@ class ManagedGenerationWorkflow:
                     max_tool_rounds=request.max_tool_rounds,
                     replans=len(progress.superseded),
                     on_revision_moved=request.on_revision_moved,
-                    validation=validation,
-                    validation_failures=(
-                        tuple(invoked.validation_failures) if invoked is not None else ()
-                    ),
-                    rejected=progress.rejected,
-                    max_output_retries=request.output.max_retries if request.output else 0,
+                    rejections=progress.rejections + (outcome == "invalid-output"),
+                    max_validation_retries=request.output.max_retries if request.output else 0,
+                    defects=tuple(invoked.defects) if invoked else (),
+                    request_id=sealed.request_id,
                 )
             )
             if isinstance(action, Fail):
@@ -168,9 +163,10 @@ class ManagedGenerationWorkflow:
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
                 hooks.reason = "overflow-recovery"
-            elif isinstance(action, RetryValidation):
-                # The rejected answer was never staged; the next attempt is planned anew.
-                progress.retry_validation(sealed)
+            elif isinstance(action, RetryValidation) and invoked is not None:
+                # The reply failed validation and was never staged: plan a new call.
+                progress.rejections = action.retry
+                progress.reject(sealed, invoked)
                 hooks.reason = "validation-retry"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
@@ -315,7 +311,9 @@ class ManagedGenerationWorkflow:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
             raise
-        return ("revision-moved" if invoked.revision_moved else "answered"), invoked, None
+        if invoked.revision_moved:
+            return "revision-moved", invoked, None
+        return ("invalid-output" if invoked.defects else "answered"), invoked, None
 
     async def _record(self, request: GenerationInput, sealed: SealedPlan) -> None:
         """Store the plan's receipt and inspection before its attempt.
