@@ -35,6 +35,8 @@ class TurnProgress:
         """Request ids of plans never sent because the Thread moved first."""
         self.rejections = 0
         """Replies rejected by output validation so far."""
+        self.epoch_reset = False
+        """The next call starts a new epoch although its model and budget stay the same."""
 
     @property
     def replans(self) -> int:
@@ -93,6 +95,7 @@ class TurnProgress:
         )
         self.next_step(sealed)
         self.epoch = None
+        self.epoch_reset = True
         self.previous_reason = "validation-retry"
 
     def supersede(self, sealed: SealedPlan) -> None:
@@ -105,6 +108,7 @@ class TurnProgress:
         # re-expand within the model epoch.
         self.previous_request_id = sealed.request_id
         self.epoch = sealed.epoch
+        self.epoch_reset = False
         self.attempt += 1
 
     def replan(self, sealed: SealedPlan, reason: str) -> None:

@@ -55,13 +55,13 @@ async def _history_text(client: Client, workflow_id: str) -> str:
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
-            data = node.get("data")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            data = node.get("data")
             if isinstance(data, str):
                 decoded.append(base64.b64decode(data).decode("utf-8", "replace"))
-            for child in node.values():  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            for child in node.values():
                 walk(child)
         elif isinstance(node, list):
-            for child in node:  # pyright: ignore[reportUnknownVariableType]
+            for child in node:
                 walk(child)
 
     walk(history.to_json_dict())
@@ -255,3 +255,74 @@ async def test_tool_rounds_are_not_validated_and_the_final_answer_is(
 async def test_nonsense_output_is_refused_typed_before_anything_runs(bad: object) -> None:
     with pytest.raises(crux.ConfigurationError):
         crux.prompt(id="p", output=bad)  # pyright: ignore[reportArgumentType]
+
+
+async def test_prepare_step_switches_the_model_on_a_validation_retry(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    seen: list[tuple[str, int]] = []
+
+    @crux.step_hook("stronger-on-retry")
+    def stronger(step: crux.StepContext) -> crux.StepOverrides | None:
+        seen.append((step.reason, step.step))
+        if step.reason == "validation-retry":
+            return crux.StepOverrides(model="openai:gpt-4o")
+        return None
+
+    forecaster = crux.agent(
+        id="forecaster",
+        prompt=crux.prompt(id="forecast"),
+        model="openai:gpt-4o-mini",
+        output=Forecast,
+        prepare_step=stronger,
+    )
+    openai_server.enqueue(
+        TextReply(text=_rejected(0)),
+        TextReply(text=json.dumps({"city": "Rome", "high": 24, "summary": "Hot."})),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, hooks=[stronger]) as worker:
+        result = await worker.runtime.generate(
+            forecaster, input="Rome?", thread=f"output:{uuid.uuid4().hex[:6]}"
+        )
+        first, second = (step.request for step in result.steps)
+        inspections = [await worker.runtime.inspect(first), await worker.runtime.inspect(second)]
+
+    assert result.output == Forecast(city="Rome", high=24, summary="Hot.")
+    assert seen == [("initial", 1), ("validation-retry", 2)]
+    assert [request.body["model"] for request in openai_server.requests] == [
+        "gpt-4o-mini",
+        "gpt-4o",
+    ]
+    assert (second.previous_request_id, second.previous_reason) == (first.id, "validation-retry")
+    [switch] = second.preparations
+    assert (switch.reason, switch.model, switch.new_epoch) == (
+        "validation-retry",
+        "openai:gpt-4o",
+        True,
+    )
+    assert inspections[0].epoch_key != inspections[1].epoch_key
+    assert second.agent_id == "forecaster"
+
+
+async def test_a_streamed_reply_failing_validation_leaves_no_deltas(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(
+        TextReply(text=_rejected(0)),
+        TextReply(text=json.dumps({"city": "Nice", "high": 20, "summary": "Mild."})),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        updates = [
+            update
+            async for update in worker.runtime.stream(
+                "Nice?",
+                thread=f"output:{uuid.uuid4().hex[:6]}",
+                model="openai:gpt-4o-mini",
+                output=Forecast,
+            )
+        ]
+    [committed] = [u for u in updates if isinstance(u, crux.StreamCommitted)]
+    assert committed.generation.output == Forecast(city="Nice", high=20, summary="Mild.")
+    assert CANARY not in await _database_text(pool)
