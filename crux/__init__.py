@@ -16,6 +16,7 @@ from contracts.generation import (
     Usage,
 )
 from contracts.hooks import StepContext, StepOverrides
+from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
@@ -64,6 +65,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OperatorError,
     OutputValidationError,
     PreparationError,
     ProviderAuthError,
@@ -94,6 +96,7 @@ __all__ = [
     "GenerationFailedError",
     "GenerationInput",
     "GenerationResult",
+    "GenerationStatus",
     "HistoryEntry",
     "HistorySpec",
     "HistoryView",
@@ -103,6 +106,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "OperatorError",
     "Output",
     "OutputValidationError",
     "ParallelRun",
