@@ -1,4 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`."""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`."""
 
 from __future__ import annotations
 
@@ -38,8 +38,20 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
-    generation = commands.add_parser("generation", help="operate on generation runs")
-    add_approval_commands(generation.add_subparsers(dest="generation_command", required=True))
+    generation = commands.add_parser(
+        "generation", help="show, retry or abandon a generation run (TEMPORAL_ADDRESS)"
+    )
+    generation_commands = generation.add_subparsers(dest="generation_command", required=True)
+    for action, text in (
+        ("show", "print a run's content-free status"),
+        ("retry", "make a run waiting for storage or its commit try again now"),
+        ("abandon", "give up a run waiting for storage or its commit; nothing is committed"),
+    ):
+        sub = generation_commands.add_parser(action, help=text)
+        sub.add_argument("run", help="a workflow id (crux/gen/...) or a generation id")
+        sub.add_argument("--thread", default=None, help="the Thread of a generation id")
+        sub.add_argument("--json", action="store_true", help="print JSON")
+    add_approval_commands(generation_commands)
 
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
@@ -110,6 +122,16 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
     if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:
         return await run_approval_command(arguments, settings)
+    if arguments.command == "generation":
+        from crux._generation_commands import generation_command
+
+        return await generation_command(
+            settings,
+            arguments.generation_command,
+            arguments.run,
+            thread=arguments.thread,
+            as_json=arguments.json,
+        )
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

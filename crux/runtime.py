@@ -33,6 +33,7 @@ from contracts.generation import (
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._approvals import ApprovalMethods
+from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
     Generation,
@@ -77,7 +78,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, ApprovalMethods):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:

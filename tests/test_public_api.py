@@ -42,6 +42,8 @@ def test_crux_exports_are_pinned() -> None:
         "StepOverrides",
         "agent",
         "step_hook",
+        "GenerationStatus",
+        "OperatorError",
     }
 
 
