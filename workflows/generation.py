@@ -29,13 +29,6 @@ with workflow.unsafe.imports_passed_through():
         InvokeModelResult,
         ReadRequestResult,
     )
-    from contracts.approvals import (
-        QUERY_PENDING_APPROVALS,
-        UPDATE_APPROVE,
-        UPDATE_DENY,
-        ApprovalDecision,
-        PendingApproval,
-    )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
@@ -55,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
-    from workflows._approvals import Approvals
+    from workflows._approvals import ApprovalHandlers, Approvals
     from workflows._failures import (
         commit_rejected,
         decision_failure,
@@ -88,7 +81,7 @@ GENERATION_V2_PATCH = "generation-v2"
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
 # the workflow, typed; they never fail the task, which Temporal would retry forever.
 @workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
-class ManagedGenerationWorkflow(OperatorHandlers):
+class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
     def __init__(self) -> None:
@@ -113,29 +106,6 @@ class ManagedGenerationWorkflow(OperatorHandlers):
         if self._legacy is not None:
             return self._legacy.stage
         return self._stages.stage.value
-
-    @workflow.query(name=QUERY_PENDING_APPROVALS)
-    def pending_approvals(self) -> list[PendingApproval]:
-        """The tool calls waiting for a decision (tool name and call id only)."""
-        return self._approvals.pending()
-
-    @workflow.update(name=UPDATE_APPROVE)
-    def approve(self, decision: ApprovalDecision) -> None:
-        """Run a pending tool call."""
-        self._approvals.decide(decision, approve=True)
-
-    @approve.validator
-    def _validate_approve(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)
-
-    @workflow.update(name=UPDATE_DENY)
-    def deny(self, decision: ApprovalDecision) -> None:
-        """Deny a pending tool call: the model sees a denial result with its reason code."""
-        self._approvals.decide(decision, approve=False)
-
-    @deny.validator
-    def _validate_deny(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)
 
     @workflow.run
     async def run(self, raw: RawValue) -> GenerationOutcome | GenerationResult:
