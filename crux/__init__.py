@@ -16,6 +16,7 @@ from contracts.generation import (
     Usage,
 )
 from contracts.hooks import StepContext, StepOverrides
+from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
@@ -63,6 +64,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    GenerationStateError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -92,6 +94,8 @@ __all__ = [
     "GenerationFailedError",
     "GenerationInput",
     "GenerationResult",
+    "GenerationStateError",
+    "GenerationStatus",
     "HistoryEntry",
     "HistorySpec",
     "HistoryView",

@@ -192,7 +192,10 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
             diagnostics=_diagnostics(details.diagnostics),
         )
     if kind == ErrorType.THREAD_COMMIT:
-        return ThreadCommitError(message)
+        # An operator's abandon keeps its own code; every other rejection is commit_failed.
+        return ThreadCommitError(
+            message, code="abandoned" if code == "abandoned" else "commit_failed"
+        )
     if kind == ErrorType.THREAD:
         return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
     if kind == ErrorType.CONFIGURATION:

@@ -1,4 +1,8 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`."""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation ...`, `db ...`.
+
+`generation show|retry|abandon` looks at and steers a run; `db migrate|sweep` maintains the
+database.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
+    generation = commands.add_parser("generation", help="show, retry or abandon a run")
+    generation_commands = generation.add_subparsers(dest="generation_command", required=True)
+    for name, text in (
+        ("show", "print a run's content-free status"),
+        ("retry", "have a run waiting for storage try again now"),
+        ("abandon", "drop a waiting run's staged turn; nothing is committed"),
+    ):
+        action = generation_commands.add_parser(name, help=text)
+        action.add_argument("run_id", metavar="WORKFLOW_OR_GENERATION_ID")
+        action.add_argument("--thread", default=None, help="the generation's Thread")
+        action.add_argument("--json", action="store_true", help="print the status as JSON")
+
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     database_commands.add_parser("migrate", help="apply pending SQL migrations")
@@ -58,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _parser().parse_args(argv)
     settings = Settings.from_env(os.environ)
     level = settings.log_level
-    if arguments.command in ("demo", "thread", "db") and "CRUX_LOG_LEVEL" not in os.environ:
+    if (
+        arguments.command in ("demo", "thread", "db", "generation")
+        and "CRUX_LOG_LEVEL" not in os.environ
+    ):
         # These commands print their own output; keep routine log lines out of it.
         level = "warning"
     configure_logging(log_format=settings.log_format, level=level)
@@ -101,6 +120,14 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return 0
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "generation":
+        return await _commands.generation(
+            settings,
+            arguments.generation_command,
+            arguments.run_id,
+            thread_id=arguments.thread,
+            as_json=arguments.json,
+        )
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

@@ -15,6 +15,7 @@ from contracts.generation import (
     Usage,
     request_fingerprint,
 )
+from contracts.operator import GenerationStatus
 from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_STORAGE_WAIT_SECONDS",
     "GenerationInput",
     "GenerationOutcome",
+    "GenerationStatus",
     "GenerationResult",
     "HistorySpec",
     "InputBudgetSpec",

@@ -30,6 +30,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
+from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
     Generation,
@@ -73,7 +74,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns):
+class Runtime(ParallelRuns, OperatorRuns):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:

@@ -38,6 +38,8 @@ def test_crux_exports_are_pinned() -> None:
         "StepOverrides",
         "agent",
         "step_hook",
+        "GenerationStateError",
+        "GenerationStatus",
     }
 
 

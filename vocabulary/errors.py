@@ -11,6 +11,7 @@ CruxError
 │   └── ThreadInUseError                         delete while owners are registered
 ├── RequestCompositionError(code)                the request cannot be planned legally
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
+├── GenerationStateError(code)                   an operator action does not fit the run
 ├── StorageUnavailableError                     PostgreSQL could not be reached
 ├── PreparationError(code)                       a step or invocation hook failed
 └── ProviderError(provider)                      a provider call failed
@@ -89,6 +90,7 @@ ThreadErrorCode = Literal[
     "in_use",
     "deleted",
     "unsupported_capability",
+    "abandoned",
 ]
 
 
@@ -111,6 +113,7 @@ class ErrorType(StrEnum):
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
+    GENERATION_STATE = "GenerationStateError"
 
 
 class ThreadError(CruxError):
@@ -134,8 +137,15 @@ class ThreadCommitError(ThreadError):
     or publishes.
     """
 
-    def __init__(self, message: str, *, thread_id: str | None = None):
-        super().__init__("commit_failed", message, thread_id=thread_id)
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        code: ThreadErrorCode = "commit_failed",
+    ):
+        # `abandoned`: an operator dropped the staged turn; nothing was published.
+        super().__init__(code, message, thread_id=thread_id)
 
 
 class ThreadInUseError(ThreadError):
@@ -393,3 +403,22 @@ __all__ = [
     "ThreadInUseError",
     "http_error",
 ]
+
+
+GenerationStateCode = Literal["not_found", "not_running", "not_waiting", "ambiguous"]
+
+
+class GenerationStateError(CruxError):
+    """An operator action (`retry_now`, `abandon`) does not fit the run's current state.
+
+    Attributes:
+        code: `not_found` (no such run), `not_running` (it already ended), `not_waiting`
+            (it is not waiting for storage or for its commit) or `ambiguous` (a generation
+            id that names runs on several Threads; pass the Thread).
+        workflow_id: The run addressed, when known.
+    """
+
+    def __init__(self, code: GenerationStateCode, message: str, *, workflow_id: str | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code: GenerationStateCode = code
+        self.workflow_id = workflow_id

@@ -17,6 +17,7 @@ from temporalio.common import SearchAttributeUpdate
 from contracts.generation import GenerationInput
 from vocabulary.stages import Stage
 from workflows import _search
+from workflows._operator import OperatorControl
 
 
 class StageReporter:
@@ -24,6 +25,9 @@ class StageReporter:
 
     def __init__(self) -> None:
         self.stage = Stage.STARTING
+        self.details: str | None = None
+        # Storage waits of every stage consult it, so operator updates reach them all.
+        self.operator = OperatorControl()
         self._published: Stage | None = None
         self._identity: list[SearchAttributeUpdate[Any]] = []
 
@@ -45,6 +49,7 @@ class StageReporter:
     def set(self, stage: Stage, details: str | None = None) -> None:
         """Enter `stage`; `details` (content-free) says which step of it."""
         self.stage = stage
+        self.details = details
         workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
 
     def publish(self) -> None:

@@ -85,6 +85,7 @@ async def waiting_out_storage(
         The activity's result.
 
     Raises:
+        RunAbandoned: An operator abandoned the run while it waited.
         ActivityError: A failure that is not an outage (or the `ApplicationError` of a
             local activity).
         StorageWaitExceeded: Typed `StorageUnavailableError` once the wait outlasts the
@@ -96,11 +97,17 @@ async def waiting_out_storage(
     while True:
         stages.publish()
         try:
-            return await call()
+            result = await call()
         except ActivityFailure as error:
             if not outage(error):
                 raise
+            cause = application_cause(error)
+            failed_type = cause.type if cause is not None else type(error).__name__
+        else:
+            stages.operator.unblocked()
+            return result
         since = since or workflow.now()
+        stages.operator.blocked(since, failed_type)
         rounds += 1
         _check_ceiling(stages, request, since, stage)
         stages.set(blocked, f"{stage}: round {rounds} waiting for storage")
@@ -108,7 +115,8 @@ async def waiting_out_storage(
         # The stage stays blocked through the next try too: a call that hangs on an
         # unreachable server must not look like progress. The caller's next stage
         # replaces it once the call succeeds.
-        await workflow.sleep(backoff)
+        # An operator's `retry_now` ends the pause early; `abandon` ends the run here.
+        await stages.operator.pause(backoff)
         backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
 
 

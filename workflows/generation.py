@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
+    from workflows._abandon import discard_abandoned
     from workflows._failures import (
         commit_rejected,
         decision_failure,
@@ -58,6 +59,8 @@ with workflow.unsafe.imports_passed_through():
         validated,
     )
     from workflows._hooks import StepHooks
+    from workflows._operator import RunAbandoned
+    from workflows._operator_handlers import OperatorHandlers
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
@@ -81,12 +84,14 @@ GENERATION_V2_PATCH = "generation-v2"
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
 # the workflow, typed; they never fail the task, which Temporal would retry forever.
 @workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
-class ManagedGenerationWorkflow:
+class ManagedGenerationWorkflow(OperatorHandlers):
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
     def __init__(self) -> None:
         self._stages = StageReporter()
         self._legacy: LegacyGeneration | None = None
+        self._request: GenerationInput | None = None
+        self._progress: TurnProgress | None = None
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -110,6 +115,7 @@ class ManagedGenerationWorkflow:
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = validated(raw)
+        self._request = request
         if not workflow.patched(GENERATION_V2_PATCH):
             self._legacy = LegacyGeneration()
             # Runs of the first path return the payload they always returned.
@@ -117,6 +123,9 @@ class ManagedGenerationWorkflow:
         self._stages.publish_identity(request)
         try:
             result = await self._generate(request)
+        except RunAbandoned:
+            await discard_abandoned(self._stages, request)
+            raise
         except BaseException as error:
             await discard_after(self._stages, request, error)
             raise
@@ -126,6 +135,7 @@ class ManagedGenerationWorkflow:
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         read = await self._read(request)
         progress = TurnProgress()
+        self._progress = progress
         hooks = StepHooks(request)
         if hooks.named and read.existing is None:
             await hooks.prepare_invocation(self._stages)
@@ -377,7 +387,7 @@ class ManagedGenerationWorkflow:
                 blocked=Stage.COMMIT_BLOCKED,
                 outage=is_retryable,
             )
-        except StorageWaitExceeded:
+        except (StorageWaitExceeded, RunAbandoned):
             raise
         except ActivityFailure as error:
             raise commit_rejected(self._stages, error) from None
