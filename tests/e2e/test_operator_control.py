@@ -36,14 +36,16 @@ from temporalio.worker import (
 )
 
 from contracts.activities import ACTIVITY_COMMIT_TURN
+from contracts.operator import GenerationStatus
 from crux._worker import build_worker, worker_resources
 from crux.errors import GenerationStateError, ThreadCommitError
 from crux.runtime import Runtime
 from crux.stack import EmbeddedPostgres, start_postgres_sync
+from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import create_pool
 from storage.migrate import migrate
 from tests.chaos import pause_postgres, resume_postgres
-from tests.helpers import eventually, record_history, settings_for
+from tests.helpers import eventually, new_worker, settings_for
 
 ROUNDS_BEFORE_RETRY = 4
 """The commit's round whose pause is cut short (its timer is 8 s: ample time to restart
@@ -179,6 +181,17 @@ def _events(history: Any) -> list[Any]:
 async def test_retry_now_commits_a_blocked_turn_before_its_backoff_timer_fires(
     client: Client, stack: Stack
 ) -> None:
+    await retry_now_scenario(client, stack)
+
+
+async def test_abandon_drops_the_staged_turn_and_fails_the_caller_typed(
+    client: Client, stack: Stack
+) -> None:
+    await abandon_scenario(client, stack)
+
+
+async def retry_now_scenario(client: Client, stack: Stack) -> str:
+    """A run blocked in its commit, retried at once by an operator; returns its workflow id."""
     thread = f"op-retry-{uuid.uuid4().hex[:6]}"
     stack.fault.arm()
     caller = asyncio.create_task(
@@ -244,12 +257,11 @@ async def test_retry_now_commits_a_blocked_turn_before_its_backoff_timer_fires(
     assert retried.returncode == 4, retried.stderr
     missing = await asyncio.to_thread(_crux, stack.env, "generation", "show", "no-such-run")
     assert missing.returncode == 3, missing.stderr
-    await record_history(client, accepted.workflow_id, "v2_operator_retry_now")
+    return accepted.workflow_id
 
 
-async def test_abandon_drops_the_staged_turn_and_fails_the_caller_typed(
-    client: Client, stack: Stack
-) -> None:
+async def abandon_scenario(client: Client, stack: Stack) -> str:
+    """A run blocked in its commit, abandoned by an operator; returns its workflow id."""
     thread = f"op-abandon-{uuid.uuid4().hex[:6]}"
     stack.fault.arm()
     caller = asyncio.create_task(
@@ -294,4 +306,46 @@ async def test_abandon_drops_the_staged_turn_and_fails_the_caller_typed(
     ]
     assert deleted and deleted[-1]["deleted"] >= 2
     assert (status.running, status.status, status.stage) == (False, "FAILED", "failed")
-    await record_history(client, status.workflow_id, "v2_operator_abandon")
+    return status.workflow_id
+
+
+async def test_updates_outside_a_storage_wait_are_rejected_typed(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    # The provider takes its time: the run sits in `invoking`, where neither update applies.
+    openai_server.enqueue(TextReply(text="slow answer", delay_seconds=4))
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        runtime = worker.runtime
+        thread = f"op-stage-{uuid.uuid4().hex[:6]}"
+        caller = asyncio.create_task(
+            runtime.generate(
+                "hello there", thread=thread, generation_id="g-stage", model="openai:gpt-4o-mini"
+            )
+        )
+
+        async def probe() -> GenerationStatus | None:
+            try:
+                return await runtime.generation_status("g-stage", thread_id=thread)
+            except GenerationStateError:
+                return None
+
+        status = await eventually(
+            probe, lambda value: value is not None and value.stage == "invoking"
+        )
+        assert status is not None
+        assert (status.stage, status.waiting, status.attempt) == ("invoking", False, 1)
+        assert status.model == "openai:gpt-4o-mini"
+        assert status.blocked_since is None
+        for operate in (runtime.retry_generation, runtime.abandon_generation):
+            with pytest.raises(GenerationStateError) as rejected:
+                await operate("g-stage", thread_id=thread)
+            assert rejected.value.code == "not_waiting"
+            assert "hello" not in str(rejected.value)
+        generation = await asyncio.wait_for(caller, timeout=60)
+        assert generation.thread_commit is not None
+        # By workflow id and by generation id alone (found through `CruxGenerationId`).
+        for run_id in (status.workflow_id, "g-stage"):
+            ended = await runtime.generation_status(run_id)
+            assert (ended.running, ended.status, ended.stage) == (False, "COMPLETED", "completed")
+            assert ended.thread_id == thread
