@@ -211,7 +211,11 @@ async def retry_now_scenario(client: Client, stack: Stack) -> str:
     assert "hello" not in shown.stdout
 
     await asyncio.to_thread(resume_postgres, stack.fault.server)
-    accepted = await stack.runtime.retry_generation("g-retry", thread_id=thread)
+    retried = await asyncio.to_thread(
+        _crux, stack.env, "generation", "retry", "g-retry", "--thread", thread, "--json"
+    )
+    assert retried.returncode == 0, retried.stderr
+    accepted = GenerationStatus.model_validate_json(retried.stdout)
     assert accepted.stage == "commit_blocked"
     generation = await asyncio.wait_for(caller, timeout=60)
     assert generation.thread_commit is not None
@@ -253,8 +257,9 @@ async def retry_now_scenario(client: Client, stack: Stack) -> str:
     with pytest.raises(GenerationStateError) as ended:
         await stack.runtime.retry_generation("g-retry", thread_id=thread)
     assert ended.value.code == "not_running"
-    retried = await asyncio.to_thread(_crux, stack.env, "generation", "retry", accepted.workflow_id)
-    assert retried.returncode == 4, retried.stderr
+    late = await asyncio.to_thread(_crux, stack.env, "generation", "retry", accepted.workflow_id)
+    assert late.returncode == 4, late.stderr
+    assert "not_running" in late.stderr
     missing = await asyncio.to_thread(_crux, stack.env, "generation", "show", "no-such-run")
     assert missing.returncode == 3, missing.stderr
     return accepted.workflow_id
