@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
 from vocabulary.commits import ThreadCommit, WireModel
@@ -170,6 +171,9 @@ class GenerationInput(WireModel):
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
+        output: The structured output the reply must match (a JSON schema), validated by
+            the worker before the reply is staged; a rejected reply is retried as a new
+            planned call, at most `output.max_retries` times.
     """
 
     generation_id: str
@@ -199,6 +203,7 @@ class GenerationInput(WireModel):
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
     composition: CompositionSpec | None = None
+    output: OutputSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod
@@ -396,6 +401,17 @@ class GenerationOutcome(WireModel):
         )
 
 
+_LATER_FIELDS = (
+    "settings",
+    "agent_id",
+    "prepare_step",
+    "prepare_invocation",
+    "composition",
+    "output",
+)
+"""Fields added after fingerprints were first stored."""
+
+
 def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
     """A content-free fingerprint of what a generation asks for.
 
@@ -423,10 +439,11 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
         },
     )
-    if request.settings is None:
-        # Left out when unset, so fingerprints of requests without settings stay as they
-        # were before the field existed.
-        del settings["settings"]
+    for name in _LATER_FIELDS:
+        # Left out when unset, so fingerprints of requests that do not use a field stay as
+        # they were before the field existed.
+        if settings.get(name) is None:
+            settings.pop(name, None)
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

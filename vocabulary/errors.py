@@ -114,6 +114,7 @@ class ErrorType(StrEnum):
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
     GENERATION_STATE = "GenerationStateError"
+    OUTPUT_VALIDATION = "OutputValidationError"
 
 
 class ThreadError(CruxError):
@@ -379,6 +380,30 @@ class PreparationError(CruxError):
         self.code = code
 
 
+class OutputValidationError(CruxError):
+    """Every reply of a structured-output generation failed validation; nothing was committed.
+
+    Attributes:
+        defects: Where the last rejected reply failed, as `path: kind` (for example
+            `$.items[0].price: type`); never the reply's values.
+        attempts: Provider calls whose replies were rejected.
+        request_id: The last rejected request.
+    """
+
+    def __init__(
+        self,
+        defects: tuple[str, ...],
+        *,
+        attempts: int = 0,
+        request_id: str | None = None,
+    ):
+        shown = ", ".join(defects[:4]) + (", ..." if len(defects) > 4 else "")
+        super().__init__(f"the reply failed output validation {attempts} time(s): {shown}")
+        self.defects = defects
+        self.attempts = attempts
+        self.request_id = request_id
+
+
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
@@ -386,6 +411,7 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",
     "ProviderConnectionError",

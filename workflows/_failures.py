@@ -24,12 +24,15 @@ from vocabulary.errors import (
     ConfigurationError,
     CruxError,
     ErrorType,
+    OutputValidationError,
     RequestCompositionError,
     ThreadError,
 )
 from vocabulary.stages import Stage
 from workflows import _options
+from workflows._abandon import discard_abandoned
 from workflows._decode import decode_input
+from workflows._operator import RunAbandoned
 from workflows._stages import StageReporter
 from workflows._storage_wait import application_cause
 
@@ -57,6 +60,14 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
         stages.set(Stage.FAILED, error.code)
         details = ErrorDetails(code=error.code)
         error_type = ErrorType.THREAD
+    elif isinstance(error, OutputValidationError):
+        stages.set(Stage.FAILED, "output invalid")
+        details = ErrorDetails(
+            code="output_invalid",
+            request_id=action.request_id,
+            diagnostics={"defects": list(error.defects), "attempts": error.attempts},
+        )
+        error_type = ErrorType.OUTPUT_VALIDATION
     else:
         stages.set(Stage.FAILED)
         details = ErrorDetails()
@@ -91,6 +102,10 @@ async def discard_after(
     cancellation. A bug that fails the workflow task (and is retried) keeps its staging,
     and an eviction unwinds without issuing commands.
     """
+    if isinstance(error, RunAbandoned):
+        # Abandoned while storage was away: the discard waits for it to come back.
+        await discard_abandoned(stages, request)
+        return
     cancelled = is_cancelled_exception(error)
     if not (cancelled or isinstance(error, FailureError | CruxError)):
         return

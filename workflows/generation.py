@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummary,
         RecoverOverflow,
         Replan,
+        RetryValidation,
         RunTools,
         Seal,
         next_action,
@@ -51,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
-    from workflows._abandon import discard_abandoned
     from workflows._failures import (
         commit_rejected,
         decision_failure,
@@ -123,9 +123,6 @@ class ManagedGenerationWorkflow(OperatorHandlers):
         self._stages.publish_identity(request)
         try:
             result = await self._generate(request)
-        except RunAbandoned:
-            await discard_abandoned(self._stages, request)
-            raise
         except BaseException as error:
             await discard_after(self._stages, request, error)
             raise
@@ -158,6 +155,10 @@ class ManagedGenerationWorkflow(OperatorHandlers):
                     max_tool_rounds=request.max_tool_rounds,
                     replans=len(progress.superseded),
                     on_revision_moved=request.on_revision_moved,
+                    rejections=progress.rejections + (outcome == "invalid-output"),
+                    max_validation_retries=request.output.max_retries if request.output else 0,
+                    defects=tuple(invoked.defects) if invoked else (),
+                    request_id=sealed.request_id,
                 )
             )
             if isinstance(action, Fail):
@@ -168,6 +169,11 @@ class ManagedGenerationWorkflow(OperatorHandlers):
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
                 hooks.reason = "overflow-recovery"
+            elif isinstance(action, RetryValidation) and invoked is not None:
+                # The reply failed validation and was never staged: plan a new call.
+                progress.rejections = action.retry
+                progress.reject(sealed, invoked)
+                hooks.reason = "validation-retry"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
                 progress.replan(sealed, action.reason)
@@ -311,7 +317,9 @@ class ManagedGenerationWorkflow(OperatorHandlers):
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
             raise
-        return ("revision-moved" if invoked.revision_moved else "answered"), invoked, None
+        if invoked.revision_moved:
+            return "revision-moved", invoked, None
+        return ("invalid-output" if invoked.defects else "answered"), invoked, None
 
     async def _record(self, request: GenerationInput, sealed: SealedPlan) -> None:
         """Store the plan's receipt and inspection before its attempt.
