@@ -30,9 +30,7 @@ from vocabulary.errors import (
 )
 from vocabulary.stages import Stage
 from workflows import _options
-from workflows._abandon import discard_abandoned
 from workflows._decode import decode_input
-from workflows._operator import RunAbandoned
 from workflows._stages import StageReporter
 from workflows._storage_wait import application_cause
 
@@ -102,10 +100,6 @@ async def discard_after(
     cancellation. A bug that fails the workflow task (and is retried) keeps its staging,
     and an eviction unwinds without issuing commands.
     """
-    if isinstance(error, RunAbandoned):
-        # Abandoned while storage was away: the discard waits for it to come back.
-        await discard_abandoned(stages, request)
-        return
     cancelled = is_cancelled_exception(error)
     if not (cancelled or isinstance(error, FailureError | CruxError)):
         return

@@ -39,6 +39,7 @@ from contracts.activities import ACTIVITY_COMMIT_TURN
 from contracts.operator import GenerationStatus
 from crux._worker import build_worker, worker_resources
 from crux.errors import GenerationStateError, ThreadCommitError
+from crux.models import GenerationInput, workflow_id_for
 from crux.runtime import Runtime
 from crux.stack import EmbeddedPostgres, start_postgres_sync
 from providers.loopback import LoopbackOpenAIServer, TextReply
@@ -354,3 +355,56 @@ async def test_updates_outside_a_storage_wait_are_rejected_typed(
             ended = await runtime.generation_status(run_id)
             assert (ended.running, ended.status, ended.stage) == (False, "COMPLETED", "completed")
             assert ended.thread_id == thread
+
+
+async def test_a_read_waiting_for_storage_is_retried_then_abandoned(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    # The worker's own pool is closed: its reads fail the way an unreachable server does.
+    task_queue = f"crux-operator-read-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(database_url).model_copy(update={"task_queue": task_queue})
+    worker_pool = await create_pool(database_url, min_size=1, max_size=2)
+    async with worker_resources(settings, pool=worker_pool) as activities:
+        await worker_pool.close()
+        async with build_worker(client, task_queue=task_queue, activities=activities):
+            runtime = Runtime(client, pool, task_queue=task_queue)
+            thread = f"op-read-{uuid.uuid4().hex[:6]}"
+            handle = await client.start_workflow(
+                "ManagedGenerationWorkflow",
+                GenerationInput(
+                    generation_id="g-read", thread_id=thread, input="x", storage_wait_seconds=20
+                ),
+                id=workflow_id_for("g-read", thread),
+                task_queue=task_queue,
+            )
+
+            async def waiting() -> GenerationStatus:
+                return await runtime.generation_status(handle.id)
+
+            first = await eventually(waiting, lambda status: status.waiting, timeout=20)
+            assert first.stage == "storage_blocked"
+            assert first.last_error_type == "StorageUnavailableError"
+            retried = await runtime.retry_generation("g-read", thread_id=thread)
+            assert retried.stage == "storage_blocked"
+            # The retried read failed again; the run waits once more, still blocked.
+            again = await eventually(
+                waiting,
+                lambda status: status.waiting and status.details != first.details,
+                timeout=20,
+            )
+            assert again.blocked_since == first.blocked_since
+            await eventually(waiting, lambda status: status.waiting, timeout=20)
+            await runtime.abandon_generation(handle.id)
+            # Failed at once; its discard now retries on the unreachable store (bounded), so
+            # the run is ended here rather than waited for.
+            ended = await eventually(waiting, lambda status: status.stage == "failed")
+            assert ended.details == "discarding staged content"
+            assert not ended.waiting
+            with pytest.raises(GenerationStateError) as late:
+                await runtime.retry_generation(handle.id)
+            assert late.value.code == "not_waiting"
+            history = await handle.fetch_history()
+            kinds = [event.event_type for event in history.events]
+            assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) == 2
+            assert EventType.EVENT_TYPE_TIMER_CANCELED in kinds
+            await handle.terminate("test over")
