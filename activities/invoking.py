@@ -18,8 +18,9 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
+from activities._output import reply_defects
 from activities._providers import ProviderRegistry, sampling_fields
-from activities._registries import ToolLookup
+from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
 from activities.skeleton import thread_ids_at
 from contracts.activities import (
@@ -29,7 +30,6 @@ from contracts.activities import (
     InvokeModelResult,
 )
 from contracts.generation import Usage
-from contracts.output import output_defects
 from planner import ModelCatalog
 from providers import (
     AuthoritativeCounter,
@@ -72,6 +72,7 @@ class ModelInvoker:
         providers: Model id to provider client.
         catalog: Model profiles (the output's tokenizer).
         tools: Tools offered to the model.
+        prompts: The worker's prompts (their pydantic output models validate replies).
         assembler: Rebuilds a sealed request's messages from PostgreSQL.
     """
 
@@ -84,6 +85,7 @@ class ModelInvoker:
         catalog: ModelCatalog,
         tools: ToolLookup,
         assembler: RequestAssembler,
+        prompts: PromptLookup | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -91,6 +93,7 @@ class ModelInvoker:
         self._catalog = catalog
         self._tools = tools
         self._assembler = assembler
+        self._prompts = prompts
         self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
     async def count(self, request: CountRequestInput) -> CountRequestResult:
@@ -202,7 +205,7 @@ class ModelInvoker:
         counter = TokenCounter.for_encoding(profile.encoding)
         output_tokens = counter.count_message(output)
         if request.output_schema is not None and not output.tool_calls:
-            defects = output_defects(request.output_schema, output.text)
+            defects = reply_defects(request, output.text, self._prompts)
             if defects:
                 return await self._rejected(request, response, output_tokens, defects)
         call_message = None

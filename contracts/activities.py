@@ -138,6 +138,9 @@ class InvokeModelInput(CompactWireModel):
     output_schema: dict[str, Any] | None = None
     """The structured-output schema: sent natively, and the reply validated against it
     before anything of it is staged."""
+    output_prompt_id: str | None = None
+    """With `output_schema`: the prompt whose pydantic output model, when registered on the
+    worker with this very schema, validates the reply too."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vocabulary.commits import WireModel
 from vocabulary.errors import ConfigurationError
@@ -113,6 +113,28 @@ def output_defects(schema: dict[str, Any], text: str) -> list[str]:
     errors: list[Any] = list(validator.iter_errors(value))
     defects = sorted({f"{_path(e.absolute_path, declared)}: {e.validator}" for e in errors})
     return defects[:MAX_DEFECTS]
+
+
+def model_defects(model: type[BaseModel], schema: dict[str, Any], text: str) -> list[str]:
+    """Where `text` fails the pydantic `model`: paths and kinds, no values.
+
+    Used when the worker knows the model the schema was derived from, so validators the
+    schema cannot express (ranges checked in code, cross-field rules) also decide.
+
+    Args:
+        model: The pydantic model.
+        schema: Its JSON schema, as sent (names the keys a path may show).
+        text: The reply.
+    """
+    try:
+        model.model_validate_json(text)
+    except ValidationError as error:
+        declared = _declared_keys(schema)
+        defects = sorted(
+            {f"{_path(detail['loc'], declared)}: {detail['type']}" for detail in error.errors()}
+        )
+        return defects[:MAX_DEFECTS]
+    return []
 
 
 def _declared_keys(schema: object) -> frozenset[str]:

@@ -196,10 +196,9 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
             diagnostics=_diagnostics(details.diagnostics),
         )
     if kind == ErrorType.THREAD_COMMIT:
-        # An operator's abandon keeps its own code; every other rejection is commit_failed.
-        return ThreadCommitError(
-            message, code="abandoned" if code == "abandoned" else "commit_failed"
-        )
+        if code == "abandoned":
+            return ThreadCommitError(message, code="abandoned")
+        return ThreadCommitError(message)
     if kind == ErrorType.THREAD:
         return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
     if kind == ErrorType.CONFIGURATION:

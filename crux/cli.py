@@ -1,8 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation ...`, `db ...`.
-
-`generation show|retry|abandon` looks at and steers a run; `db migrate|sweep` maintains the
-database.
-"""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`."""
 
 from __future__ import annotations
 
@@ -41,17 +37,19 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
-    generation = commands.add_parser("generation", help="show, retry or abandon a run")
+    generation = commands.add_parser(
+        "generation", help="show, retry or abandon a generation run (TEMPORAL_ADDRESS)"
+    )
     generation_commands = generation.add_subparsers(dest="generation_command", required=True)
-    for name, text in (
+    for action, text in (
         ("show", "print a run's content-free status"),
-        ("retry", "have a run waiting for storage try again now"),
-        ("abandon", "drop a waiting run's staged turn; nothing is committed"),
+        ("retry", "make a run waiting for storage or its commit try again now"),
+        ("abandon", "give up a run waiting for storage or its commit; nothing is committed"),
     ):
-        action = generation_commands.add_parser(name, help=text)
-        action.add_argument("run_id", metavar="WORKFLOW_OR_GENERATION_ID")
-        action.add_argument("--thread", default=None, help="the generation's Thread")
-        action.add_argument("--json", action="store_true", help="print the status as JSON")
+        sub = generation_commands.add_parser(action, help=text)
+        sub.add_argument("run", help="a workflow id (crux/gen/...) or a generation id")
+        sub.add_argument("--thread", default=None, help="the Thread of a generation id")
+        sub.add_argument("--json", action="store_true", help="print JSON")
 
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
@@ -121,11 +119,13 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
     if arguments.command == "generation":
-        return await _commands.generation(
+        from crux._generation_commands import generation_command
+
+        return await generation_command(
             settings,
             arguments.generation_command,
-            arguments.run_id,
-            thread_id=arguments.thread,
+            arguments.run,
+            thread=arguments.thread,
             as_json=arguments.json,
         )
     if arguments.command == "db" and arguments.db_command == "sweep":

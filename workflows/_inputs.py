@@ -93,6 +93,7 @@ def invoke_input(
         stream=request.stream,
         settings=request.settings,
         output_schema=request.output.json_schema if request.output else None,
+        output_prompt_id=request.prompt_id if request.output else None,
     )
 
 

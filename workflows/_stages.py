@@ -30,6 +30,9 @@ class StageReporter:
         self.operator = OperatorControl()
         self._published: Stage | None = None
         self._identity: list[SearchAttributeUpdate[Any]] = []
+        self.details: str | None = None
+        # Operator requests (retry now, abandon) reach every storage wait through here.
+        self.control = OperatorControl()
 
     def publish_identity(self, request: GenerationInput) -> None:
         """Name this run (thread, generation, model) with the next stage published.

@@ -59,8 +59,7 @@ with workflow.unsafe.imports_passed_through():
         validated,
     )
     from workflows._hooks import StepHooks
-    from workflows._operator import RunAbandoned
-    from workflows._operator_handlers import OperatorHandlers
+    from workflows._operator import OperatorHandlers, RunAbandoned
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
@@ -93,6 +92,9 @@ class ManagedGenerationWorkflow(OperatorHandlers):
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
 
+    def _operated(self) -> tuple[StageReporter, GenerationInput | None, TurnProgress | None]:
+        return self._stages, self._request, self._progress
+
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
         """The current stage (a `vocabulary.stages.Stage` value).
@@ -121,6 +123,7 @@ class ManagedGenerationWorkflow(OperatorHandlers):
             # Runs of the first path return the payload they always returned.
             return cast(GenerationResult, await self._legacy.run(request))
         self._stages.publish_identity(request)
+        self._request = request
         try:
             result = await self._generate(request)
         except BaseException as error:
@@ -131,8 +134,7 @@ class ManagedGenerationWorkflow(OperatorHandlers):
 
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         read = await self._read(request)
-        progress = TurnProgress()
-        self._progress = progress
+        progress = self._progress = TurnProgress()
         hooks = StepHooks(request)
         if hooks.named and read.existing is None:
             await hooks.prepare_invocation(self._stages)

@@ -13,7 +13,7 @@ import uuid
 
 import asyncpg
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from temporalio.client import Client
 
 import crux
@@ -326,3 +326,38 @@ async def test_a_streamed_reply_failing_validation_leaves_no_deltas(
     [committed] = [u for u in updates if isinstance(u, crux.StreamCommitted)]
     assert committed.generation.output == Forecast(city="Nice", high=20, summary="Mild.")
     assert CANARY not in await _database_text(pool)
+
+
+class Reading(BaseModel):
+    """A sensor reading; the range rule lives in code, not in the JSON schema."""
+
+    celsius: int
+
+    @field_validator("celsius")
+    @classmethod
+    def _plausible(cls, value: int) -> int:
+        if not -90 <= value <= 60:
+            raise ValueError("implausible")
+        return value
+
+
+async def test_a_registered_prompts_pydantic_model_validates_on_the_worker(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    sensor = crux.prompt(id="sensor", output=Reading)
+    thread_id = f"output:{uuid.uuid4().hex[:6]}"
+    # The schema accepts 4000; only the model's validator refuses it, on the worker, so
+    # the implausible reply is retried before anything is committed.
+    openai_server.enqueue(
+        TextReply(text=json.dumps({"celsius": 4000})),
+        TextReply(text=json.dumps({"celsius": 21})),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, prompts=[sensor]) as worker:
+        result = await worker.runtime.generate(
+            sensor, input="Read it.", thread=thread_id, model="openai:gpt-4o-mini"
+        )
+        roles = await _roles(pool, thread_id)
+    assert result.output == Reading(celsius=21)
+    assert [step.finish_reason for step in result.steps] == ["invalid-output", "stop"]
+    assert roles == ["user", "assistant"]
