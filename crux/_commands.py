@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,37 +315,3 @@ def _json(value: Any) -> str:
     if value is None:
         return "null"
     return json.dumps(value.model_dump(mode="json"), sort_keys=True)
-
-
-GENERATION_EXIT_CODES = {"ambiguous": 2, "not_found": 3, "not_running": 4, "not_waiting": 4}
-"""Exit codes of `crux generation`: 0 done, 2 usage (ambiguous id: name the Thread),
-3 no such run, 4 the run is not in a state the action applies to."""
-
-
-async def generation(
-    settings: Settings, action: str, run_id: str, *, thread_id: str | None, as_json: bool
-) -> int:
-    """`crux generation show|retry|abandon`: print the run's status, content-free."""
-    from crux._checks import connect_temporal
-    from crux._operator import operate, run_status
-    from vocabulary.errors import GenerationStateError
-
-    client = await connect_temporal(settings)
-    try:
-        if action == "show":
-            status = await run_status(client, run_id, thread_id)
-        else:
-            update = "retry_now" if action == "retry" else "abandon"
-            status = await operate(client, update, run_id, thread_id)
-    except GenerationStateError as error:
-        print(f"crux: GenerationStateError: {error}", file=sys.stderr)
-        return GENERATION_EXIT_CODES.get(error.code, 1)
-    if as_json:
-        print(status.model_dump_json())
-        return 0
-    if action != "show":
-        print(f"{action}: accepted by {status.workflow_id}")
-    for name, value in status.model_dump().items():
-        if value is not None:
-            print(f"  {name:<16}: {value}")
-    return 0

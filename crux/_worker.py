@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Interceptor, Worker
+from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import GenerationActivities, ProviderRegistry, StagingCleanup
@@ -66,7 +66,6 @@ def build_worker(
     activities: GenerationActivities,
     extra_workflows: Sequence[type] = (),
     extra_activities: Sequence[Callable[..., Any]] = (),
-    interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     """Create a worker for the generation workflow and its activities.
 
@@ -76,7 +75,6 @@ def build_worker(
         activities: The generation activities, bound to their pools and clients.
         extra_workflows: More workflows served by the same worker (benchmark anchors).
         extra_activities: More activities served by the same worker.
-        interceptors: Worker interceptors (fault injection in tests, tracing).
     """
     cleanup = StagingCleanup(activities.generations)
     return Worker(
@@ -112,7 +110,6 @@ def build_worker(
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.
         max_eager_activity_reservations_per_workflow_task=3,
-        interceptors=list(interceptors),
     )
 
 

@@ -15,7 +15,6 @@ from contracts.generation import (
     Usage,
     request_fingerprint,
 )
-from contracts.operator import GenerationStatus
 from vocabulary.commits import ThreadCommit, WireModel
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
@@ -37,7 +36,6 @@ __all__ = [
     "DEFAULT_STORAGE_WAIT_SECONDS",
     "GenerationInput",
     "GenerationOutcome",
-    "GenerationStatus",
     "GenerationResult",
     "HistorySpec",
     "InputBudgetSpec",

@@ -11,7 +11,6 @@ CruxError
 │   └── ThreadInUseError                         delete while owners are registered
 ├── RequestCompositionError(code)                the request cannot be planned legally
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
-├── GenerationStateError(code)                   an operator action does not fit the run
 ├── StorageUnavailableError                     PostgreSQL could not be reached
 ├── PreparationError(code)                       a step or invocation hook failed
 ├── OperatorError(code)                         retry/abandon refused: not found, wrong stage
@@ -115,7 +114,6 @@ class ErrorType(StrEnum):
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
-    GENERATION_STATE = "GenerationStateError"
     OUTPUT_VALIDATION = "OutputValidationError"
 
 
@@ -449,22 +447,3 @@ __all__ = [
     "ThreadInUseError",
     "http_error",
 ]
-
-
-GenerationStateCode = Literal["not_found", "not_running", "not_waiting", "ambiguous"]
-
-
-class GenerationStateError(CruxError):
-    """An operator action (`retry_now`, `abandon`) does not fit the run's current state.
-
-    Attributes:
-        code: `not_found` (no such run), `not_running` (it already ended), `not_waiting`
-            (it is not waiting for storage or for its commit) or `ambiguous` (a generation
-            id that names runs on several Threads; pass the Thread).
-        workflow_id: The run addressed, when known.
-    """
-
-    def __init__(self, code: GenerationStateCode, message: str, *, workflow_id: str | None = None):
-        super().__init__(f"{code}: {message}")
-        self.code: GenerationStateCode = code
-        self.workflow_id = workflow_id

@@ -25,9 +25,6 @@ class StageReporter:
 
     def __init__(self) -> None:
         self.stage = Stage.STARTING
-        self.details: str | None = None
-        # Storage waits of every stage consult it, so operator updates reach them all.
-        self.operator = OperatorControl()
         self._published: Stage | None = None
         self._identity: list[SearchAttributeUpdate[Any]] = []
         self.details: str | None = None

@@ -85,7 +85,6 @@ async def waiting_out_storage(
         The activity's result.
 
     Raises:
-        RunAbandoned: An operator abandoned the run while it waited.
         ActivityError: A failure that is not an outage (or the `ApplicationError` of a
             local activity).
         StorageWaitExceeded: Typed `StorageUnavailableError` once the wait outlasts the

@@ -117,7 +117,6 @@ class ManagedGenerationWorkflow(OperatorHandlers):
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = validated(raw)
-        self._request = request
         if not workflow.patched(GENERATION_V2_PATCH):
             self._legacy = LegacyGeneration()
             # Runs of the first path return the payload they always returned.

@@ -62,16 +62,3 @@ def test_worker_without_database_fails_with_a_clear_message() -> None:
     )
     assert completed.returncode != 0
     assert "Traceback" not in completed.stderr
-
-
-def test_generation_commands_without_a_run_id_are_usage_errors() -> None:
-    for arguments in (("generation",), ("generation", "show"), ("generation", "pause", "x")):
-        completed = subprocess.run(
-            [sys.executable, "-m", "crux", *arguments],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert completed.returncode == 2, arguments
-        assert "usage: crux generation" in completed.stderr
