@@ -186,6 +186,9 @@ class RunToolInput(CompactWireModel):
     """Index the tool result takes within the turn."""
     policy: ToolPolicySpec | None = None
     """The tool's retry and timeout policy; `None` runs the handler once, unbounded."""
+    denied: str | None = None
+    """The reason code of an operator's denial: the handler is not run and a fixed,
+    content-free denial result is staged in its place."""
 
 
 class RunToolResult(CompactWireModel):

@@ -202,6 +202,11 @@ class GenerationInput(WireModel):
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
+    approval_tools: list[str] = Field(default_factory=list[str], max_length=MAX_TOOL_POLICIES)
+    """Offered tools whose calls wait for an operator's approve or deny before they run."""
+    approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
+    """How long a call waits for its decision; past it the call is denied (`timeout`).
+    `None` waits without limit."""
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
 
@@ -212,6 +217,13 @@ class GenerationInput(WireModel):
             raise ConfigurationError(f"at most {MAX_TOOL_POLICIES} tool policies")
         for name in value:
             check_wire_id(name, "tool_policies key", limit=64)
+        return value
+
+    @field_validator("approval_tools")
+    @classmethod
+    def _approval_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_wire_id(name, "approval_tools entry", limit=64)
         return value
 
     @field_validator("generation_id")
@@ -437,6 +449,8 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "storage_wait_seconds",
             "attempt_policy",
             "tool_policies",
+            "approval_tools",
+            "approval_timeout_seconds",
         },
     )
     for name in _LATER_FIELDS:

@@ -7,6 +7,7 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
 """
 
+from contracts.approvals import PendingApproval
 from contracts.generation import (
     GenerationInput,
     GenerationResult,
@@ -110,6 +111,7 @@ __all__ = [
     "Output",
     "OutputValidationError",
     "ParallelRun",
+    "PendingApproval",
     "PreparationError",
     "Prompt",
     "ProviderAuthError",

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("run", help="a workflow id (crux/gen/...) or a generation id")
         sub.add_argument("--thread", default=None, help="the Thread of a generation id")
         sub.add_argument("--json", action="store_true", help="print JSON")
+    add_approval_commands(generation_commands)
 
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
@@ -118,6 +120,8 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return 0
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:
+        return await run_approval_command(arguments, settings)
     if arguments.command == "generation":
         from crux._generation_commands import generation_command
 

@@ -22,6 +22,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -31,6 +32,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
+from crux._approvals import ApprovalMethods
 from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
@@ -76,7 +78,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, OperatorRuns):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -90,6 +92,9 @@ class Runtime(ParallelRuns, OperatorRuns):
         attempt_policy: Retry and timeout of provider attempts for every call of this
             runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
             Today's values when omitted.
+        approval_timeout_seconds: How long a call of a tool that requires approval waits
+            for an operator's decision before it is denied with reason `timeout` (a day
+            by default; `None` waits without limit). Calls may override it.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class Runtime(ParallelRuns, OperatorRuns):
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -113,6 +119,7 @@ class Runtime(ParallelRuns, OperatorRuns):
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
         self._attempt_policy = as_attempt_policy(attempt_policy)
+        self._approval_timeout = approval_timeout_seconds
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -140,6 +147,7 @@ class Runtime(ParallelRuns, OperatorRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
         output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
@@ -170,6 +178,9 @@ class Runtime(ParallelRuns, OperatorRuns):
                 mapping), merged field by field over the prompt's.
             attempt_policy: Retry and timeout of this call's provider attempts, merged
                 field by field over the runtime's.
+            approval_timeout_seconds: How long a call of a tool that requires approval
+                waits for its decision before it is denied with reason `timeout`; the
+                runtime's when omitted.
             output: Structured output (a pydantic model class, a JSON schema or
                 `crux.output(...)`); replaces the agent's and the prompt's. The reply is
                 validated before it is staged; a rejected reply is asked for again (a new
@@ -194,7 +205,10 @@ class Runtime(ParallelRuns, OperatorRuns):
         when the id was used for a different request in the same scope).
         """
         call = options.build(
-            self._default_model, stream=stream, default_attempt_policy=self._attempt_policy
+            self._default_model,
+            stream=stream,
+            default_attempt_policy=self._attempt_policy,
+            default_approval_timeout=self._approval_timeout,
         )
         await stage_call(call, self._generations)
         return call
@@ -218,6 +232,7 @@ class Runtime(ParallelRuns, OperatorRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
         output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.

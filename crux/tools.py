@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from pydantic import ValidationError
@@ -44,6 +44,8 @@ class Tool:
         parameters: JSON schema of the arguments object.
         handler: The function run on the worker.
         policy: Retry and timeout of its calls; `None` runs each call once, as before.
+        requires_approval: Each call waits for an operator's approve or deny before it
+            runs (`Runtime.approve`, `Runtime.deny`); a denied call never runs.
     """
 
     name: str
@@ -51,6 +53,7 @@ class Tool:
     description: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_PARAMETERS))
     policy: ToolPolicySpec | None = None
+    requires_approval: bool = False
 
     @property
     def spec(self) -> ToolSpec:
@@ -90,6 +93,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool: ...
 
 
@@ -101,6 +105,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool: ...
 
 
@@ -112,6 +117,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -123,6 +129,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool: from a name and a handler, or from a type-hinted function.
 
@@ -140,11 +147,31 @@ def tool(
         parameters: JSON schema of the arguments (derived, or an empty object schema).
         timeout: Seconds a call may run; a call that takes longer ends as an error result.
         retry: Attempts of a failing call (an int), or a retry mapping (see `RetrySpec`).
+        requires_approval: Each call waits in the `awaiting_approval` stage for an
+            operator's decision; a denied (or timed-out) call never runs and the model sees
+            a denial result.
 
     Raises:
         ConfigurationError: The name, schema, signature or policy is invalid.
     """
-    policy = _policy(timeout, retry)
+    if not isinstance(requires_approval, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("requires_approval is True or False")
+    defined = _tool(name, handler, description, parameters, _policy(timeout, retry))
+    if not requires_approval:
+        return defined
+    if isinstance(defined, Tool):
+        return replace(defined, requires_approval=True)
+    decorate = defined
+    return lambda function: replace(decorate(function), requires_approval=True)
+
+
+def _tool(
+    name: str | Callable[..., Any] | None,
+    handler: ToolHandler | None,
+    description: str | None,
+    parameters: Mapping[str, Any] | None,
+    policy: ToolPolicySpec | None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     if name is None:
         if handler is not None:
             raise ConfigurationError("a tool handler needs a tool name")

@@ -1,0 +1,140 @@
+"""Caller-side approval of tool calls: list, approve and deny the calls a run waits on.
+
+A run names its pending calls by tool name and call id only. Decisions are workflow
+updates, validated by the run: a call id it does not wait on, or a run that awaits no
+approval, is rejected with a typed, content-free `ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from contracts.approvals import (
+    QUERY_PENDING_APPROVALS,
+    UPDATE_APPROVE,
+    UPDATE_DENY,
+    ApprovalDecision,
+    PendingApproval,
+    check_reason_code,
+)
+from vocabulary.errors import ConfigurationError
+from vocabulary.ids import workflow_id_for
+
+
+def approval_workflow_id(
+    generation_id: str | None, thread: object | None, workflow_id: str | None
+) -> str:
+    """The workflow id of the run asked about (by workflow id, or generation and Thread).
+
+    Raises:
+        ConfigurationError: Neither, or both, were given.
+    """
+    if (workflow_id is None) == (generation_id is None):
+        raise ConfigurationError("name the run by generation id (and thread) or workflow id")
+    if workflow_id is not None:
+        return workflow_id
+    assert generation_id is not None
+    thread_id = thread if thread is None or isinstance(thread, str) else getattr(thread, "id", None)
+    if thread is not None and not isinstance(thread_id, str):
+        raise ConfigurationError("thread must be a Thread handle or an id")
+    return workflow_id_for(generation_id, thread_id)
+
+
+async def pending_approvals(client: Client, workflow_id: str) -> list[PendingApproval]:
+    """The calls the run waits on (empty when it waits on none)."""
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    try:
+        return await handle.query(QUERY_PENDING_APPROVALS, result_type=list[PendingApproval])
+    except RPCError as error:
+        raise _not_found(error) from None
+
+
+async def decide(
+    client: Client, workflow_id: str, call_id: str, *, approve: bool, reason_code: str | None
+) -> None:
+    """Approve or deny one pending call.
+
+    Raises:
+        ConfigurationError: An invalid reason code, an unknown run, a call the run does
+            not wait on, or a run that awaits no approval.
+    """
+    if reason_code is not None:
+        check_reason_code(reason_code)
+    if not isinstance(call_id, str) or not call_id or len(call_id) > 256:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("a call id is a non-empty string of at most 256 characters")
+    decision = ApprovalDecision(call_id=call_id, reason_code=reason_code)
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    try:
+        await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+            UPDATE_APPROVE if approve else UPDATE_DENY, decision
+        )
+    except WorkflowUpdateFailedError as error:
+        cause = error.cause
+        if isinstance(cause, ApplicationError) and cause.type == "ConfigurationError":
+            raise ConfigurationError(cause.message) from None
+        raise ConfigurationError("the run did not accept the decision") from None
+    except RPCError as error:
+        raise _not_found(error) from None
+
+
+def _not_found(error: RPCError) -> Exception:
+    if error.status == RPCStatusCode.NOT_FOUND:
+        return ConfigurationError("no running generation has that id")
+    return error
+
+
+class ApprovalMethods:
+    """`Runtime`'s approval methods (the runtime sets `_client`)."""
+
+    _client: Client
+
+    async def pending_approvals(
+        self,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> list[PendingApproval]:
+        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
+
+        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        return await pending_approvals(self._client, target)
+
+    async def approve(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> None:
+        """Let a pending tool call run.
+
+        Raises:
+            ConfigurationError: The run does not wait on that call (or on any).
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=True, reason_code=None)
+
+    async def deny(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
+
+        `reason_code` is a short identifier the model sees (`denied` when omitted).
+
+        Raises:
+            ConfigurationError: An invalid reason code, or the run does not wait on that call.
+        """
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=False, reason_code=reason_code)

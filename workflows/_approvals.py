@@ -1,0 +1,137 @@
+"""Human approval of tool calls inside a generation run.
+
+Calls of tools named in `GenerationInput.approval_tools` wait, each for its own decision,
+in the `awaiting_approval` stage. Decisions arrive as updates (`approve`, `deny`), so they
+are history: a worker restart replays them and the run carries on where it stood. A call
+whose decision does not come within `approval_timeout_seconds` is denied with reason
+`timeout`. Only tool names and call ids are ever shown, never arguments.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+from contracts.approvals import (
+    DEFAULT_DENIAL_REASON,
+    QUERY_PENDING_APPROVALS,
+    TIMEOUT_REASON,
+    UPDATE_APPROVE,
+    UPDATE_DENY,
+    ApprovalDecision,
+    PendingApproval,
+)
+from contracts.generation import GenerationInput
+from vocabulary.errors import ConfigurationError
+from vocabulary.stages import Stage
+from workflows._stages import StageReporter
+
+_APPROVED = ""
+"""The recorded decision of an approved call (a denial records its reason code)."""
+
+
+class Approvals:
+    """The calls of the current round that wait for a decision, and the decisions."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, str] = {}
+        self._decisions: dict[str, str] = {}
+
+    def pending(self) -> list[PendingApproval]:
+        """The calls still waiting, in call order."""
+        return [
+            PendingApproval(call_id=call_id, tool=tool)
+            for call_id, tool in self._pending.items()
+            if call_id not in self._decisions
+        ]
+
+    def offer(self, request: GenerationInput, call_ids: list[str], tools: list[str]) -> None:
+        """Register the calls of a round whose tools require approval, all at once.
+
+        Operators see every call of the round and may decide them in any order.
+        """
+        if not request.approval_tools:
+            return
+        required = set(request.approval_tools)
+        for call_id, tool in zip(call_ids, tools, strict=False):
+            if tool and tool in required:
+                self._pending[call_id] = tool
+
+    def requires(self, call_id: str) -> bool:
+        """Whether the call waits for a decision before it runs."""
+        return call_id in self._pending
+
+    def validate(self, decision: ApprovalDecision) -> None:
+        """Reject a decision on a call that is not waiting (typed, content-free).
+
+        Raises:
+            ConfigurationError: The run awaits no approval, or not of that call.
+        """
+        if not any(call_id not in self._decisions for call_id in self._pending):
+            raise ConfigurationError("the run is not awaiting approval")
+        if decision.call_id not in self._pending or decision.call_id in self._decisions:
+            raise ConfigurationError("no pending approval has that call id")
+
+    def decide(self, decision: ApprovalDecision, *, approve: bool) -> None:
+        """Record a decision (validated before)."""
+        self.validate(decision)
+        reason = _APPROVED if approve else decision.reason_code or DEFAULT_DENIAL_REASON
+        self._decisions[decision.call_id] = reason
+
+    async def await_decision(
+        self, stages: StageReporter, request: GenerationInput, call_id: str, details: str
+    ) -> str | None:
+        """Wait for the call's decision: `None` when approved, else the denial reason."""
+        if call_id not in self._decisions:
+            tool = self._pending[call_id]
+            stages.set(Stage.AWAITING_APPROVAL, f"{details}: tool {tool}, call {call_id}")
+            stages.publish()
+            timeout = request.approval_timeout_seconds
+            try:
+                await workflow.wait_condition(
+                    lambda: call_id in self._decisions,
+                    timeout=None if timeout is None else timedelta(seconds=timeout),
+                    timeout_summary="approval timeout",
+                )
+            except TimeoutError:
+                self._decisions[call_id] = TIMEOUT_REASON
+        reason = self._decisions[call_id]
+        return None if reason == _APPROVED else reason
+
+    def close_round(self) -> None:
+        """Forget the decided calls of a finished round."""
+        self._pending.clear()
+        self._decisions.clear()
+
+
+class ApprovalHandlers:
+    """The `pending_approvals` query and the `approve` and `deny` updates of a generation.
+
+    Mixed into the workflow class, which sets `_approvals`.
+    """
+
+    _approvals: Approvals
+
+    @workflow.query(name=QUERY_PENDING_APPROVALS)
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls waiting for a decision (tool name and call id only)."""
+        return self._approvals.pending()
+
+    @workflow.update(name=UPDATE_APPROVE)
+    def approve(self, decision: ApprovalDecision) -> None:
+        """Run a pending tool call."""
+        self._approvals.decide(decision, approve=True)
+
+    @approve.validator
+    def _validate_approve(self, decision: ApprovalDecision) -> None:
+        self._approvals.validate(decision)
+
+    @workflow.update(name=UPDATE_DENY)
+    def deny(self, decision: ApprovalDecision) -> None:
+        """Deny a pending tool call: the model sees a denial result with its reason code."""
+        self._approvals.decide(decision, approve=False)
+
+    @deny.validator
+    def _validate_deny(self, decision: ApprovalDecision) -> None:
+        self._approvals.validate(decision)
