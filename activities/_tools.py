@@ -13,6 +13,7 @@ from activities._outage import keeping_side_effect
 from activities._registries import RunnableTool, ToolLookup
 from activities.skeleton import content_tokens
 from contracts.activities import RunToolInput, RunToolResult
+from contracts.approvals import denial_text
 from contracts.settings import ToolPolicySpec
 from planner import ModelCatalog
 from providers import TokenCounter
@@ -58,7 +59,11 @@ class ToolRunner:
             call = call_message.message.tool_calls[request.call_index]
             entry = self._tools.get(call.tool_name)
             failed = entry is None
-            if entry is None:
+            if request.denied:
+                # Refused by a human (or by the approval timeout): the handler never runs;
+                # the model sees a fixed result naming the reason code only.
+                text, failed = denial_text(request.denial_reason), False
+            elif entry is None:
                 text = f"error: no tool named {call.tool_name!r} is available"
             else:
                 text, failed = await _run_handler(entry, dict(call.input), request.policy)
@@ -97,6 +102,7 @@ class ToolRunner:
                 tool=call.tool_name if entry is not None else None,
                 tool_known=entry is not None,
                 failed=failed,
+                denied=request.denied,
             )
         counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
         [tokens] = content_tokens(counter, [staged.message])

@@ -173,6 +173,11 @@ class RunToolInput(CompactWireModel):
     """Index the tool result takes within the turn."""
     policy: ToolPolicySpec | None = None
     """The tool's retry and timeout policy; `None` runs the handler once, unbounded."""
+    denied: bool = False
+    """The call was denied approval: its handler never runs, a fixed denial result is
+    staged instead (`contracts.approvals.denial_text`)."""
+    denial_reason: str | None = None
+    """The denial's reason code (a bounded identifier), when one was given."""
 
 
 class RunToolResult(CompactWireModel):

@@ -97,6 +97,13 @@ MAX_TOOL_POLICIES = 128
 DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 24 * 3600
+"""How long a tool call that requires approval waits for a decision, unless told otherwise;
+then it is denied with reason `timeout`."""
+
+MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 86_400
+"""The longest a tool call may wait for its approval."""
+
 
 class CompositionSpec(WireModel):
     """Where a generation sits in a composition (a member of `Runtime.parallel`).
@@ -170,6 +177,11 @@ class GenerationInput(WireModel):
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
+        approval_tools: Names of offered tools whose calls wait for a human decision
+            (the `approve` / `deny` updates) before they run, in the `awaiting_approval`
+            stage.
+        approval_timeout_seconds: How long a call waits for its decision before it is
+            denied with reason `timeout`; `None` waits `DEFAULT_APPROVAL_TIMEOUT_SECONDS`.
     """
 
     generation_id: str
@@ -199,6 +211,17 @@ class GenerationInput(WireModel):
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
     composition: CompositionSpec | None = None
+    approval_tools: list[str] = Field(default_factory=list[str], max_length=MAX_TOOL_POLICIES)
+    approval_timeout_seconds: int | None = Field(
+        default=None, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS, strict=True
+    )
+
+    @field_validator("approval_tools")
+    @classmethod
+    def _approval_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_wire_id(name, "approval_tools entry", limit=64)
+        return value
 
     @field_validator("tool_policies")
     @classmethod
@@ -421,8 +444,13 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "storage_wait_seconds",
             "attempt_policy",
             "tool_policies",
+            "approval_timeout_seconds",
         },
     )
+    if not request.approval_tools:
+        # Left out when empty, so fingerprints of requests without approvals stay as they
+        # were before the field existed.
+        del settings["approval_tools"]
     if request.settings is None:
         # Left out when unset, so fingerprints of requests without settings stay as they
         # were before the field existed.

@@ -7,6 +7,7 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
 """
 
+from contracts.approvals import PendingApproval
 from contracts.generation import (
     GenerationInput,
     GenerationResult,
@@ -59,6 +60,7 @@ from storage import (
 from telemetry.logs import configure_logging
 from vocabulary.commits import ThreadCommit
 from vocabulary.errors import (
+    ApprovalError,
     ConfigurationError,
     ContextOverflowError,
     CruxError,
@@ -82,6 +84,7 @@ from vocabulary.settings import Settings
 
 __all__ = [
     "Agent",
+    "ApprovalError",
     "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",
@@ -102,6 +105,7 @@ __all__ = [
     "MessageInput",
     "ModelSettingsSpec",
     "ParallelRun",
+    "PendingApproval",
     "PreparationError",
     "Prompt",
     "ProviderAuthError",

@@ -74,6 +74,7 @@ class CallOptions:
     storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
+    approval_timeout_seconds: int | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -89,6 +90,7 @@ class CallOptions:
         default_attempt_policy: AttemptPolicySpec | None = None,
         agent_settings: ModelSettingsSpec | None = None,
         agent_attempt_policy: AttemptPolicySpec | None = None,
+        default_approval_timeout_seconds: int | None = None,
     ) -> BuiltCall:
         """Validate the options into the workflow input and the turn to stage.
 
@@ -157,6 +159,12 @@ class CallOptions:
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
             ),
             tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
+            approval_tools=[t.name for t in prompt.tools if t.requires_approval],
+            approval_timeout_seconds=(
+                self.approval_timeout_seconds
+                if self.approval_timeout_seconds is not None
+                else default_approval_timeout_seconds
+            ),
         )
         turn = render_turn(
             prompt,
@@ -271,6 +279,15 @@ def agent_fields(defaults: Agent | None) -> dict[str, Any]:
     if defaults.output is not None and "output" in GenerationInput.model_fields:
         fields["output"] = defaults.output
     return fields
+
+
+def thread_id_of(thread: object | None) -> str | None:
+    """The id of a Thread handle or id (`None` for none).
+
+    Raises:
+        ConfigurationError: `thread` is neither.
+    """
+    return _thread_id(thread)
 
 
 def _thread_id(thread: object | None) -> str | None:

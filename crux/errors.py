@@ -1,6 +1,7 @@
 """Public home of the error types (defined in `vocabulary.errors`)."""
 
 from vocabulary.errors import (
+    ApprovalError,
     CompositionErrorCode,
     ConfigurationError,
     ContextOverflowError,
@@ -25,6 +26,7 @@ from vocabulary.errors import (
 )
 
 __all__ = [
+    "ApprovalError",
     "CompositionErrorCode",
     "ConfigurationError",
     "ContextOverflowError",

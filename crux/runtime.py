@@ -30,6 +30,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
+from crux._approvals import ApprovalRuns
 from crux._outcomes import (
     Finished,
     Generation,
@@ -73,7 +74,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns):
+class Runtime(ParallelRuns, ApprovalRuns):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -87,6 +88,9 @@ class Runtime(ParallelRuns):
         attempt_policy: Retry and timeout of provider attempts for every call of this
             runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
             Today's values when omitted.
+        approval_timeout_seconds: How long a tool call that requires approval waits for
+            `approve` / `deny` before it is denied with reason `timeout`, for every call
+            of this runtime (calls may override it); one day when omitted.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class Runtime(ParallelRuns):
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -110,6 +115,7 @@ class Runtime(ParallelRuns):
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
         self._attempt_policy = as_attempt_policy(attempt_policy)
+        self._approval_timeout_seconds = approval_timeout_seconds
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -137,6 +143,7 @@ class Runtime(ParallelRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -166,6 +173,9 @@ class Runtime(ParallelRuns):
                 mapping), merged field by field over the prompt's.
             attempt_policy: Retry and timeout of this call's provider attempts, merged
                 field by field over the runtime's.
+            approval_timeout_seconds: How long each call of a tool that requires
+                approval waits for `approve` / `deny` before it is denied with reason
+                `timeout`; the runtime's when omitted.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
@@ -187,7 +197,10 @@ class Runtime(ParallelRuns):
         when the id was used for a different request in the same scope).
         """
         call = options.build(
-            self._default_model, stream=stream, default_attempt_policy=self._attempt_policy
+            self._default_model,
+            stream=stream,
+            default_attempt_policy=self._attempt_policy,
+            default_approval_timeout_seconds=self._approval_timeout_seconds,
         )
         return await stage_call(call, self._generations)
 
@@ -210,6 +223,7 @@ class Runtime(ParallelRuns):
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        approval_timeout_seconds: int | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from pydantic import ValidationError
@@ -44,6 +44,7 @@ class Tool:
         parameters: JSON schema of the arguments object.
         handler: The function run on the worker.
         policy: Retry and timeout of its calls; `None` runs each call once, as before.
+        requires_approval: Each call waits for a human `approve` / `deny` before it runs.
     """
 
     name: str
@@ -51,6 +52,7 @@ class Tool:
     description: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_PARAMETERS))
     policy: ToolPolicySpec | None = None
+    requires_approval: bool = False
 
     @property
     def spec(self) -> ToolSpec:
@@ -90,6 +92,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool: ...
 
 
@@ -101,6 +104,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool: ...
 
 
@@ -112,6 +116,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -123,6 +128,7 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     retry: RetrySpec | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool: from a name and a handler, or from a type-hinted function.
 
@@ -140,26 +146,38 @@ def tool(
         parameters: JSON schema of the arguments (derived, or an empty object schema).
         timeout: Seconds a call may run; a call that takes longer ends as an error result.
         retry: Attempts of a failing call (an int), or a retry mapping (see `RetrySpec`).
+        requires_approval: Each call waits, in the `awaiting_approval` stage, for
+            `Runtime.approve` or `Runtime.deny`; a denied call never runs and the model
+            sees `{"error":"denied","reason":...}` (reason `timeout` when no decision
+            came within the approval timeout).
 
     Raises:
         ConfigurationError: The name, schema, signature or policy is invalid.
     """
     policy = _policy(timeout, retry)
+    if not isinstance(requires_approval, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("requires_approval is True or False")
     if name is None:
         if handler is not None:
             raise ConfigurationError("a tool handler needs a tool name")
 
         def decorate(function: Callable[..., Any]) -> Tool:
-            return _from_function(function, description, parameters, policy)
+            return _approving(
+                _from_function(function, description, parameters, policy), requires_approval
+            )
 
         return decorate
     if not isinstance(name, str):
         if handler is not None:
             raise ConfigurationError("pass a tool name with a handler, or a function alone")
-        return _from_function(name, description, parameters, policy)
+        return _approving(_from_function(name, description, parameters, policy), requires_approval)
     if handler is None:
         raise ConfigurationError("a tool needs a callable handler")
-    return _define(name, handler, description, parameters, policy)
+    return _approving(_define(name, handler, description, parameters, policy), requires_approval)
+
+
+def _approving(defined: Tool, requires_approval: bool) -> Tool:
+    return replace(defined, requires_approval=True) if requires_approval else defined
 
 
 def _from_function(

@@ -15,6 +15,8 @@ class Stage(StrEnum):
     COUNTING = "counting"
     INVOKING = "invoking"
     TOOLS = "tools"
+    AWAITING_APPROVAL = "awaiting_approval"
+    """A tool call waits for a human decision (`approve` / `deny`) before it runs."""
     STORAGE_BLOCKED = "storage_blocked"
     """A stage waits for PostgreSQL."""
     COMMITTING = "committing"

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
+    from workflows._approvals import Approvals
     from workflows._failures import (
         commit_rejected,
         decision_failure,
@@ -87,6 +88,8 @@ class ManagedGenerationWorkflow:
     def __init__(self) -> None:
         self._stages = StageReporter()
         self._legacy: LegacyGeneration | None = None
+        self._approvals = Approvals()
+        self._approvals.register()
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -330,12 +333,19 @@ class ManagedGenerationWorkflow:
         """Run each tool call of the staged assistant message as its own activity."""
         call_turn_index = progress.turn_messages
         progress.add_turn_message(invoked.turn_tokens)
-        for call_index, _ in enumerate(invoked.tool_call_ids):
-            self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
+        if request.approval_tools:
+            calls = [(c, _tool_name(invoked, i)) for i, c in enumerate(invoked.tool_call_ids)]
+            self._approvals.open_round(request, progress.rounds + 1, calls)
+        for call_index, call_id in enumerate(invoked.tool_call_ids):
             name = _tool_name(invoked, call_index)
             arg = _inputs.tool_input(
                 request, call_turn_index, call_index, progress.turn_messages, name, declared
             )
+            if request.approval_tools and self._approvals.requires(call_id):
+                decision = await self._approvals.decision(self._stages, call_id)
+                if not decision.approved:
+                    arg = _inputs.denied(arg, decision.reason_code)
+            self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
             ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
             progress.add_turn_message(ran.tokens)
         progress.rounds += 1
