@@ -1,4 +1,7 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`."""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`.
+
+`generation pending|approve|deny` decide tool calls that wait for approval.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -37,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
+    generation = commands.add_parser("generation", help="operate on generation runs")
+    generation_commands = generation.add_subparsers(dest="generation_command", required=True)
+    add_approval_commands(generation_commands)
+
     database = commands.add_parser("db", help="database maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True)
     database_commands.add_parser("migrate", help="apply pending SQL migrations")
@@ -58,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _parser().parse_args(argv)
     settings = Settings.from_env(os.environ)
     level = settings.log_level
-    if arguments.command in ("demo", "thread", "db") and "CRUX_LOG_LEVEL" not in os.environ:
+    if (
+        arguments.command in ("demo", "thread", "db", "generation")
+        and "CRUX_LOG_LEVEL" not in os.environ
+    ):
         # These commands print their own output; keep routine log lines out of it.
         level = "warning"
     configure_logging(log_format=settings.log_format, level=level)
@@ -101,6 +112,10 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         return 0
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
+    if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:
+        from crux._approval_cli import run_approval_command
+
+        return await run_approval_command(arguments, settings)
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

@@ -16,6 +16,8 @@ import pytest
 from temporalio.client import Client
 
 import crux
+from crux._approval_cli import run_approval_command
+from crux.cli import _parser
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import ThreadStore
@@ -113,7 +115,11 @@ async def test_approved_call_runs_and_the_turn_commits(
 
 
 async def test_denied_call_never_runs_and_the_model_sees_the_denial(
-    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+    client: Client,
+    pool: asyncpg.Pool,
+    database_url: str,
+    openai_server: LoopbackOpenAIServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     calls: list[dict[str, Any]] = []
     tool = _transfer_tool(calls)
@@ -140,7 +146,21 @@ async def test_denied_call_never_runs_and_the_model_sees_the_denial(
         pending = await _awaiting(runtime, "g2", thread_id)
         # Both calls of the round wait for their own decision; the second is decided first.
         assert [p.call_id for p in pending] == ["call_d1", "call_d2"]
-        await runtime.deny("call_d2", generation_id="g2", thread=thread_id)
+        # The operator's command line: list, then deny the second call without a reason.
+        cli = settings.model_copy(
+            update={"temporal_address": client.service_client.config.target_host}
+        )
+        await run_approval_command(
+            _parser().parse_args(["generation", "pending", "g2", "--thread", thread_id]), cli
+        )
+        # (The in-process worker logs to the same stdout.)
+        listed = [line for line in capsys.readouterr().out.splitlines() if "\t" in line]
+        assert listed == ["call_d1\ttransfer\tround 1", "call_d2\ttransfer\tround 1"]
+        await run_approval_command(
+            _parser().parse_args(["generation", "deny", "g2", "call_d2", "--thread", thread_id]),
+            cli,
+        )
+        assert "denied call_d2" in capsys.readouterr().out.splitlines()
         await runtime.deny("call_d1", "policy", generation_id="g2", thread=thread_id)
         result = await asyncio.wait_for(run, 30)
 
