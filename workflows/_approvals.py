@@ -60,16 +60,20 @@ class Approvals:
         return list(self._pending.values())
 
     def open_round(
-        self, request: GenerationInput, tool_round: int, calls: list[tuple[str, str]]
+        self,
+        request: GenerationInput,
+        required: set[str],
+        tool_round: int,
+        calls: list[tuple[str, str]],
     ) -> None:
         """Make the round's calls of tools that require approval pending.
 
         Args:
-            request: The generation input (its `approval_tools` and timeout).
+            request: The generation input (its approval timeout).
+            required: Names of the tools whose calls require approval.
             tool_round: The round's number (1-based).
             calls: `(call id, tool name)` of each call of the round.
         """
-        required = set(request.approval_tools)
         for call_id, name in calls:
             if name and name in required and call_id not in self._decisions:
                 self._pending[call_id] = PendingApproval(

@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         RunToolResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
-    from contracts.settings import ToolPolicySpec
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
@@ -170,7 +169,7 @@ class ManagedGenerationWorkflow:
                 progress.accept(sealed, invoked)
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
-                await self._run_tools(step, invoked, progress, read.tool_policies)
+                await self._run_tools(step, invoked, progress, read)
                 progress.next_step(sealed)
                 hooks.reason = "tool-round"
         # The generation id was committed before: return what that commit published.
@@ -328,20 +327,26 @@ class ManagedGenerationWorkflow:
         request: GenerationInput,
         invoked: InvokeModelResult,
         progress: TurnProgress,
-        declared: dict[str, ToolPolicySpec],
+        read: ReadRequestResult,
     ) -> None:
-        """Run each tool call of the staged assistant message as its own activity."""
+        """Run each tool call of the staged assistant message as its own activity.
+
+        A call of a tool that requires approval (by the input or as declared on the
+        worker) waits for its decision first; a denied one stages the denial instead.
+        """
         call_turn_index = progress.turn_messages
         progress.add_turn_message(invoked.turn_tokens)
-        if request.approval_tools:
+        declared = read.tool_policies
+        approval = {*request.approval_tools, *read.approval_tools}
+        if approval:
             calls = [(c, _tool_name(invoked, i)) for i, c in enumerate(invoked.tool_call_ids)]
-            self._approvals.open_round(request, progress.rounds + 1, calls)
+            self._approvals.open_round(request, approval, progress.rounds + 1, calls)
         for call_index, call_id in enumerate(invoked.tool_call_ids):
             name = _tool_name(invoked, call_index)
             arg = _inputs.tool_input(
                 request, call_turn_index, call_index, progress.turn_messages, name, declared
             )
-            if request.approval_tools and self._approvals.requires(call_id):
+            if approval and self._approvals.requires(call_id):
                 decision = await self._approvals.decision(self._stages, call_id)
                 if not decision.approved:
                     arg = _inputs.denied(arg, decision.reason_code)

@@ -220,3 +220,35 @@ async def test_unknown_runs_are_refused_typed(client: Client, pool: asyncpg.Pool
     assert listing.value.code == "not_found"
     with pytest.raises(crux.ConfigurationError):
         await runtime.pending_approvals()
+
+
+async def test_a_tool_declared_with_approval_on_the_worker_waits_whatever_the_input_says(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    registered = _transfer_tool(calls)
+    # The caller's copy of the tool does not ask for approval: the worker's declaration wins.
+    offered = crux.tool("transfer", lambda _: "never here")
+    thread_id = f"declared:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": "x"}, id="call_w1")),
+        TextReply(text="Refused by the operator."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[registered]) as worker:
+        runtime = worker.runtime
+        run = asyncio.ensure_future(
+            runtime.generate(
+                crux.prompt(id="pay", use=[offered]),
+                input="Pay it",
+                thread=thread_id,
+                model=MODEL,
+                generation_id="g5",
+            )
+        )
+        [pending] = await _awaiting(runtime, "g5", thread_id)
+        assert pending.call_id == "call_w1"
+        await runtime.deny("call_w1", "operator", workflow_id=workflow_id_for("g5", thread_id))
+        result = await asyncio.wait_for(run, 30)
+    assert calls == []
+    assert result.text == "Refused by the operator."
