@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 
+from contracts.activities import InvokeModelResult, ReadRequestResult, RunToolInput
 from contracts.approvals import (
     MAX_CALL_ID_LENGTH,
     QUERY_PENDING_APPROVALS,
@@ -62,19 +63,28 @@ class Approvals:
     def open_round(
         self,
         request: GenerationInput,
-        required: set[str],
+        read: ReadRequestResult,
+        invoked: InvokeModelResult,
         tool_round: int,
-        calls: list[tuple[str, str]],
     ) -> None:
         """Make the round's calls of tools that require approval pending.
 
+        A tool requires approval when the input names it in `approval_tools` or the
+        worker declared it so (`read.approval_tools`). Nothing happens (no command, no
+        timer) for a round without such calls, so runs without approvals are unchanged.
+
         Args:
-            request: The generation input (its approval timeout).
-            required: Names of the tools whose calls require approval.
+            request: The generation input (its approval tools and timeout).
+            read: The read of the revision (the worker's declarations).
+            invoked: The attempt whose tool calls form the round.
             tool_round: The round's number (1-based).
-            calls: `(call id, tool name)` of each call of the round.
         """
-        for call_id, name in calls:
+        required = {*request.approval_tools, *read.approval_tools}
+        if not required:
+            return
+        names = invoked.tool_names
+        for index, call_id in enumerate(invoked.tool_call_ids):
+            name = names[index] if index < len(names) else ""
             if name and name in required and call_id not in self._decisions:
                 self._pending[call_id] = PendingApproval(
                     call_id=call_id, tool_name=name, tool_round=tool_round
@@ -82,11 +92,22 @@ class Approvals:
         timeout = request.approval_timeout_seconds or DEFAULT_APPROVAL_TIMEOUT_SECONDS
         self._deadline = workflow.now() + timedelta(seconds=timeout)
 
-    def requires(self, call_id: str) -> bool:
-        """Whether the call waits (or waited) for a decision."""
-        return call_id in self._pending or call_id in self._decisions
+    async def decided(self, stages: StageReporter, call_id: str, arg: RunToolInput) -> RunToolInput:
+        """The tool call to run, once decided: as is, or denied.
 
-    async def decision(self, stages: StageReporter, call_id: str) -> Decision:
+        A call that needs no approval runs as is; a denied one never runs its handler
+        (the denial is staged as its result).
+        """
+        if call_id not in self._pending and call_id not in self._decisions:
+            return arg
+        decision = await self._decision(stages, call_id)
+        if decision.approved:
+            return arg
+        return arg.model_copy(
+            update={"denied": True, "denial_reason": decision.reason_code, "policy": None}
+        )
+
+    async def _decision(self, stages: StageReporter, call_id: str) -> Decision:
         """Wait for the call's decision (visibly), or deny it when the timeout passes."""
         entry = self._pending.get(call_id)
         if entry is not None:

@@ -120,11 +120,6 @@ def tool_input(
     )
 
 
-def denied(arg: RunToolInput, reason_code: str | None) -> RunToolInput:
-    """The same tool call, denied approval: a fixed denial result is staged instead."""
-    return arg.model_copy(update={"denied": True, "denial_reason": reason_code, "policy": None})
-
-
 def commit_input(
     request: GenerationInput,
     read: ReadRequestResult,

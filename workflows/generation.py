@@ -95,8 +95,9 @@ class ManagedGenerationWorkflow:
         """The current stage (a `vocabulary.stages.Stage` value).
 
         One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
-        `maintenance`, `completed`, `failed` or `cancelled`.
+        `awaiting_approval` (a tool call waits for `approve` / `deny`), `storage_blocked`
+        (a stage waits for PostgreSQL), `committing`, `commit_blocked`, `maintenance`,
+        `completed`, `failed` or `cancelled`.
         """
         if self._legacy is not None:
             return self._legacy.stage
@@ -337,19 +338,13 @@ class ManagedGenerationWorkflow:
         call_turn_index = progress.turn_messages
         progress.add_turn_message(invoked.turn_tokens)
         declared = read.tool_policies
-        approval = {*request.approval_tools, *read.approval_tools}
-        if approval:
-            calls = [(c, _tool_name(invoked, i)) for i, c in enumerate(invoked.tool_call_ids)]
-            self._approvals.open_round(request, approval, progress.rounds + 1, calls)
+        self._approvals.open_round(request, read, invoked, progress.rounds + 1)
         for call_index, call_id in enumerate(invoked.tool_call_ids):
             name = _tool_name(invoked, call_index)
             arg = _inputs.tool_input(
                 request, call_turn_index, call_index, progress.turn_messages, name, declared
             )
-            if approval and self._approvals.requires(call_id):
-                decision = await self._approvals.decision(self._stages, call_id)
-                if not decision.approved:
-                    arg = _inputs.denied(arg, decision.reason_code)
+            arg = await self._approvals.decided(self._stages, call_id, arg)
             self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
             ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
             progress.add_turn_message(ran.tokens)
