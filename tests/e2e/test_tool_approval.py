@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 import crux
@@ -87,8 +88,10 @@ async def test_approved_call_runs_and_the_turn_commits(
         described = await handle.describe()
         assert described.search_attributes.get("CruxStage") == ["awaiting_approval"]
         assert calls == []  # nothing ran before the decision
-        details = (await handle.describe()).raw_description.workflow_extended_info
-        assert SECRET not in str(details)
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert (
+            metadata.current_details == "stage: awaiting_approval (round 1: transfer call call_a1)"
+        )
 
         with pytest.raises(crux.ApprovalError) as unknown:
             await runtime.approve("call_nope", generation_id="g1", thread=thread_id)
