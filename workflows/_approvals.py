@@ -82,10 +82,14 @@ class Approvals:
         required = {*request.approval_tools, *read.approval_tools}
         if not required:
             return
+        # Decisions hold for their round only: an approval never carries over to another
+        # call (a turn whose call ids repeat is refused when staged anyway).
+        self._pending = {}
+        self._decisions = {}
         names = invoked.tool_names
         for index, call_id in enumerate(invoked.tool_call_ids):
             name = names[index] if index < len(names) else ""
-            if name and name in required and call_id not in self._decisions:
+            if name and name in required:
                 self._pending[call_id] = PendingApproval(
                     call_id=call_id, tool_name=name, tool_round=tool_round
                 )
