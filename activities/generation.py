@@ -114,6 +114,7 @@ class GenerationActivities:
             catalog=catalog,
             tools=offered,
             assembler=assembler,
+            prompts=prompts,
         )
         self._receipts = receipts or ReceiptStore(threads.pool)
         self._committer = TurnCommitter(threads, generations, assembler, self._receipts)

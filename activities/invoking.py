@@ -18,8 +18,9 @@ from activities._assembly import RequestAssembler
 from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
+from activities._output import reply_defects
 from activities._providers import ProviderRegistry, sampling_fields
-from activities._registries import ToolLookup
+from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
 from activities.skeleton import thread_ids_at
 from contracts.activities import (
@@ -30,7 +31,13 @@ from contracts.activities import (
 )
 from contracts.generation import Usage
 from planner import ModelCatalog
-from providers import AuthoritativeCounter, ChatRequest, StreamingChatProvider, TokenCounter
+from providers import (
+    AuthoritativeCounter,
+    ChatRequest,
+    ChatResponse,
+    StreamingChatProvider,
+    TokenCounter,
+)
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
@@ -65,6 +72,7 @@ class ModelInvoker:
         providers: Model id to provider client.
         catalog: Model profiles (the output's tokenizer).
         tools: Tools offered to the model.
+        prompts: The worker's prompts (their pydantic output models validate replies).
         assembler: Rebuilds a sealed request's messages from PostgreSQL.
     """
 
@@ -77,6 +85,7 @@ class ModelInvoker:
         catalog: ModelCatalog,
         tools: ToolLookup,
         assembler: RequestAssembler,
+        prompts: PromptLookup | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -84,6 +93,7 @@ class ModelInvoker:
         self._catalog = catalog
         self._tools = tools
         self._assembler = assembler
+        self._prompts = prompts
         self._unstaged: Unstaged[tuple[str, int], _Answer] = Unstaged()
 
     async def count(self, request: CountRequestInput) -> CountRequestResult:
@@ -166,6 +176,7 @@ class ModelInvoker:
             max_output_tokens=request.max_output_tokens,
             tools=[t.spec for t in self._tools.require(request.tools)],
             tool_choice=request.tool_choice if request.tools else None,
+            response_format=request.output_schema,
             **sampling_fields(request.settings, request.model),
         )
         if request.stream and isinstance(provider, StreamingChatProvider):
@@ -193,6 +204,10 @@ class ModelInvoker:
         profile = self._catalog.resolve(request.model)
         counter = TokenCounter.for_encoding(profile.encoding)
         output_tokens = counter.count_message(output)
+        if request.output_schema is not None and not output.tool_calls:
+            defects = reply_defects(request, output.text, self._prompts)
+            if defects:
+                return await self._rejected(request, response, output_tokens, defects)
         call_message = None
         if output.tool_calls:
             # The tool-call message joins the turn; its results follow it there.
@@ -225,6 +240,37 @@ class ModelInvoker:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _rejected(
+        self,
+        request: InvokeModelInput,
+        response: ChatResponse,
+        output_tokens: int,
+        defects: list[str],
+    ) -> InvokeModelResult:
+        """A reply that failed output validation: nothing of it is staged or logged.
+
+        Deltas streamed for it are deleted, so followers and PostgreSQL keep none of it;
+        only where it failed (paths and kinds) goes back to the workflow.
+        """
+        if request.stream:
+            await self._generations.drop_deltas(scoped_key(request), request.attempt)
+        _log.info(
+            "provider.attempt.output_rejected",
+            generation_id=request.generation_id,
+            attempt=request.attempt,
+            model=request.model,
+            defects=len(defects),
+        )
+        return InvokeModelResult(
+            usage=Usage(
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            ),
+            finish_reason=response.finish_reason,
+            output_tokens=output_tokens,
+            defects=defects,
+        )
 
     async def _stage_answer(self, request: InvokeModelInput, answer: _Answer) -> InvokeModelResult:
         """Stage a provider answer; held in this process if storage is down meanwhile."""

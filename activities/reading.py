@@ -9,8 +9,10 @@ the context sources and the tool schemas. The read activity calls it with the st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from activities._assembly import RequestAssembler
 from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
@@ -42,6 +44,7 @@ class ReadSources:
         tools: The schemas of the tools offered to the model.
         transcript: The message array that shadows the Thread (call-site messages first,
             then prompt-level ones), or `None` when the Thread (or nothing) is the source.
+        output_schema: The structured-output schema, if any.
     """
 
     user: Message
@@ -49,6 +52,8 @@ class ReadSources:
     contexts: Sequence[tuple[str, Message]] = ()
     tools: Sequence[ToolSpec] = ()
     transcript: Sequence[Message] | None = None
+    output_schema: Mapping[str, Any] | None = None
+    """The structured-output schema the reply must match, if any (measured with the rest)."""
 
 
 async def read_skeleton(
@@ -98,6 +103,11 @@ async def read_skeleton(
         },
         tool_schema_tokens=sum(
             counter.count_definition(spec.model_dump_json()) for spec in sources.tools
+        ),
+        output_schema_tokens=(
+            counter.count_definition(json.dumps(sources.output_schema, sort_keys=True))
+            if sources.output_schema is not None
+            else 0
         ),
     )
     if sources.transcript is not None:
@@ -210,6 +220,7 @@ class RequestReader:
                 contexts=contexts,
                 tools=self._tool_specs(request.tools),
                 transcript=None if transcript is None else transcript[0],
+                output_schema=request.output_schema,
             ),
             thread_id=request.thread_id,
             owner=request.owner,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from contracts._compact import CompactWireModel
 from contracts.generation import (
@@ -57,6 +57,8 @@ class ReadRequestInput(CompactWireModel):
     """The generation's output cap (the reserve the ceiling leaves)."""
     derive_ceiling: bool = False
     """Derive the ceiling from the worker's own catalog instead of `max_input_tokens`."""
+    output_schema: dict[str, Any] | None = None
+    """The structured-output schema to measure with the request."""
     fingerprint: str | None = None
     """Content-free fingerprint of the request when the workflow can compute it (inline
     input); a reused generation id with another fingerprint is `identity_conflict`."""
@@ -96,6 +98,8 @@ class ReadRequestResult(CompactWireModel):
     context_tokens: dict[str, int] = {}
     """Content tokens of each staged context source."""
     tool_schema_tokens: int = 0
+    output_schema_tokens: int = 0
+    """Tokens of the structured-output schema."""
     """Tokens of the offered tools' schemas."""
     tool_policies: dict[str, ToolPolicySpec] = {}
     """Retry and timeout policies declared with the offered tools on this worker (the
@@ -134,6 +138,12 @@ class InvokeModelInput(CompactWireModel):
     """Tool-round messages of this turn staged so far (sent after the user message)."""
     stream: bool = False
     """Write provider deltas to PostgreSQL as they arrive."""
+    output_schema: dict[str, Any] | None = None
+    """The structured-output schema: sent natively, and the reply validated against it
+    before anything of it is staged."""
+    output_prompt_id: str | None = None
+    """With `output_schema`: the prompt whose pydantic output model, when registered on the
+    worker with this very schema, validates the reply too."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
 
@@ -148,6 +158,9 @@ class InvokeModelResult(CompactWireModel):
     reused_staged_output: bool = False
     turn_tokens: int = 0
     """Content tokens of the tool-call message staged for the next round (0 without calls)."""
+    defects: list[str] = []
+    """The reply failed output validation here (paths and kinds only): nothing of it was
+    staged, and the workflow decides whether to retry."""
     revision_moved: bool = False
     """The Thread moved after the read and nothing was staged for the attempt: no provider
     call was made, and the workflow reads the new revision (or fails, if asked to)."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
 from vocabulary.commits import ThreadCommit, WireModel
@@ -182,6 +183,9 @@ class GenerationInput(WireModel):
             stage.
         approval_timeout_seconds: How long a call waits for its decision before it is
             denied with reason `timeout`; `None` waits `DEFAULT_APPROVAL_TIMEOUT_SECONDS`.
+        output: The structured output the reply must match (a JSON schema), validated by
+            the worker before the reply is staged; a rejected reply is retried as a new
+            planned call, at most `output.max_retries` times.
     """
 
     generation_id: str
@@ -222,6 +226,8 @@ class GenerationInput(WireModel):
         for name in value:
             check_wire_id(name, "approval_tools entry", limit=64)
         return value
+
+    output: OutputSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod
@@ -419,6 +425,17 @@ class GenerationOutcome(WireModel):
         )
 
 
+_LATER_FIELDS = (
+    "settings",
+    "agent_id",
+    "prepare_step",
+    "prepare_invocation",
+    "composition",
+    "output",
+)
+"""Fields added after fingerprints were first stored."""
+
+
 def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> str:
     """A content-free fingerprint of what a generation asks for.
 
@@ -447,14 +464,15 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "approval_timeout_seconds",
         },
     )
+    for name in _LATER_FIELDS:
+        # Left out when unset, so fingerprints of requests that do not use a field stay as
+        # they were before the field existed.
+        if settings.get(name) is None:
+            settings.pop(name, None)
     if not request.approval_tools:
         # Left out when empty, so fingerprints of requests without approvals stay as they
         # were before the field existed.
         del settings["approval_tools"]
-    if request.settings is None:
-        # Left out when unset, so fingerprints of requests without settings stay as they
-        # were before the field existed.
-        del settings["settings"]
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

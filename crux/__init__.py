@@ -35,6 +35,7 @@ from crux.model_settings import (
     merge_settings,
     model_settings,
 )
+from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
     Generation,
@@ -65,6 +66,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OutputValidationError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -104,6 +106,8 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "Output",
+    "OutputValidationError",
     "ParallelRun",
     "PendingApproval",
     "PreparationError",
@@ -152,6 +156,7 @@ __all__ = [
     "merge_settings",
     "model_settings",
     "offloadable",
+    "output",
     "prefer",
     "prompt",
     "step_hook",

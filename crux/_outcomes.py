@@ -19,6 +19,7 @@ from vocabulary.errors import (
     CruxError,
     ErrorType,
     GenerationFailedError,
+    OutputValidationError,
     PreparationError,
     ProviderAuthError,
     ProviderConnectionError,
@@ -45,11 +46,14 @@ class Generation:
         text: The final assistant text.
         message: The final assistant message.
         result: The workflow's content-free result.
+        output: The structured output, when the call asked for one: an instance of the
+            pydantic model, or the parsed JSON value for a JSON schema; else `None`.
     """
 
     text: str
     message: Message
     result: GenerationResult
+    output: Any = None
 
     @property
     def generation_id(self) -> str:
@@ -201,6 +205,15 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
         return StorageUnavailableError(cause.message)
     if kind == ErrorType.INTERNAL:
         return GenerationFailedError("internal", cause.message)
+    if kind == ErrorType.OUTPUT_VALIDATION:
+        defects: object = details.diagnostics.get("defects", [])
+        attempts = details.diagnostics.get("attempts", 0)
+        listed: list[object] = list(defects) if isinstance(defects, list) else []  # pyright: ignore[reportUnknownArgumentType]
+        return OutputValidationError(
+            tuple(str(defect) for defect in listed),
+            attempts=attempts if isinstance(attempts, int) else 0,
+            request_id=details.request_id,
+        )
     if kind == ErrorType.PREPARATION:
         return PreparationError(code or "hook_failed", message)
     provider_type = _PROVIDER_TYPES.get(kind or "")

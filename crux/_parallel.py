@@ -34,9 +34,16 @@ from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
 from crux._outcomes import Finished, Generation, domain_error, rebuild_error
 from crux._request import BuiltCall, CallOptions, stage_call
 from crux.agents import Agent
+from crux.output import Output
 from crux.prompts import Prompt
 from storage import GenerationStore
-from vocabulary.errors import ConfigurationError, CruxError, GenerationFailedError, ThreadError
+from vocabulary.errors import (
+    ConfigurationError,
+    CruxError,
+    GenerationFailedError,
+    OutputValidationError,
+    ThreadError,
+)
 from vocabulary.ids import (
     MAX_MEMBER_NAME_LENGTH,
     MAX_PARALLEL_ID_LENGTH,
@@ -100,7 +107,7 @@ class ParallelRuns:
     _generations: GenerationStore
     _attempt_policy: AttemptPolicySpec | None
 
-    async def _load(self, finished: Finished) -> Generation:
+    async def _load(self, finished: Finished, output: Output | None) -> Generation:
         """The hydrated generation of a finished member (provided by `Runtime`)."""
         raise NotImplementedError
 
@@ -244,7 +251,7 @@ async def run_parallel(
     parallel_id: str,
     calls: Mapping[str, BuiltCall],
     *,
-    hydrate: Callable[[Finished], Awaitable[Generation]],
+    hydrate: Callable[[Finished, Output | None], Awaitable[Generation]],
 ) -> ParallelRun:
     """Start (or attach to) the parent workflow of staged calls and collect each result.
 
@@ -279,8 +286,9 @@ async def run_parallel(
             replayed=member.outcome.replayed,
         )
         try:
-            results[member.name] = await hydrate(finished)
-        except ThreadError as error:
+            call = calls.get(member.name)
+            results[member.name] = await hydrate(finished, call.output if call else None)
+        except (ThreadError, OutputValidationError) as error:
             # The member's Thread was deleted since: that member's error, nobody else's.
             results[member.name] = error
     return ParallelRun(id=parallel_id, workflow_id=workflow_id, results=results)

@@ -38,6 +38,7 @@ async def preview_read(
             contexts=list(call.turn.contexts.items()),
             tools=[tool.spec for tool in call.prompt.tools],
             transcript=call.transcript,
+            output_schema=request.output.json_schema if request.output else None,
         ),
         thread_id=request.thread_id,
         owner=request.owner,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from activities.rendering import RenderedTurn, render_turn
 from contracts.generation import (
@@ -34,6 +34,7 @@ from contracts.settings import (
     merge_settings,
 )
 from crux.agents import Agent, agent_prompt
+from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from storage import GenerationStore
@@ -75,6 +76,7 @@ class CallOptions:
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None
     approval_timeout_seconds: int | None = None
+    output: Output | type[BaseModel] | Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CallOptions:
@@ -125,6 +127,12 @@ class CallOptions:
         if thread_id is not None:
             check_wire_id(thread_id, "thread_id", limit=MAX_SCOPE_ID_LENGTH)
         key = generation_key(generation_id, thread_id)
+        # Structured output: the call's, else the agent's, else the prompt's (never merged).
+        chosen_output = (
+            as_output(self.output)
+            or (defaults.output if defaults is not None else None)
+            or prompt.output
+        )
         shadowed = self.messages is not None or prompt.messages is not None
         request = validated_input(
             generation_id=generation_id,
@@ -165,6 +173,7 @@ class CallOptions:
                 if self.approval_timeout_seconds is not None
                 else default_approval_timeout_seconds
             ),
+            output=chosen_output.spec if chosen_output is not None else None,
         )
         turn = render_turn(
             prompt,
@@ -183,7 +192,12 @@ class CallOptions:
         for message in [*(caller or ()), *(declared or ())]:
             check_storable(message, thread_id=thread_id)
         return BuiltCall(
-            prompt=prompt, request=request, turn=turn, caller=caller, declared=declared
+            prompt=prompt,
+            request=request,
+            turn=turn,
+            caller=caller,
+            declared=declared,
+            output=chosen_output,
         )
 
 
@@ -197,6 +211,7 @@ class BuiltCall:
         turn: The rendered user turn, system text and context sources.
         caller: Call-site messages, when given (they shadow everything else).
         declared: Prompt-level messages, when they shadow the Thread.
+        output: The structured output the reply is parsed into, if any.
     """
 
     prompt: Prompt
@@ -204,6 +219,7 @@ class BuiltCall:
     turn: RenderedTurn
     caller: list[Message] | None
     declared: list[Message] | None
+    output: Output | None = None
 
     @property
     def transcript(self) -> list[Message] | None:
@@ -273,11 +289,6 @@ def agent_fields(defaults: Agent | None) -> dict[str, Any]:
         "prepare_step": defaults.prepare_step,
         "prepare_invocation": defaults.prepare_invocation,
     }
-    # The agent's structured output travels as the workflow input's `output` once it has
-    # one; this is the one place it plugs in. (Settings and the attempt policy are merged
-    # by layer in `CallOptions.build`.)
-    if defaults.output is not None and "output" in GenerationInput.model_fields:
-        fields["output"] = defaults.output
     return fields
 
 

@@ -22,6 +22,7 @@ from contracts.settings import (
 )
 from crux.context import check_id
 from crux.hooks import StepHook, hook_name
+from crux.output import Output, as_output
 from crux.prompts import Prompt
 from crux.tools import Tool
 from vocabulary.errors import ConfigurationError
@@ -60,7 +61,7 @@ class Agent:
     tool_choice: Literal["auto", "required", "none"] | None = None
     prepare_step: str | None = None
     prepare_invocation: str | None = None
-    output: Any = None
+    output: Output | None = None
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
 
@@ -133,7 +134,7 @@ def agent(
         tool_choice=tool_choice,
         prepare_step=hook_name(prepare_step),
         prepare_invocation=hook_name(prepare_invocation),
-        output=output,
+        output=as_output(output),
         settings=as_settings(settings),
         attempt_policy=as_attempt_policy(attempt_policy),
     )

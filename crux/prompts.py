@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from contracts.settings import ModelSettingsSpec, as_settings
 from crux.context import ContextContributor, check_id
+from crux.output import Output, as_output
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 from vocabulary.errors import ConfigurationError, RequestCompositionError
@@ -65,6 +66,7 @@ class Prompt:
             call-site messages) for every invocation of this prompt; `None` when unset.
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
+        output: Structured output of every call (agents and call sites replace it).
     """
 
     id: str
@@ -77,6 +79,7 @@ class Prompt:
     tools: tuple[Tool, ...] = ()
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
+    output: Output | None = None
 
 
 def prompt(
@@ -88,6 +91,7 @@ def prompt(
     input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+    output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -105,6 +109,9 @@ def prompt(
             they are the transcript and the Thread is neither read nor committed.
         settings: Model settings (`crux.model_settings(...)` or a mapping of temperature,
             top_p, stop, seed and extra).
+        output: Structured output for every call of this prompt: a pydantic model class,
+            a JSON schema of an object, or `crux.output(...)`; agents and call sites
+            override it.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -165,6 +172,7 @@ def prompt(
         tools=tuple(tools),
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
+        output=as_output(output),
     )
 
 

@@ -13,6 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -43,9 +44,10 @@ from crux._outcomes import (
 )
 from crux._parallel import ParallelRun, ParallelRuns
 from crux._preview import preview_call
-from crux._request import CallOptions, stage_call
+from crux._request import BuiltCall, CallOptions, stage_call
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
 from crux.agents import Agent
+from crux.output import Output
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -144,6 +146,7 @@ class Runtime(ParallelRuns, ApprovalRuns):
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
         approval_timeout_seconds: int | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -176,20 +179,23 @@ class Runtime(ParallelRuns, ApprovalRuns):
             approval_timeout_seconds: How long each call of a tool that requires
                 approval waits for `approve` / `deny` before it is denied with reason
                 `timeout`; the runtime's when omitted.
+            output: Structured output (a pydantic model class, a JSON schema or
+                `crux.output(...)`); replaces the agent's and the prompt's. The reply is
+                validated before it is staged; a rejected reply is asked for again (a new
+                planned call, reason `validation-retry`) up to its `max_retries`, then
+                `OutputValidationError`. `Generation.output` is the typed value.
 
         Raises:
             RequestCompositionError: The request cannot fit with authorised losses.
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
         """
-        request = await self._stage_request(CallOptions.of(locals()))
-        result = await self.run(request)
-        return await self._hydrate(result)
+        call = await self._stage_request(CallOptions.of(locals()))
+        result = await self.run(call.request)
+        return await self._hydrate(result, call.output)
 
-    async def _stage_request(
-        self, options: CallOptions, *, stream: bool = False
-    ) -> GenerationInput:
-        """Render the prompt here, stage its text in PostgreSQL, return the ids-only input.
+    async def _stage_request(self, options: CallOptions, *, stream: bool = False) -> BuiltCall:
+        """Render the prompt here, stage its text in PostgreSQL, return the built call.
 
         Everything is validated before anything is written: the request (a
         `ConfigurationError`), the text (`ThreadError("invalid_message")` for text PostgreSQL
@@ -202,7 +208,8 @@ class Runtime(ParallelRuns, ApprovalRuns):
             default_attempt_policy=self._attempt_policy,
             default_approval_timeout_seconds=self._approval_timeout_seconds,
         )
-        return await stage_call(call, self._generations)
+        await stage_call(call, self._generations)
+        return call
 
     async def stream(
         self,
@@ -224,6 +231,7 @@ class Runtime(ParallelRuns, ApprovalRuns):
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
         approval_timeout_seconds: int | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -234,14 +242,15 @@ class Runtime(ParallelRuns, ApprovalRuns):
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
-        request = await self._stage_request(CallOptions.of(locals()), stream=True)
+        call = await self._stage_request(CallOptions.of(locals()), stream=True)
+        request = call.request
         outcome = asyncio.ensure_future(await_result(await self._start(request)))
         key = generation_key(request.generation_id, request.thread_id)
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
                 yield update
         result = await stored_result(self._generations, outcome.result())
-        yield StreamCommitted(generation=await self._hydrate(result))
+        yield StreamCommitted(generation=await self._hydrate(result, call.output))
 
     async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
         workflow_id = workflow_id_for(request.generation_id, request.thread_id)
@@ -322,6 +331,7 @@ class Runtime(ParallelRuns, ApprovalRuns):
         max_output_tokens: int | None = None,
         owner: str = "main",
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> Preview:
         """Tell whether a generation would fit, without side effects.
 
@@ -338,10 +348,10 @@ class Runtime(ParallelRuns, ApprovalRuns):
             call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
         )
 
-    async def _load(self, finished: Finished) -> Generation:
-        return await self._hydrate(await stored_result(self._generations, finished))
+    async def _load(self, finished: Finished, output: Output | None = None) -> Generation:
+        return await self._hydrate(await stored_result(self._generations, finished), output)
 
-    async def _hydrate(self, result: GenerationResult) -> Generation:
+    async def _hydrate(self, result: GenerationResult, output: Output | None = None) -> Generation:
         if result.thread_commit is not None and result.thread_id is not None:
             [message] = await self._threads.load_messages(
                 result.thread_id, [result.output_message_id]
@@ -353,4 +363,5 @@ class Runtime(ParallelRuns, ApprovalRuns):
             if staged is None:
                 raise ThreadError("not_found", "the generation's output is no longer stored")
             message = staged.message
-        return Generation(text=message.text, message=message, result=result)
+        value = output.parse(message.text) if output is not None else None
+        return Generation(text=message.text, message=message, result=result, output=value)

@@ -9,7 +9,8 @@ way every time. Two moments ask for a decision:
   a later turn needs, when the policy asks for one).
 - `Dispatched`: after the sealed plan was handed to the provider. The turn commits, runs
   its tool calls, re-plans because the Thread moved before anything was sent, recovers once
-  from a provider that says the request is too long, or fails typed.
+  from a provider that says the request is too long, retries a reply that failed output
+  validation (bounded), or fails typed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from planner.seal import (
     plan,
 )
 from planner.sealed import Preparation, SealedPlan
-from vocabulary.errors import CruxError, RequestCompositionError, ThreadError
+from vocabulary.errors import (
+    CruxError,
+    OutputValidationError,
+    RequestCompositionError,
+    ThreadError,
+)
 
 OVERFLOW_RECOVERY_FACTOR = 0.85
 """A provider that says "too long" despite our measurement gets exactly one linked retry
@@ -63,7 +69,7 @@ class Planning:
     counted: bool = False
 
 
-DispatchOutcome = Literal["answered", "overflow", "revision-moved"]
+DispatchOutcome = Literal["answered", "overflow", "revision-moved", "invalid-output"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,10 @@ class Dispatched:
         max_tool_rounds: Tool rounds allowed before an answer is required.
         replans: Revision-moved rounds so far, this one included.
         on_revision_moved: The caller's choice when the Thread moves before dispatch.
+        rejections: Replies rejected by output validation so far, this one included.
+        max_validation_retries: Validation retries allowed (`OutputSpec.max_retries`).
+        defects: Where the rejected reply failed validation (paths and kinds, no values).
+        request_id: The request that was dispatched.
     """
 
     outcome: DispatchOutcome
@@ -90,6 +100,10 @@ class Dispatched:
     max_tool_rounds: int = 0
     replans: int = 0
     on_revision_moved: Literal["replan", "fail"] = "replan"
+    rejections: int = 0
+    max_validation_retries: int = 0
+    defects: tuple[str, ...] = ()
+    request_id: str | None = None
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -145,6 +159,17 @@ class Replan:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryValidation:
+    """Plan a new call because the reply failed output validation (linked, new epoch).
+
+    The rejected reply was never staged: nothing of it is kept or committed.
+    """
+
+    retry: int
+    kind: Literal["retry-validation"] = "retry-validation"
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the staged tool calls, then plan the next attempt."""
 
@@ -180,7 +205,7 @@ class Fail:
 PlanningAction = Seal | PrepareSummary | CountAuthoritatively | Fail
 """What the workflow does before a provider call."""
 
-DispatchAction = RecoverOverflow | Replan | RunTools | Commit | Fail
+DispatchAction = RecoverOverflow | Replan | RetryValidation | RunTools | Commit | Fail
 """What the workflow does after a dispatch."""
 
 Action = PlanningAction | DispatchAction
@@ -270,6 +295,15 @@ def _after_dispatch(state: Dispatched) -> DispatchAction:
                 )
             )
         return Replan("revision-moved")
+    if state.outcome == "invalid-output":
+        if state.rejections <= state.max_validation_retries:
+            return RetryValidation(state.rejections)
+        return Fail(
+            OutputValidationError(
+                state.defects, attempts=state.rejections, request_id=state.request_id
+            ),
+            request_id=state.request_id,
+        )
     if state.tool_calls and state.tool_rounds < state.max_tool_rounds:
         return RunTools(state.tool_calls)
     return Commit()

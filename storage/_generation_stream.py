@@ -51,6 +51,17 @@ class DeltaStream:
             )
             await connection.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, generation_id)
 
+    async def drop_deltas(self, generation_id: str, attempt: int) -> None:
+        """Delete the deltas streamed for one provider attempt (its reply was rejected)."""
+        await self._pool.execute(
+            """
+            DELETE FROM crux_generation_staging
+            WHERE generation_id = $1 AND attempt = 0 AND kind LIKE $2
+            """,
+            generation_id,
+            delta_kind(f"{attempt:03d}:") + "%",
+        )
+
     async def deltas_after(self, generation_id: str, after: str) -> list[tuple[str, str]]:
         """Staged deltas with keys after `after`, in order: `(key, text)`."""
         rows = await self._pool.fetch(

@@ -111,6 +111,7 @@ class ErrorType(StrEnum):
     STORAGE_UNAVAILABLE = "StorageUnavailableError"
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
+    OUTPUT_VALIDATION = "OutputValidationError"
 
 
 class ThreadError(CruxError):
@@ -383,6 +384,30 @@ class ApprovalError(CruxError):
         self.code = code
 
 
+class OutputValidationError(CruxError):
+    """Every reply of a structured-output generation failed validation; nothing was committed.
+
+    Attributes:
+        defects: Where the last rejected reply failed, as `path: kind` (for example
+            `$.items[0].price: type`); never the reply's values.
+        attempts: Provider calls whose replies were rejected.
+        request_id: The last rejected request.
+    """
+
+    def __init__(
+        self,
+        defects: tuple[str, ...],
+        *,
+        attempts: int = 0,
+        request_id: str | None = None,
+    ):
+        shown = ", ".join(defects[:4]) + (", ..." if len(defects) > 4 else "")
+        super().__init__(f"the reply failed output validation {attempts} time(s): {shown}")
+        self.defects = defects
+        self.attempts = attempts
+        self.request_id = request_id
+
+
 __all__ = [
     "ApprovalError",
     "CompositionErrorCode",
@@ -391,6 +416,7 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",
     "ProviderConnectionError",

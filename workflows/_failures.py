@@ -24,6 +24,7 @@ from vocabulary.errors import (
     ConfigurationError,
     CruxError,
     ErrorType,
+    OutputValidationError,
     RequestCompositionError,
     ThreadError,
 )
@@ -57,6 +58,14 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
         stages.set(Stage.FAILED, error.code)
         details = ErrorDetails(code=error.code)
         error_type = ErrorType.THREAD
+    elif isinstance(error, OutputValidationError):
+        stages.set(Stage.FAILED, "output invalid")
+        details = ErrorDetails(
+            code="output_invalid",
+            request_id=action.request_id,
+            diagnostics={"defects": list(error.defects), "attempts": error.attempts},
+        )
+        error_type = ErrorType.OUTPUT_VALIDATION
     else:
         stages.set(Stage.FAILED)
         details = ErrorDetails()

@@ -135,7 +135,9 @@ class StepHooks:
         if agent_id is None and not self.named:
             return sealed
         preparations: list[StepPreparation] = []
-        new_epoch = progress.epoch is not None and progress.epoch.key != sealed.epoch.key
+        new_epoch = progress.epoch_reset or (
+            progress.epoch is not None and progress.epoch.key != sealed.epoch.key
+        )
         if self._invocation is not None:
             preparations.append(self._invocation)
         if self._decided is not None and self._decided[0] == progress.attempt:

@@ -37,6 +37,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         messages_ref=request.messages_ref,
         history=request.history,
         tools=request.tools,
+        output_schema=request.output.json_schema if request.output else None,
         context_source_ids=[
             source for contributor in request.contributors for source in source_ids(contributor)
         ],
@@ -91,6 +92,8 @@ def invoke_input(
         turn_messages=progress.turn_messages,
         stream=request.stream,
         settings=request.settings,
+        output_schema=request.output.json_schema if request.output else None,
+        output_prompt_id=request.prompt_id if request.output else None,
     )
 
 

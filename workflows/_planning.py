@@ -123,6 +123,7 @@ def build_plan_request(
         current_turn_tokens=read.current_turn_tokens + turn_tokens,
         current_turn_messages=1 + turn_messages,
         tool_schema_tokens=read.tool_schema_tokens if request.tools else 0,
+        output_schema_tokens=read.output_schema_tokens if request.output else 0,
         output_reserve=request.max_output_tokens,
         previous_request_id=previous_request_id,
         epoch=epoch,

@@ -33,6 +33,10 @@ class TurnProgress:
         """One record per provider call that answered (its receipt is stored by request id)."""
         self.superseded: list[str] = []
         """Request ids of plans never sent because the Thread moved first."""
+        self.rejections = 0
+        """Replies rejected by output validation so far."""
+        self.epoch_reset = False
+        """The next call starts a new epoch although its model and budget stay the same."""
 
     @property
     def replans(self) -> int:
@@ -73,6 +77,27 @@ class TurnProgress:
             )
         )
 
+    def reject(self, sealed: SealedPlan, invoked: InvokeModelResult) -> None:
+        """Record a reply that failed output validation; the next call starts a new epoch.
+
+        The call was paid for, so it stays a step (usage, its receipt); its reply was never
+        staged. The next plan is linked to it with reason `validation-retry` and starts a
+        fresh epoch: floors earned by the rejected call do not bind its replacement.
+        """
+        self.steps.append(
+            StepFigures(
+                attempt=self.attempt,
+                request_id=sealed.request_id,
+                usage=invoked.usage,
+                finish_reason="invalid-output",
+                output_tokens=invoked.output_tokens,
+            )
+        )
+        self.next_step(sealed)
+        self.epoch = None
+        self.epoch_reset = True
+        self.previous_reason = "validation-retry"
+
     def supersede(self, sealed: SealedPlan) -> None:
         """Record a plan the Thread's move kept from being sent."""
         self.superseded.append(sealed.request_id)
@@ -83,6 +108,7 @@ class TurnProgress:
         # re-expand within the model epoch.
         self.previous_request_id = sealed.request_id
         self.epoch = sealed.epoch
+        self.epoch_reset = False
         self.attempt += 1
 
     def replan(self, sealed: SealedPlan, reason: str) -> None:

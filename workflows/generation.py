@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummary,
         RecoverOverflow,
         Replan,
+        RetryValidation,
         RunTools,
         Seal,
         next_action,
@@ -151,6 +152,10 @@ class ManagedGenerationWorkflow:
                     max_tool_rounds=request.max_tool_rounds,
                     replans=len(progress.superseded),
                     on_revision_moved=request.on_revision_moved,
+                    rejections=progress.rejections + (outcome == "invalid-output"),
+                    max_validation_retries=request.output.max_retries if request.output else 0,
+                    defects=tuple(invoked.defects) if invoked else (),
+                    request_id=sealed.request_id,
                 )
             )
             if isinstance(action, Fail):
@@ -161,6 +166,11 @@ class ManagedGenerationWorkflow:
                 progress.ceiling = action.ceiling
                 progress.next_step(sealed)
                 hooks.reason = "overflow-recovery"
+            elif isinstance(action, RetryValidation) and invoked is not None:
+                # The reply failed validation and was never staged: plan a new call.
+                progress.rejections = action.retry
+                progress.reject(sealed, invoked)
+                hooks.reason = "validation-retry"
             elif isinstance(action, Replan):
                 # Another turn landed between the read and the dispatch: nothing was sent.
                 progress.replan(sealed, action.reason)
@@ -304,7 +314,9 @@ class ManagedGenerationWorkflow:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
             raise
-        return ("revision-moved" if invoked.revision_moved else "answered"), invoked, None
+        if invoked.revision_moved:
+            return "revision-moved", invoked, None
+        return ("invalid-output" if invoked.defects else "answered"), invoked, None
 
     async def _record(self, request: GenerationInput, sealed: SealedPlan) -> None:
         """Store the plan's receipt and inspection before its attempt.

@@ -24,6 +24,9 @@ def openai_problem(body: Any) -> str | None:
         return "'messages' must be a non-empty array"
     if "tool_choice" in data and not data.get("tools"):
         return "'tool_choice' is only allowed when 'tools' are specified"
+    problem = _response_format_problem(data.get("response_format"))
+    if problem is not None:
+        return problem
     pending: set[str] = set()
     for index, raw in enumerate(messages):
         message = as_object(raw) or {}
@@ -60,6 +63,33 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [as_object(b) or {} for b in as_list(content) or []]
 
 
+def _response_format_problem(raw: Any) -> str | None:
+    """OpenAI's checks of a `json_schema` response format (name and object schema)."""
+    if raw is None:
+        return None
+    shape = as_object(raw) or {}
+    if shape.get("type") != "json_schema":
+        return None
+    spec = as_object(shape.get("json_schema")) or {}
+    name = spec.get("name")
+    if not isinstance(name, str) or not 1 <= len(name) <= 64:
+        return "response_format.json_schema.name: a name of 1-64 characters is required"
+    if as_object(spec.get("schema")) is None:
+        return "response_format.json_schema.schema: an object schema is required"
+    return None
+
+
+def _forced_tool_problem(data: dict[str, Any]) -> str | None:
+    """The Messages API's check that a forced tool is one of the offered tools."""
+    choice = as_object(data.get("tool_choice"))
+    if choice is None or choice.get("type") != "tool":
+        return None
+    offered = {(as_object(t) or {}).get("name") for t in as_list(data.get("tools")) or []}
+    if choice.get("name") not in offered:
+        return "tool_choice.name: the forced tool must be one of the offered tools"
+    return None
+
+
 def anthropic_problem(body: Any) -> str | None:
     """Why the Messages API would reject this body, or `None`."""
     data = as_object(body)
@@ -73,6 +103,9 @@ def anthropic_problem(body: Any) -> str | None:
     messages = as_list(data.get("messages"))
     if not messages:
         return "messages: at least one message is required"
+    problem = _forced_tool_problem(data)
+    if problem is not None:
+        return problem
     previous_role: str | None = None
     open_calls: set[str] = set()
     for index, raw in enumerate(messages):

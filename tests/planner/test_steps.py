@@ -16,12 +16,18 @@ from planner.steps import (
     PrepareSummary,
     RecoverOverflow,
     Replan,
+    RetryValidation,
     RunTools,
     Seal,
     next_action,
 )
 from tests.planner.helpers import EXACT, request, turns
-from vocabulary.errors import ConfigurationError, RequestCompositionError, ThreadError
+from vocabulary.errors import (
+    ConfigurationError,
+    OutputValidationError,
+    RequestCompositionError,
+    ThreadError,
+)
 
 ESTIMATED = EXACT.model_copy(update={"confidence": "conservative"})
 
@@ -193,3 +199,36 @@ def test_the_same_state_always_decides_the_same_way() -> None:
     first, second = next_action(state), next_action(state)
     assert isinstance(first, Seal) and isinstance(second, Seal)
     assert first.plan.model_dump_json() == second.plan.model_dump_json()
+
+
+def test_a_reply_failing_validation_is_retried_while_retries_remain() -> None:
+    state = Dispatched(
+        outcome="invalid-output",
+        input_tokens=100,
+        rejections=2,
+        max_validation_retries=2,
+        defects=("$.high: type",),
+        request_id="r2",
+    )
+    assert next_action(state) == RetryValidation(2)
+
+
+def test_exhausted_validation_retries_fail_typed_with_the_defects() -> None:
+    state = Dispatched(
+        outcome="invalid-output",
+        input_tokens=100,
+        rejections=3,
+        max_validation_retries=2,
+        defects=("$: required", "$.high: type"),
+        request_id="r3",
+    )
+    action = next_action(state)
+    assert isinstance(action, Fail)
+    assert isinstance(action.error, OutputValidationError)
+    assert action.error.defects == ("$: required", "$.high: type")
+    assert (action.error.attempts, action.request_id) == (3, "r3")
+
+
+def test_without_retries_the_first_rejection_fails() -> None:
+    state = Dispatched(outcome="invalid-output", input_tokens=100, rejections=1)
+    assert isinstance(next_action(state), Fail)
