@@ -14,7 +14,8 @@ from typing import Any
 import asyncpg
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 import crux
 from crux._approval_cli import run_approval_command
@@ -99,6 +100,17 @@ async def test_approved_call_runs_and_the_turn_commits(
         with pytest.raises(crux.ApprovalError) as invalid:
             await runtime.deny("call_a1", "Free text!", generation_id="g1", thread=thread_id)
         assert invalid.value.code == "invalid_reason"
+
+        # Plain Temporal clients meet the workflow's own validators: refused, typed, and
+        # the run keeps waiting.
+        with pytest.raises(WorkflowUpdateFailedError) as raw:
+            await handle.execute_update("deny", args=["call_a1", "Free text!"])
+        assert isinstance(raw.value.cause, ApplicationError)
+        assert raw.value.cause.type == "ApprovalError"
+        for bad in ([42], [["call_a1"]], []):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update("approve", args=bad)
+        assert await handle.query("get_stage") == "awaiting_approval"
 
         await runtime.approve("call_a1", generation_id="g1", thread=thread_id)
         result = await asyncio.wait_for(run, 30)
