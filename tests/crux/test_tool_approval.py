@@ -10,6 +10,7 @@ import pytest
 import crux
 from contracts.approvals import check_reason_code, denial_text
 from contracts.generation import GenerationInput, request_fingerprint
+from crux._parallel import build_members
 from crux._request import CallOptions
 from workflows._decode import decode_input
 
@@ -102,3 +103,20 @@ def test_other_reason_codes_are_refused_typed(code: str) -> None:
 
 def test_a_denial_without_reason_says_only_denied() -> None:
     assert denial_text(None) == '{"error":"denied"}'
+
+
+def test_parallel_members_carry_the_approval_tools_and_the_runtime_timeout() -> None:
+    pay = crux.tool("pay", _noop, requires_approval=True)
+    options = CallOptions(prompt="")
+    calls = build_members(
+        "batch-1",
+        {"a": crux.prompt(id="a", use=[pay]), "b": crux.prompt(id="b")},
+        options,
+        context="hi",
+        threads=None,
+        default_model="offline:echo",
+        default_approval_timeout_seconds=120,
+    )
+    assert calls["a"].request.approval_tools == ["pay"]
+    assert calls["a"].request.approval_timeout_seconds == 120
+    assert calls["b"].request.approval_tools == []
