@@ -267,3 +267,39 @@ async def test_a_tool_declared_with_approval_on_the_worker_waits_whatever_the_in
         result = await asyncio.wait_for(run, 30)
     assert calls == []
     assert result.text == "Refused by the operator."
+
+
+async def test_a_streamed_run_waits_for_its_approval_too(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _transfer_tool(calls)
+    thread_id = f"stream:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": "s"}, id="call_s1")),
+        TextReply(text="Streamed after approval."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        runtime = worker.runtime
+
+        async def consume() -> list[crux.StreamUpdate]:
+            return [
+                update
+                async for update in runtime.stream(
+                    crux.prompt(id="pay", use=[tool]),
+                    input="Pay it",
+                    thread=thread_id,
+                    model=MODEL,
+                    generation_id="g7",
+                )
+            ]
+
+        run = asyncio.ensure_future(consume())
+        [pending] = await _awaiting(runtime, "g7", thread_id)
+        await runtime.approve(pending.call_id, generation_id="g7", thread=thread_id)
+        updates = await asyncio.wait_for(run, 30)
+    final = updates[-1]
+    assert isinstance(final, crux.StreamCommitted)
+    assert final.generation.text == "Streamed after approval."
+    assert calls == [{"to": "s"}]
