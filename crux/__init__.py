@@ -17,6 +17,7 @@ from contracts.generation import (
     Usage,
 )
 from contracts.hooks import StepContext, StepOverrides
+from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
 from crux.context import (
     ContextContributor,
@@ -66,6 +67,7 @@ from vocabulary.errors import (
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    OperatorError,
     OutputValidationError,
     PreparationError,
     ProviderAuthError,
@@ -97,6 +99,7 @@ __all__ = [
     "GenerationFailedError",
     "GenerationInput",
     "GenerationResult",
+    "GenerationStatus",
     "HistoryEntry",
     "HistorySpec",
     "HistoryView",
@@ -106,6 +109,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "OperatorError",
     "Output",
     "OutputValidationError",
     "ParallelRun",

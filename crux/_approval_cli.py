@@ -1,8 +1,9 @@
 """`crux generation pending|approve|deny`: decide tool calls that wait for approval.
 
 `crux generation pending GENERATION_ID --thread THREAD_ID` lists the waiting calls (call
-id, tool name, round); `approve` and `deny` take the call id. With `--workflow-id` the first
-argument is the run's workflow id instead. Only names and ids are printed, never arguments.
+id, tool name, round); `approve` and `deny` take the call id. A first argument that starts
+with `crux/gen/` (or any, with `--workflow-id`) is the run's workflow id instead. Only
+names and ids are printed, never arguments.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from temporalio.client import Client
 
 from crux._approvals import ApprovalRuns
+from crux._operator import resolve_workflow_id
 from crux._worker import connect_client
 from vocabulary.settings import Settings
 
@@ -63,11 +65,11 @@ async def run_approval_command(arguments: argparse.Namespace, settings: Settings
         ApprovalError: The decision was refused (`not_found`, `not_awaiting`, ...).
     """
     approvals = _Approvals(await connect_client(settings))
-    target: dict[str, Any] = (
-        {"workflow_id": arguments.generation_id}
-        if arguments.workflow_id
-        else {"generation_id": arguments.generation_id, "thread": arguments.thread}
-    )
+    run: str = arguments.generation_id
+    # A workflow id (`crux/gen/...`) is recognised as one, as `generation show` does.
+    target: dict[str, Any] = {
+        "workflow_id": run if arguments.workflow_id else resolve_workflow_id(run, arguments.thread)
+    }
     command = arguments.generation_command
     if command == "pending":
         found = await approvals.pending_approvals(**target)

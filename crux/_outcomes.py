@@ -196,6 +196,8 @@ def _from_application_error(cause: ApplicationError) -> CruxError | None:
             diagnostics=_diagnostics(details.diagnostics),
         )
     if kind == ErrorType.THREAD_COMMIT:
+        if code == "abandoned":
+            return ThreadCommitError(message, code="abandoned")
         return ThreadCommitError(message)
     if kind == ErrorType.THREAD:
         return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]

@@ -1,6 +1,7 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `db migrate`, `db sweep`.
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`.
 
-`generation pending|approve|deny` decide tool calls that wait for approval.
+`generation show|retry|abandon` operate a blocked run; `generation pending|approve|deny`
+decide tool calls that wait for approval.
 """
 
 from __future__ import annotations
@@ -41,8 +42,19 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("thread_id")
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
-    generation = commands.add_parser("generation", help="operate on generation runs")
+    generation = commands.add_parser(
+        "generation", help="show, retry, abandon a run; decide its tool approvals"
+    )
     generation_commands = generation.add_subparsers(dest="generation_command", required=True)
+    for action, text in (
+        ("show", "print a run's content-free status"),
+        ("retry", "make a run waiting for storage or its commit try again now"),
+        ("abandon", "give up a run waiting for storage or its commit; nothing is committed"),
+    ):
+        sub = generation_commands.add_parser(action, help=text)
+        sub.add_argument("run", help="a workflow id (crux/gen/...) or a generation id")
+        sub.add_argument("--thread", default=None, help="the Thread of a generation id")
+        sub.add_argument("--json", action="store_true", help="print JSON")
     add_approval_commands(generation_commands)
 
     database = commands.add_parser("db", help="database maintenance")
@@ -116,6 +128,16 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
         from crux._approval_cli import run_approval_command
 
         return await run_approval_command(arguments, settings)
+    if arguments.command == "generation":
+        from crux._generation_commands import generation_command
+
+        return await generation_command(
+            settings,
+            arguments.generation_command,
+            arguments.run,
+            thread=arguments.thread,
+            as_json=arguments.json,
+        )
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

@@ -32,6 +32,7 @@ from contracts.generation import (
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._approvals import ApprovalRuns
+from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
     Generation,
@@ -76,7 +77,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, ApprovalRuns):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:

@@ -41,6 +41,8 @@ def test_crux_exports_are_pinned() -> None:
         "StepOverrides",
         "agent",
         "step_hook",
+        "GenerationStatus",
+        "OperatorError",
     }
 
 

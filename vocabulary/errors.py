@@ -13,6 +13,7 @@ CruxError
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
 ├── StorageUnavailableError                     PostgreSQL could not be reached
 ├── PreparationError(code)                       a step or invocation hook failed
+├── OperatorError(code)                         retry/abandon refused: not found, wrong stage
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -89,6 +90,7 @@ ThreadErrorCode = Literal[
     "in_use",
     "deleted",
     "unsupported_capability",
+    "abandoned",
 ]
 
 
@@ -97,6 +99,7 @@ class ErrorType(StrEnum):
 
     THREAD = "ThreadError"
     THREAD_COMMIT = "ThreadCommitError"
+    OPERATOR = "OperatorError"
     REQUEST_COMPOSITION = "RequestCompositionError"
     CONFIGURATION = "ConfigurationError"
     PROVIDER = "ProviderError"
@@ -135,8 +138,33 @@ class ThreadCommitError(ThreadError):
     or publishes.
     """
 
-    def __init__(self, message: str, *, thread_id: str | None = None):
-        super().__init__("commit_failed", message, thread_id=thread_id)
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        code: ThreadErrorCode = "commit_failed",
+    ):
+        # `abandoned`: an operator gave the staged turn up; nothing was published.
+        super().__init__(code, message, thread_id=thread_id)
+
+
+class OperatorError(CruxError):
+    """An operator command could not be carried out on a generation run.
+
+    Attributes:
+        code: `not_found` (no such run) or `wrong_stage` (the run is not waiting for
+            storage or for its commit, so there is nothing to retry or abandon).
+        stage: The run's stage when the command was refused, when known.
+    """
+
+    def __init__(self, code: OperatorErrorCode, message: str, *, stage: str | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code: OperatorErrorCode = code
+        self.stage = stage
+
+
+OperatorErrorCode = Literal["not_found", "wrong_stage"]
 
 
 class ThreadInUseError(ThreadError):

@@ -17,6 +17,7 @@ from temporalio.common import SearchAttributeUpdate
 from contracts.generation import GenerationInput
 from vocabulary.stages import Stage
 from workflows import _search
+from workflows._operator import OperatorControl
 
 
 class StageReporter:
@@ -26,6 +27,9 @@ class StageReporter:
         self.stage = Stage.STARTING
         self._published: Stage | None = None
         self._identity: list[SearchAttributeUpdate[Any]] = []
+        self.details: str | None = None
+        # Operator requests (retry now, abandon) reach every storage wait through here.
+        self.control = OperatorControl()
 
     def publish_identity(self, request: GenerationInput) -> None:
         """Name this run (thread, generation, model) with the next stage published.
@@ -45,6 +49,7 @@ class StageReporter:
     def set(self, stage: Stage, details: str | None = None) -> None:
         """Enter `stage`; `details` (content-free) says which step of it."""
         self.stage = stage
+        self.details = details
         workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
 
     def publish(self) -> None:

@@ -96,11 +96,18 @@ async def waiting_out_storage(
     while True:
         stages.publish()
         try:
-            return await call()
+            result = await call()
         except ActivityFailure as error:
             if not outage(error):
+                stages.control.cleared()
                 raise
+            cause = application_cause(error)
+            error_type = cause.type if cause is not None else type(error).__name__
+        else:
+            stages.control.cleared()
+            return result
         since = since or workflow.now()
+        stages.control.blocked(since, error_type)
         rounds += 1
         _check_ceiling(stages, request, since, stage)
         stages.set(blocked, f"{stage}: round {rounds} waiting for storage")
@@ -108,7 +115,8 @@ async def waiting_out_storage(
         # The stage stays blocked through the next try too: a call that hangs on an
         # unreachable server must not look like progress. The caller's next stage
         # replaces it once the call succeeds.
-        await workflow.sleep(backoff)
+        # Ended early by an operator's `retry_now`; `abandon` raises from here.
+        await stages.control.backoff(stage, backoff)
         backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
 
 

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         validated,
     )
     from workflows._hooks import StepHooks
+    from workflows._operator import OperatorHandlers, RunAbandoned
     from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
@@ -82,7 +83,7 @@ GENERATION_V2_PATCH = "generation-v2"
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
 # the workflow, typed; they never fail the task, which Temporal would retry forever.
 @workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
-class ManagedGenerationWorkflow:
+class ManagedGenerationWorkflow(OperatorHandlers):
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
     def __init__(self) -> None:
@@ -90,6 +91,11 @@ class ManagedGenerationWorkflow:
         self._legacy: LegacyGeneration | None = None
         self._approvals = Approvals()
         self._approvals.register()
+        self._request: GenerationInput | None = None
+        self._progress: TurnProgress | None = None
+
+    def _operated(self) -> tuple[StageReporter, GenerationInput | None, TurnProgress | None]:
+        return self._stages, self._request, self._progress
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -119,6 +125,7 @@ class ManagedGenerationWorkflow:
             # Runs of the first path return the payload they always returned.
             return cast(GenerationResult, await self._legacy.run(request))
         self._stages.publish_identity(request)
+        self._request = request
         try:
             result = await self._generate(request)
         except BaseException as error:
@@ -129,7 +136,7 @@ class ManagedGenerationWorkflow:
 
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
         read = await self._read(request)
-        progress = TurnProgress()
+        progress = self._progress = TurnProgress()
         hooks = StepHooks(request)
         if hooks.named and read.existing is None:
             await hooks.prepare_invocation(self._stages)
@@ -399,7 +406,7 @@ class ManagedGenerationWorkflow:
                 blocked=Stage.COMMIT_BLOCKED,
                 outage=is_retryable,
             )
-        except StorageWaitExceeded:
+        except (StorageWaitExceeded, RunAbandoned):
             raise
         except ActivityFailure as error:
             raise commit_rejected(self._stages, error) from None

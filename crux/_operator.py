@@ -1,0 +1,101 @@
+"""Operator control of generation runs: status, retry now, abandon.
+
+A run is named by its workflow id (`crux/gen/...`) or by its generation id (with the
+Thread for a Thread generation); both resolve to the same workflow id the facade starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from contracts.operator import GenerationStatus
+from vocabulary.details import decode_details
+from vocabulary.errors import ErrorType, OperatorError
+from vocabulary.ids import workflow_id_for
+
+_WORKFLOW_PREFIX = "crux/gen/"
+
+
+def resolve_workflow_id(run: str, thread: str | None = None) -> str:
+    """The workflow id of `run`: a workflow id as given, a generation id resolved."""
+    if run.startswith(_WORKFLOW_PREFIX):
+        return run
+    return workflow_id_for(run, thread)
+
+
+class OperatorRuns:
+    """`Runtime.generation_status`, `retry_generation` and `abandon_generation`."""
+
+    _client: Client
+
+    async def _operated_handle(self, run: str, thread: str | None) -> WorkflowHandle[Any, Any]:
+        workflow_id = resolve_workflow_id(run, thread)
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise OperatorError("not_found", f"no generation run {workflow_id}") from None
+            raise
+        return handle
+
+    async def generation_status(self, run: str, *, thread: str | None = None) -> GenerationStatus:
+        """The content-free status of a generation run.
+
+        Args:
+            run: A workflow id (`crux/gen/...`) or a generation id.
+            thread: The Thread of a generation id (omit for an ad-hoc generation).
+
+        Raises:
+            OperatorError: `not_found` when there is no such run.
+        """
+        handle = await self._operated_handle(run, thread)
+        return await handle.query("describe", result_type=GenerationStatus)
+
+    async def retry_generation(self, run: str, *, thread: str | None = None) -> str:
+        """Make a run waiting for storage (or for its commit) try again at once.
+
+        Returns:
+            The stage the run was in (`commit_blocked` or `storage_blocked`).
+
+        Raises:
+            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
+        """
+        return await self._update(run, thread, "retry_now")
+
+    async def abandon_generation(self, run: str, *, thread: str | None = None) -> str:
+        """Give up a run waiting for storage or for its commit.
+
+        Nothing is committed, the staged output is discarded, and the run's caller gets
+        `ThreadCommitError` with code `abandoned`.
+
+        Returns:
+            The stage the run was in.
+
+        Raises:
+            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
+        """
+        return await self._update(run, thread, "abandon")
+
+    async def _update(self, run: str, thread: str | None, name: str) -> str:
+        handle = await self._operated_handle(run, thread)
+        try:
+            result = await handle.execute_update(name, result_type=str)  # pyright: ignore[reportUnknownMemberType]
+            return str(result)
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type == ErrorType.OPERATOR:
+                stage = decode_details(cause.details, cause.type).stage
+                raise OperatorError(
+                    "wrong_stage", f"{name} refused: the run is not waiting", stage=stage
+                ) from None
+            raise
+        except RPCError as error:
+            # A run that already ended takes no updates.
+            if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise OperatorError("wrong_stage", f"{name} refused: the run has ended") from None
+            raise

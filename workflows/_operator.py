@@ -1,0 +1,168 @@
+"""Operator control of a run that waits for storage: retry at once, or give it up.
+
+A stage blocked on PostgreSQL (`storage_blocked`, `commit_blocked`) waits out a backoff
+between tries. `retry_now` ends that wait early; `abandon` ends the run: the staged output
+is discarded by the failure path and the caller gets `ThreadCommitError('abandoned')`.
+Both are Temporal updates whose validators refuse them, typed and content-free, whenever
+the run is not in such a wait.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from contracts.generation import GenerationInput
+from contracts.operator import GenerationStatus
+from vocabulary.details import ErrorDetails, encode_details
+from vocabulary.errors import ErrorType
+from vocabulary.stages import Stage
+
+ABANDONED = "abandoned"
+"""The `ThreadCommitError` code of a run an operator abandoned."""
+
+
+class OperatorControl:
+    """Requests from operators and what they need to know about the current wait."""
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.blocked_since: datetime | None = None
+        self.last_error_type: str | None = None
+        self._retry = False
+        self._abandon = False
+
+    def blocked(self, since: datetime, error_type: str | None) -> None:
+        """Note that a stage waits for storage since `since` after an `error_type` failure."""
+        self.blocked_since = since
+        self.last_error_type = error_type
+
+    def cleared(self) -> None:
+        """The stage got through: no wait is current any more."""
+        self.blocked_since = None
+
+    async def backoff(self, stage: Stage, delay: timedelta) -> None:
+        """Wait out `delay`, or less if an operator asks to retry now or abandon.
+
+        Raises:
+            ApplicationError: `ThreadCommitError` code `abandoned` when abandoned.
+        """
+        self.waiting = True
+        try:
+            # A timer like `workflow.sleep`, cancelled early when an update arrives.
+            await workflow.wait_condition(lambda: self._retry or self._abandon, timeout=delay)
+        except TimeoutError:
+            pass
+        finally:
+            self.waiting = False
+            self._retry = False
+        if self._abandon:
+            raise abandoned_failure(stage)
+
+    def check(self, stage: Stage, action: str) -> None:
+        """Refuse `action` unless a stage waits out its backoff (an update validator)."""
+        if not self.waiting or self._abandon:
+            raise ApplicationError(
+                f"{action} applies only while the run waits for storage (stage {stage})",
+                encode_details(ErrorDetails(code="wrong_stage", stage=stage.value)),
+                type=ErrorType.OPERATOR,
+                non_retryable=True,
+            )
+
+    def retry_now(self) -> None:
+        """End the current backoff at once."""
+        self._retry = True
+
+    def abandon(self) -> None:
+        """End the run: the wait raises `abandoned` and the failure path discards staging."""
+        self._abandon = True
+
+    def status(
+        self, request: GenerationInput | None, stage: Stage, details: str | None, attempt: int
+    ) -> GenerationStatus:
+        """The content-free status of the run."""
+        info = workflow.info()
+        return GenerationStatus(
+            workflow_id=info.workflow_id,
+            stage=stage.value,
+            details=details,
+            attempt=attempt,
+            generation_id=request.generation_id if request else "",
+            thread_id=request.thread_id if request else None,
+            model=request.model if request else "",
+            blocked_since=self.blocked_since,
+            last_error_type=self.last_error_type,
+            waiting=self.waiting,
+        )
+
+
+class RunAbandoned(ApplicationError):
+    """The run was abandoned; a subclass so that handlers of activity failures let it by."""
+
+
+def abandoned_failure(stage: Stage) -> RunAbandoned:
+    """`ThreadCommitError` code `abandoned`: nothing was committed, staging is discarded."""
+    return RunAbandoned(
+        f"the run was abandoned by an operator during {stage}; nothing was committed",
+        encode_details(ErrorDetails(code=ABANDONED, stage=stage.value)),
+        type=ErrorType.THREAD_COMMIT,
+        non_retryable=True,
+    )
+
+
+class _Reporter(Protocol):
+    """What the handlers read of the workflow's stage reporter."""
+
+    stage: Stage
+    details: str | None
+    control: OperatorControl
+
+
+class _Progress(Protocol):
+    attempt: int
+
+
+class OperatorHandlers:
+    """The `describe` query and the `retry_now` and `abandon` updates of a generation run.
+
+    Mixed into the workflow class, which provides the stage reporter, the request and the
+    progress of its provider loop.
+    """
+
+    def _operated(self) -> tuple[_Reporter, GenerationInput | None, _Progress | None]:
+        """The run's stage reporter, request and provider-loop progress (so far)."""
+        raise NotImplementedError
+
+    @workflow.query(name="describe")
+    def describe(self) -> GenerationStatus:
+        """The run's content-free status: stage, details, attempt, ids, model, wait."""
+        stages, request, progress = self._operated()
+        attempt = progress.attempt if progress is not None else 0
+        return stages.control.status(request, stages.stage, stages.details, attempt)
+
+    @workflow.update(name="retry_now")
+    async def retry_now(self) -> str:
+        """Try the blocked stage again at once instead of waiting out the backoff."""
+        stages = self._operated()[0]
+        stages.control.retry_now()
+        return stages.stage.value
+
+    @retry_now.validator
+    def _validate_retry_now(self) -> None:
+        stages = self._operated()[0]
+        stages.control.check(stages.stage, "retry_now")
+
+    @workflow.update(name="abandon")
+    async def abandon(self) -> str:
+        """Give up the blocked run: nothing is committed and staged output is discarded."""
+        stages = self._operated()[0]
+        stages.control.abandon()
+        return stages.stage.value
+
+    @abandon.validator
+    def _validate_abandon(self) -> None:
+        stages = self._operated()[0]
+        stages.control.check(stages.stage, "abandon")
