@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from temporalio import activity
@@ -13,7 +14,6 @@ from activities._outage import keeping_side_effect
 from activities._registries import RunnableTool, ToolLookup
 from activities.skeleton import content_tokens
 from contracts.activities import RunToolInput, RunToolResult
-from contracts.approvals import denial_text
 from contracts.settings import ToolPolicySpec
 from planner import ModelCatalog
 from providers import TokenCounter
@@ -59,10 +59,9 @@ class ToolRunner:
             call = call_message.message.tool_calls[request.call_index]
             entry = self._tools.get(call.tool_name)
             failed = entry is None
-            if request.denied:
-                # Refused by a human (or by the approval timeout): the handler never runs;
-                # the model sees a fixed result naming the reason code only.
-                text, failed = denial_text(request.denial_reason), False
+            if request.denied is not None:
+                # An operator denied the call: the handler never runs; the model sees why.
+                text, failed = denial_result(request.denied), True
             elif entry is None:
                 text = f"error: no tool named {call.tool_name!r} is available"
             else:
@@ -102,11 +101,16 @@ class ToolRunner:
                 tool=call.tool_name if entry is not None else None,
                 tool_known=entry is not None,
                 failed=failed,
-                denied=request.denied,
+                denied=request.denied is not None,
             )
         counter = TokenCounter.for_encoding(self._catalog.resolve(request.model).encoding)
         [tokens] = content_tokens(counter, [staged.message])
         return RunToolResult(tokens=tokens, failed=bool(staged.info and staged.info.get("failed")))
+
+
+def denial_result(reason: str) -> str:
+    """The tool result a denied call stages: fixed JSON naming the reason code only."""
+    return json.dumps({"error": "denied", "reason": reason}, separators=(",", ":"))
 
 
 async def _run_handler(

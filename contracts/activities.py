@@ -104,9 +104,6 @@ class ReadRequestResult(CompactWireModel):
     tool_policies: dict[str, ToolPolicySpec] = {}
     """Retry and timeout policies declared with the offered tools on this worker (the
     generation input's own policies take precedence)."""
-    approval_tools: list[str] = []
-    """Offered tools declared on this worker as requiring approval: their calls wait for a
-    decision even when the generation input does not name them in `approval_tools`."""
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""
@@ -189,11 +186,9 @@ class RunToolInput(CompactWireModel):
     """Index the tool result takes within the turn."""
     policy: ToolPolicySpec | None = None
     """The tool's retry and timeout policy; `None` runs the handler once, unbounded."""
-    denied: bool = False
-    """The call was denied approval: its handler never runs, a fixed denial result is
-    staged instead (`contracts.approvals.denial_text`)."""
-    denial_reason: str | None = None
-    """The denial's reason code (a bounded identifier), when one was given."""
+    denied: str | None = None
+    """The reason code of an operator's denial: the handler is not run and a fixed,
+    content-free denial result is staged in its place."""
 
 
 class RunToolResult(CompactWireModel):

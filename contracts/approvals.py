@@ -1,90 +1,74 @@
-"""Human approval of tool calls: the workflow's updates, query and the denial result.
+"""Human approval of tool calls: the shapes of the updates and the query.
 
-A tool that requires approval is named in `GenerationInput.approval_tools`. Before one of
-its calls runs, the generation waits in the `awaiting_approval` stage for an `approve` or
-`deny` update naming the call id. Only names and ids cross Temporal: never the arguments.
+A tool offered with `requires_approval` pauses its calls in the `awaiting_approval` stage
+until an operator approves or denies each one. Only the tool name and the call id are
+shown; the arguments never leave PostgreSQL.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
+from pydantic import Field, field_validator
+
 from vocabulary.commits import WireModel
-from vocabulary.errors import ApprovalError
+from vocabulary.errors import ConfigurationError
 
 UPDATE_APPROVE = "approve"
-"""Update that lets a pending tool call run (argument: the call id)."""
-
+"""Update name: run a pending call."""
 UPDATE_DENY = "deny"
-"""Update that refuses a pending tool call (arguments: the call id, a reason code or
-`None`)."""
-
+"""Update name: deny a pending call (its result tells the model why, by reason code)."""
 QUERY_PENDING_APPROVALS = "pending_approvals"
-"""Query listing the tool calls that wait for a decision (`list[PendingApproval]`)."""
+"""Query name: the calls that wait for a decision."""
 
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 24 * 3600
+"""How long a call waits for its decision unless the runtime or call says otherwise."""
+DEFAULT_DENIAL_REASON = "denied"
+"""The reason code of a denial that names none."""
 TIMEOUT_REASON = "timeout"
-"""Reason code of the denial a call gets when no decision arrived in time."""
+"""The reason code of a call whose decision did not come in time."""
 
-MAX_REASON_CODE_LENGTH = 64
-"""The longest reason code a denial may carry."""
+_REASON = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
-MAX_CALL_ID_LENGTH = 256
-"""The longest call id an update may name."""
 
-_REASON_CODE = re.compile(r"[a-z][a-z0-9_.-]*")
+def check_reason_code(reason: str) -> str:
+    """Validate a denial reason code: a short identifier, never free text.
+
+    Raises:
+        ConfigurationError: It is not 1-64 of lowercase letters, digits, `_`, `.`, `-`
+            starting with a letter.
+    """
+    if not isinstance(reason, str) or _REASON.fullmatch(reason) is None:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError(
+            "a reason code is 1-64 lowercase letters, digits, '_', '.' or '-', from a letter"
+        )
+    return reason
 
 
 class PendingApproval(WireModel):
-    """A tool call waiting for its decision (names and ids only).
+    """One tool call waiting for a decision.
 
     Attributes:
-        call_id: The provider's id of the call (what `approve` / `deny` name).
-        tool_name: The tool called.
-        tool_round: The tool round of the call (1-based).
+        call_id: The tool call's id (what `approve` and `deny` name).
+        tool: The offered tool's name.
     """
 
     call_id: str
-    tool_name: str
-    tool_round: int = 1
+    tool: str
 
 
-def check_reason_code(code: str | None) -> str | None:
-    """Validate a denial's reason code: a bounded identifier, never free text.
+class ApprovalDecision(WireModel):
+    """An operator's decision on one call (the argument of `approve` and `deny`).
 
-    Raises:
-        ApprovalError: `invalid_reason` when it is not one.
+    Attributes:
+        call_id: The call decided on.
+        reason_code: With `deny`: why, as a short identifier (`denied` when omitted).
     """
-    if code is None:
-        return None
-    if (
-        not isinstance(code, str)  # pyright: ignore[reportUnnecessaryIsInstance]
-        or len(code) > MAX_REASON_CODE_LENGTH
-        or _REASON_CODE.fullmatch(code) is None
-    ):
-        raise ApprovalError(
-            "invalid_reason",
-            f"a reason code is a lower-case identifier of at most {MAX_REASON_CODE_LENGTH}",
-        )
-    return code
 
+    call_id: str = Field(min_length=1, max_length=256)
+    reason_code: str | None = None
 
-def denial_text(reason_code: str | None) -> str:
-    """The fixed, content-free tool result the model sees for a denied call."""
-    result = {"error": "denied"}
-    if reason_code is not None:
-        result["reason"] = reason_code
-    return json.dumps(result, separators=(",", ":"))
-
-
-__all__ = [
-    "MAX_CALL_ID_LENGTH",
-    "MAX_REASON_CODE_LENGTH",
-    "QUERY_PENDING_APPROVALS",
-    "TIMEOUT_REASON",
-    "UPDATE_APPROVE",
-    "UPDATE_DENY",
-    "PendingApproval",
-    "check_reason_code",
-    "denial_text",
-]
+    @field_validator("reason_code")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        return None if value is None else check_reason_code(value)

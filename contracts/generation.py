@@ -98,13 +98,6 @@ MAX_TOOL_POLICIES = 128
 DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
-DEFAULT_APPROVAL_TIMEOUT_SECONDS = 24 * 3600
-"""How long a tool call that requires approval waits for a decision, unless told otherwise;
-then it is denied with reason `timeout`."""
-
-MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 86_400
-"""The longest a tool call may wait for its approval."""
-
 
 class CompositionSpec(WireModel):
     """Where a generation sits in a composition (a member of `Runtime.parallel`).
@@ -178,11 +171,6 @@ class GenerationInput(WireModel):
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
-        approval_tools: Names of offered tools whose calls wait for a human decision
-            (the `approve` / `deny` updates) before they run, in the `awaiting_approval`
-            stage.
-        approval_timeout_seconds: How long a call waits for its decision before it is
-            denied with reason `timeout`; `None` waits `DEFAULT_APPROVAL_TIMEOUT_SECONDS`.
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
@@ -214,19 +202,12 @@ class GenerationInput(WireModel):
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
-    composition: CompositionSpec | None = None
     approval_tools: list[str] = Field(default_factory=list[str], max_length=MAX_TOOL_POLICIES)
-    approval_timeout_seconds: int | None = Field(
-        default=None, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS, strict=True
-    )
-
-    @field_validator("approval_tools")
-    @classmethod
-    def _approval_tools(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_wire_id(name, "approval_tools entry", limit=64)
-        return value
-
+    """Offered tools whose calls wait for an operator's approve or deny before they run."""
+    approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
+    """How long a call waits for its decision; past it the call is denied (`timeout`).
+    `None` waits without limit."""
+    composition: CompositionSpec | None = None
     output: OutputSpec | None = None
 
     @field_validator("tool_policies")
@@ -236,6 +217,13 @@ class GenerationInput(WireModel):
             raise ConfigurationError(f"at most {MAX_TOOL_POLICIES} tool policies")
         for name in value:
             check_wire_id(name, "tool_policies key", limit=64)
+        return value
+
+    @field_validator("approval_tools")
+    @classmethod
+    def _approval_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_wire_id(name, "approval_tools entry", limit=64)
         return value
 
     @field_validator("generation_id")
@@ -461,6 +449,7 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "storage_wait_seconds",
             "attempt_policy",
             "tool_policies",
+            "approval_tools",
             "approval_timeout_seconds",
         },
     )
@@ -469,10 +458,6 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
         # they were before the field existed.
         if settings.get(name) is None:
             settings.pop(name, None)
-    if not request.approval_tools:
-        # Left out when empty, so fingerprints of requests without approvals stay as they
-        # were before the field existed.
-        del settings["approval_tools"]
     digest = hashlib.sha256()
     digest.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
     for text in texts:

@@ -62,7 +62,6 @@ from storage import (
 from telemetry.logs import configure_logging
 from vocabulary.commits import ThreadCommit
 from vocabulary.errors import (
-    ApprovalError,
     ConfigurationError,
     ContextOverflowError,
     CruxError,
@@ -88,7 +87,6 @@ from vocabulary.settings import Settings
 
 __all__ = [
     "Agent",
-    "ApprovalError",
     "AttemptPolicySpec",
     "ConfigurationError",
     "ContextContributor",

@@ -1,31 +1,92 @@
-"""`Runtime.pending_approvals`, `Runtime.approve` and `Runtime.deny`.
+"""Caller-side approval of tool calls: list, approve and deny the calls a run waits on.
 
-A generation whose model called a tool that requires approval waits, in the
-`awaiting_approval` stage, for a decision on each such call. These methods address the run
-by its generation id (and Thread) or its workflow id, and send the decision as a Temporal
-update; the workflow's validator refuses, typed, a call id that waits for nothing.
+A run names its pending calls by tool name and call id only. Decisions are workflow
+updates, validated by the run: a call id it does not wait on, or a run that awaits no
+approval, is rejected with a typed, content-free `ConfigurationError`.
 """
 
 from __future__ import annotations
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.approvals import (
     QUERY_PENDING_APPROVALS,
     UPDATE_APPROVE,
     UPDATE_DENY,
+    ApprovalDecision,
     PendingApproval,
     check_reason_code,
 )
-from crux._request import thread_id_of
-from vocabulary.errors import ApprovalError, ConfigurationError
+from vocabulary.errors import ConfigurationError
 from vocabulary.ids import workflow_id_for
 
 
-class ApprovalRuns:
-    """Approval decisions on running generations (mixed into `Runtime`)."""
+def approval_workflow_id(
+    generation_id: str | None, thread: object | None, workflow_id: str | None
+) -> str:
+    """The workflow id of the run asked about (by workflow id, or generation and Thread).
+
+    Raises:
+        ConfigurationError: Neither, or both, were given.
+    """
+    if (workflow_id is None) == (generation_id is None):
+        raise ConfigurationError("name the run by generation id (and thread) or workflow id")
+    if workflow_id is not None:
+        return workflow_id
+    assert generation_id is not None
+    thread_id = thread if thread is None or isinstance(thread, str) else getattr(thread, "id", None)
+    if thread is not None and not isinstance(thread_id, str):
+        raise ConfigurationError("thread must be a Thread handle or an id")
+    return workflow_id_for(generation_id, thread_id)
+
+
+async def pending_approvals(client: Client, workflow_id: str) -> list[PendingApproval]:
+    """The calls the run waits on (empty when it waits on none)."""
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    try:
+        return await handle.query(QUERY_PENDING_APPROVALS, result_type=list[PendingApproval])
+    except RPCError as error:
+        raise _not_found(error) from None
+
+
+async def decide(
+    client: Client, workflow_id: str, call_id: str, *, approve: bool, reason_code: str | None
+) -> None:
+    """Approve or deny one pending call.
+
+    Raises:
+        ConfigurationError: An invalid reason code, an unknown run, a call the run does
+            not wait on, or a run that awaits no approval.
+    """
+    if reason_code is not None:
+        check_reason_code(reason_code)
+    if not isinstance(call_id, str) or not call_id or len(call_id) > 256:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("a call id is a non-empty string of at most 256 characters")
+    decision = ApprovalDecision(call_id=call_id, reason_code=reason_code)
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    try:
+        await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+            UPDATE_APPROVE if approve else UPDATE_DENY, decision
+        )
+    except WorkflowUpdateFailedError as error:
+        cause = error.cause
+        if isinstance(cause, ApplicationError) and cause.type == "ConfigurationError":
+            raise ConfigurationError(cause.message) from None
+        raise ConfigurationError("the run did not accept the decision") from None
+    except RPCError as error:
+        raise _not_found(error) from None
+
+
+def _not_found(error: RPCError) -> Exception:
+    if error.status == RPCStatusCode.NOT_FOUND:
+        return ConfigurationError("no running generation has that id")
+    return error
+
+
+class ApprovalMethods:
+    """`Runtime`'s approval methods (the runtime sets `_client`)."""
 
     _client: Client
 
@@ -36,102 +97,44 @@ class ApprovalRuns:
         thread: object | None = None,
         workflow_id: str | None = None,
     ) -> list[PendingApproval]:
-        """The tool calls of a generation that wait for a decision (names and call ids).
+        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
 
-        Args:
-            generation_id: The generation (with `thread` when it runs on a Thread).
-            thread: The Thread handle or id the generation runs on.
-            workflow_id: The run's workflow id, instead of the two above.
-
-        Raises:
-            ApprovalError: `not_found` when no such run exists.
+        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
         """
-        handle = self._approval_handle(generation_id, thread, workflow_id)
-        try:
-            return await handle.query(QUERY_PENDING_APPROVALS, result_type=list[PendingApproval])
-        except RPCError:
-            raise ApprovalError("not_found", "no generation run has that id") from None
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        return await pending_approvals(self._client, target)
 
     async def approve(
         self,
         call_id: str,
-        *,
         generation_id: str | None = None,
+        *,
         thread: object | None = None,
         workflow_id: str | None = None,
     ) -> None:
-        """Let a pending tool call run; returns once the run took the decision.
-
-        Args:
-            call_id: The call's id (from `pending_approvals`).
-            generation_id: The generation (with `thread` when it runs on a Thread).
-            thread: The Thread handle or id the generation runs on.
-            workflow_id: The run's workflow id, instead of the two above.
+        """Let a pending tool call run.
 
         Raises:
-            ApprovalError: `not_found`, `not_awaiting` or `unknown_call`.
+            ConfigurationError: The run does not wait on that call (or on any).
         """
-        handle = self._approval_handle(generation_id, thread, workflow_id)
-        await _decide(handle, UPDATE_APPROVE, [call_id])
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=True, reason_code=None)
 
     async def deny(
         self,
         call_id: str,
-        reason_code: str | None = None,
-        *,
         generation_id: str | None = None,
+        *,
         thread: object | None = None,
         workflow_id: str | None = None,
+        reason_code: str | None = None,
     ) -> None:
-        """Refuse a pending tool call: it never runs; the model sees the denial.
+        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
 
-        The model's tool result is `{"error":"denied","reason":"<reason_code>"}` (without
-        `reason` when none is given), committed with the turn.
-
-        Args:
-            call_id: The call's id (from `pending_approvals`).
-            reason_code: A short identifier (lower-case letters, digits, `_`, `-`, `.`;
-                at most 64), never free text: the model and the Thread see it.
-            generation_id: The generation (with `thread` when it runs on a Thread).
-            thread: The Thread handle or id the generation runs on.
-            workflow_id: The run's workflow id, instead of the two above.
+        `reason_code` is a short identifier the model sees (`denied` when omitted).
 
         Raises:
-            ApprovalError: `not_found`, `not_awaiting`, `unknown_call` or `invalid_reason`.
+            ConfigurationError: An invalid reason code, or the run does not wait on that call.
         """
-        check_reason_code(reason_code)
-        handle = self._approval_handle(generation_id, thread, workflow_id)
-        await _decide(handle, UPDATE_DENY, [call_id, reason_code])
-
-    def _approval_handle(
-        self, generation_id: str | None, thread: object | None, workflow_id: str | None
-    ) -> WorkflowHandle[object, object]:
-        if (workflow_id is None) == (generation_id is None):
-            raise ConfigurationError("name the run by generation_id or by workflow_id")
-        if workflow_id is None:
-            assert generation_id is not None
-            workflow_id = workflow_id_for(generation_id, thread_id_of(thread))
-        return self._client.get_workflow_handle(workflow_id)
-
-
-async def _decide(handle: WorkflowHandle[object, object], update: str, args: list[object]) -> None:
-    if not isinstance(args[0], str) or not args[0]:
-        raise ApprovalError("unknown_call", "a call id is a non-empty string")
-    try:
-        await handle.execute_update(update, args=args)  # pyright: ignore[reportUnknownMemberType]
-    except WorkflowUpdateFailedError as error:
-        cause = error.cause
-        if isinstance(cause, ApplicationError) and cause.type == ApprovalError.__name__:
-            code, _, message = cause.message.partition(": ")
-            raise ApprovalError(code, message) from None
-        raise ApprovalError("not_awaiting", "the run did not take the decision") from None
-    except RPCError:
-        # No such run, or it has already closed: either way nothing awaits a decision.
-        try:
-            await handle.describe()
-        except RPCError:
-            raise ApprovalError("not_found", "no generation run has that id") from None
-        raise ApprovalError("not_awaiting", "the run awaits no approval") from None
-
-
-__all__ = ["ApprovalRuns", "PendingApproval"]
+        target = approval_workflow_id(generation_id, thread, workflow_id)
+        await decide(self._client, target, call_id, approve=False, reason_code=reason_code)

@@ -106,7 +106,6 @@ class ParallelRuns:
     _default_model: str
     _generations: GenerationStore
     _attempt_policy: AttemptPolicySpec | None
-    _approval_timeout_seconds: int | None
 
     async def _load(self, finished: Finished, output: Output | None) -> Generation:
         """The hydrated generation of a finished member (provided by `Runtime`)."""
@@ -174,7 +173,6 @@ class ParallelRuns:
             threads=threads,
             default_model=self._default_model,
             default_attempt_policy=self._attempt_policy,
-            default_approval_timeout_seconds=self._approval_timeout_seconds,
         )
         start_payload(id, calls)  # validates the whole before anything is staged
         for call in calls.values():
@@ -219,7 +217,6 @@ def build_members(
     threads: Mapping[str, object] | None,
     default_model: str,
     default_attempt_policy: AttemptPolicySpec | None = None,
-    default_approval_timeout_seconds: int | None = None,
 ) -> dict[str, BuiltCall]:
     """Build every member's call with the shared builder, before anything is staged.
 
@@ -240,11 +237,7 @@ def build_members(
             thread=(threads or {}).get(name, options.thread),
             generation_id=parallel_member_generation_id(parallel_id, name),
         )
-        call = member.build(
-            default_model,
-            default_attempt_policy=default_attempt_policy,
-            default_approval_timeout_seconds=default_approval_timeout_seconds,
-        )
+        call = member.build(default_model, default_attempt_policy=default_attempt_policy)
         composition = CompositionSpec(parent_workflow_id=parent, member=name)
         built[name] = dataclasses.replace(
             call, request=call.request.model_copy(update={"composition": composition})

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from activities.rendering import RenderedTurn, render_turn
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -37,6 +38,7 @@ from crux.agents import Agent, agent_prompt
 from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
+from crux.tools import Tool
 from storage import GenerationStore
 from storage.threads._validate import check_storable
 from vocabulary.errors import ConfigurationError, ThreadError
@@ -92,7 +94,7 @@ class CallOptions:
         default_attempt_policy: AttemptPolicySpec | None = None,
         agent_settings: ModelSettingsSpec | None = None,
         agent_attempt_policy: AttemptPolicySpec | None = None,
-        default_approval_timeout_seconds: int | None = None,
+        default_approval_timeout: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     ) -> BuiltCall:
         """Validate the options into the workflow input and the turn to stage.
 
@@ -167,11 +169,11 @@ class CallOptions:
                 default_attempt_policy, agent_attempt_policy, as_attempt_policy(self.attempt_policy)
             ),
             tool_policies={t.name: t.policy for t in prompt.tools if t.policy is not None},
-            approval_tools=[t.name for t in prompt.tools if t.requires_approval],
-            approval_timeout_seconds=(
-                self.approval_timeout_seconds
-                if self.approval_timeout_seconds is not None
-                else default_approval_timeout_seconds
+            **approval_fields(
+                prompt.tools,
+                default_approval_timeout
+                if self.approval_timeout_seconds is None
+                else self.approval_timeout_seconds,
             ),
             output=chosen_output.spec if chosen_output is not None else None,
         )
@@ -245,6 +247,14 @@ class BuiltCall:
         )
 
 
+def approval_fields(tools: Sequence[Tool], timeout: int | None) -> dict[str, Any]:
+    """The approval fields of the input: set only when a tool requires approval."""
+    names = [t.name for t in tools if t.requires_approval]
+    if not names:
+        return {}
+    return {"approval_tools": names, "approval_timeout_seconds": timeout}
+
+
 async def stage_call(call: BuiltCall, generations: GenerationStore) -> GenerationInput:
     """Claim the generation id for this request and stage its texts; return the input.
 
@@ -290,15 +300,6 @@ def agent_fields(defaults: Agent | None) -> dict[str, Any]:
         "prepare_invocation": defaults.prepare_invocation,
     }
     return fields
-
-
-def thread_id_of(thread: object | None) -> str | None:
-    """The id of a Thread handle or id (`None` for none).
-
-    Raises:
-        ConfigurationError: `thread` is neither.
-    """
-    return _thread_id(thread)
 
 
 def _thread_id(thread: object | None) -> str | None:

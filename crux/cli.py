@@ -1,8 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`.
-
-`generation show|retry|abandon` operate a blocked run; `generation pending|approve|deny`
-decide tool calls that wait for approval.
-"""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands
+from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -43,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path)
 
     generation = commands.add_parser(
-        "generation", help="show, retry, abandon a run; decide its tool approvals"
+        "generation", help="show, retry or abandon a generation run (TEMPORAL_ADDRESS)"
     )
     generation_commands = generation.add_subparsers(dest="generation_command", required=True)
     for action, text in (
@@ -125,8 +121,6 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
     if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:
-        from crux._approval_cli import run_approval_command
-
         return await run_approval_command(arguments, settings)
     if arguments.command == "generation":
         from crux._generation_commands import generation_command

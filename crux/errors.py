@@ -1,7 +1,6 @@
 """Public home of the error types (defined in `vocabulary.errors`)."""
 
 from vocabulary.errors import (
-    ApprovalError,
     CompositionErrorCode,
     ConfigurationError,
     ContextOverflowError,
@@ -28,7 +27,6 @@ from vocabulary.errors import (
 )
 
 __all__ = [
-    "ApprovalError",
     "CompositionErrorCode",
     "ConfigurationError",
     "ContextOverflowError",

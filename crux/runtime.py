@@ -22,6 +22,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -31,7 +32,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
-from crux._approvals import ApprovalRuns
+from crux._approvals import ApprovalMethods
 from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
@@ -77,7 +78,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -91,9 +92,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
         attempt_policy: Retry and timeout of provider attempts for every call of this
             runtime (`AttemptPolicySpec` or a mapping); calls override it field by field.
             Today's values when omitted.
-        approval_timeout_seconds: How long a tool call that requires approval waits for
-            `approve` / `deny` before it is denied with reason `timeout`, for every call
-            of this runtime (calls may override it); one day when omitted.
+        approval_timeout_seconds: How long a call of a tool that requires approval waits
+            for an operator's decision before it is denied with reason `timeout` (a day
+            by default; `None` waits without limit). Calls may override it.
     """
 
     def __init__(
@@ -106,7 +107,7 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
         search_attributes: bool = True,
         catalog: ModelCatalog | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
-        approval_timeout_seconds: int | None = None,
+        approval_timeout_seconds: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -118,7 +119,7 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
         self._summaries = SummaryStore(pool)
         self._catalog = catalog or ModelCatalog.default()
         self._attempt_policy = as_attempt_policy(attempt_policy)
-        self._approval_timeout_seconds = approval_timeout_seconds
+        self._approval_timeout = approval_timeout_seconds
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -177,9 +178,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
                 mapping), merged field by field over the prompt's.
             attempt_policy: Retry and timeout of this call's provider attempts, merged
                 field by field over the runtime's.
-            approval_timeout_seconds: How long each call of a tool that requires
-                approval waits for `approve` / `deny` before it is denied with reason
-                `timeout`; the runtime's when omitted.
+            approval_timeout_seconds: How long a call of a tool that requires approval
+                waits for its decision before it is denied with reason `timeout`; the
+                runtime's when omitted.
             output: Structured output (a pydantic model class, a JSON schema or
                 `crux.output(...)`); replaces the agent's and the prompt's. The reply is
                 validated before it is staged; a rejected reply is asked for again (a new
@@ -207,7 +208,7 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalRuns):
             self._default_model,
             stream=stream,
             default_attempt_policy=self._attempt_policy,
-            default_approval_timeout_seconds=self._approval_timeout_seconds,
+            default_approval_timeout=self._approval_timeout,
         )
         await stage_call(call, self._generations)
         return call

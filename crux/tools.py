@@ -44,7 +44,8 @@ class Tool:
         parameters: JSON schema of the arguments object.
         handler: The function run on the worker.
         policy: Retry and timeout of its calls; `None` runs each call once, as before.
-        requires_approval: Each call waits for a human `approve` / `deny` before it runs.
+        requires_approval: Each call waits for an operator's approve or deny before it
+            runs (`Runtime.approve`, `Runtime.deny`); a denied call never runs.
     """
 
     name: str
@@ -146,38 +147,46 @@ def tool(
         parameters: JSON schema of the arguments (derived, or an empty object schema).
         timeout: Seconds a call may run; a call that takes longer ends as an error result.
         retry: Attempts of a failing call (an int), or a retry mapping (see `RetrySpec`).
-        requires_approval: Each call waits, in the `awaiting_approval` stage, for
-            `Runtime.approve` or `Runtime.deny`; a denied call never runs and the model
-            sees `{"error":"denied","reason":...}` (reason `timeout` when no decision
-            came within the approval timeout).
+        requires_approval: Each call waits in the `awaiting_approval` stage for an
+            operator's decision; a denied (or timed-out) call never runs and the model sees
+            a denial result.
 
     Raises:
         ConfigurationError: The name, schema, signature or policy is invalid.
     """
-    policy = _policy(timeout, retry)
     if not isinstance(requires_approval, bool):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError("requires_approval is True or False")
+    defined = _tool(name, handler, description, parameters, _policy(timeout, retry))
+    if not requires_approval:
+        return defined
+    if isinstance(defined, Tool):
+        return replace(defined, requires_approval=True)
+    decorate = defined
+    return lambda function: replace(decorate(function), requires_approval=True)
+
+
+def _tool(
+    name: str | Callable[..., Any] | None,
+    handler: ToolHandler | None,
+    description: str | None,
+    parameters: Mapping[str, Any] | None,
+    policy: ToolPolicySpec | None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     if name is None:
         if handler is not None:
             raise ConfigurationError("a tool handler needs a tool name")
 
         def decorate(function: Callable[..., Any]) -> Tool:
-            return _approving(
-                _from_function(function, description, parameters, policy), requires_approval
-            )
+            return _from_function(function, description, parameters, policy)
 
         return decorate
     if not isinstance(name, str):
         if handler is not None:
             raise ConfigurationError("pass a tool name with a handler, or a function alone")
-        return _approving(_from_function(name, description, parameters, policy), requires_approval)
+        return _from_function(name, description, parameters, policy)
     if handler is None:
         raise ConfigurationError("a tool needs a callable handler")
-    return _approving(_define(name, handler, description, parameters, policy), requires_approval)
-
-
-def _approving(defined: Tool, requires_approval: bool) -> Tool:
-    return replace(defined, requires_approval=True) if requires_approval else defined
+    return _define(name, handler, description, parameters, policy)
 
 
 def _from_function(

@@ -23,6 +23,7 @@ def test_crux_exports_are_pinned() -> None:
         "GenerationInput",
         "GenerationResult",
         "Message",
+        "PendingApproval",
         "RequestCompositionError",
         "Runtime",
         "Settings",

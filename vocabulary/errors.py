@@ -398,20 +398,6 @@ class PreparationError(CruxError):
         self.code = code
 
 
-class ApprovalError(CruxError):
-    """An approval decision was refused; the run is unchanged.
-
-    Attributes:
-        code: `not_found` (no such run), `not_awaiting` (the run awaits no approval),
-            `unknown_call` (no pending call has that id) or `invalid_reason` (the reason
-            code is not a short identifier).
-    """
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-
-
 class OutputValidationError(CruxError):
     """Every reply of a structured-output generation failed validation; nothing was committed.
 
@@ -437,7 +423,6 @@ class OutputValidationError(CruxError):
 
 
 __all__ = [
-    "ApprovalError",
     "CompositionErrorCode",
     "ConfigurationError",
     "ContextOverflowError",

@@ -16,7 +16,7 @@ class Stage(StrEnum):
     INVOKING = "invoking"
     TOOLS = "tools"
     AWAITING_APPROVAL = "awaiting_approval"
-    """A tool call waits for a human decision (`approve` / `deny`) before it runs."""
+    """A tool call waits for an operator to approve or deny it."""
     STORAGE_BLOCKED = "storage_blocked"
     """A stage waits for PostgreSQL."""
     COMMITTING = "committing"

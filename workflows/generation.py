@@ -24,13 +24,10 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_INVOKE_MODEL,
         ACTIVITY_READ_REQUEST,
         ACTIVITY_RECORD_PLAN,
-        ACTIVITY_RUN_TOOL,
         CommitTurnResult,
         CountRequestResult,
         InvokeModelResult,
         ReadRequestResult,
-        RunToolInput,
-        RunToolResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
     from planner import SealedPlan, conservative_profile
@@ -51,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
-    from workflows._approvals import Approvals
+    from workflows._approvals import ApprovalHandlers, Approvals
     from workflows._failures import (
         commit_rejected,
         decision_failure,
@@ -70,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         waiting_out_storage,
     )
     from workflows._summaries import prepare_summary, start_summary
+    from workflows._tools import run_tools
     from workflows.legacy.generation import LegacyGeneration
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -83,14 +81,13 @@ GENERATION_V2_PATCH = "generation-v2"
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
 # the workflow, typed; they never fail the task, which Temporal would retry forever.
 @workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
-class ManagedGenerationWorkflow(OperatorHandlers):
+class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
     def __init__(self) -> None:
         self._stages = StageReporter()
         self._legacy: LegacyGeneration | None = None
         self._approvals = Approvals()
-        self._approvals.register()
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
 
@@ -102,9 +99,9 @@ class ManagedGenerationWorkflow(OperatorHandlers):
         """The current stage (a `vocabulary.stages.Stage` value).
 
         One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `awaiting_approval` (a tool call waits for `approve` / `deny`), `storage_blocked`
-        (a stage waits for PostgreSQL), `committing`, `commit_blocked`, `maintenance`,
-        `completed`, `failed` or `cancelled`.
+        `awaiting_approval` (a tool call waits for an operator's decision),
+        `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
+        `maintenance`, `completed`, `failed` or `cancelled`.
         """
         if self._legacy is not None:
             return self._legacy.stage
@@ -187,7 +184,9 @@ class ManagedGenerationWorkflow(OperatorHandlers):
                 progress.accept(sealed, invoked)
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
-                await self._run_tools(step, invoked, progress, read)
+                await run_tools(
+                    self._stages, self._approvals, step, invoked, progress, read.tool_policies
+                )
                 progress.next_step(sealed)
                 hooks.reason = "tool-round"
         # The generation id was committed before: return what that commit published.
@@ -342,46 +341,6 @@ class ManagedGenerationWorkflow(OperatorHandlers):
             ),
         )
 
-    async def _run_tools(
-        self,
-        request: GenerationInput,
-        invoked: InvokeModelResult,
-        progress: TurnProgress,
-        read: ReadRequestResult,
-    ) -> None:
-        """Run each tool call of the staged assistant message as its own activity.
-
-        A call of a tool that requires approval (by the input or as declared on the
-        worker) waits for its decision first; a denied one stages the denial instead.
-        """
-        call_turn_index = progress.turn_messages
-        progress.add_turn_message(invoked.turn_tokens)
-        declared = read.tool_policies
-        self._approvals.open_round(request, read, invoked, progress.rounds + 1)
-        for call_index, call_id in enumerate(invoked.tool_call_ids):
-            name = _tool_name(invoked, call_index)
-            arg = _inputs.tool_input(
-                request, call_turn_index, call_index, progress.turn_messages, name, declared
-            )
-            arg = await self._approvals.decided(self._stages, call_id, arg)
-            self._stages.set(Stage.TOOLS, f"round {progress.rounds + 1}: call {call_index + 1}")
-            ran = await self._run_tool(request, arg, f"tool call {call_index + 1}")
-            progress.add_turn_message(ran.tokens)
-        progress.rounds += 1
-
-    async def _run_tool(
-        self, request: GenerationInput, arg: RunToolInput, summary: str
-    ) -> RunToolResult:
-        config = _options.with_summary(_options.run_tool(arg.policy), summary)
-        return await waiting_out_storage(
-            self._stages,
-            request,
-            Stage.TOOLS,
-            lambda: workflow.execute_activity(
-                ACTIVITY_RUN_TOOL, arg, result_type=RunToolResult, **config
-            ),
-        )
-
     async def _commit(
         self, request: GenerationInput, read: ReadRequestResult, progress: TurnProgress
     ) -> GenerationOutcome:
@@ -419,9 +378,3 @@ class ManagedGenerationWorkflow(OperatorHandlers):
 def _error_type(error: ActivityError) -> str | None:
     cause = error.cause
     return cause.type if isinstance(cause, ApplicationError) else None
-
-
-def _tool_name(invoked: InvokeModelResult, call_index: int) -> str:
-    """The offered tool a call names; `""` when unknown or not reported."""
-    names = invoked.tool_names
-    return names[call_index] if call_index < len(names) else ""

@@ -1,8 +1,4 @@
-"""Human approval of tool calls: the run waits, visibly and content-free, for a decision.
-
-Real worker, real Temporal dev server, real PostgreSQL, the loopback OpenAI server scripted
-to call a tool that requires approval.
-"""
+"""Human approval of tool calls: approve, deny, time out, survive a worker restart."""
 
 from __future__ import annotations
 
@@ -14,122 +10,209 @@ from typing import Any
 import asyncpg
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowHandle
 
 import crux
+from contracts.approvals import PendingApproval
+from crux import cli
 from crux._approval_cli import run_approval_command
-from crux.cli import _parser
+from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import ThreadStore
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import eventually, new_worker, record_history, settings_for
+from vocabulary.errors import ConfigurationError
 from vocabulary.ids import workflow_id_for
 
 MODEL = "openai:gpt-4o"
-SECRET = "acct-4471-secret-destination"
+SECRET = "transfer-to-account-9731"
+SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
 
 
-def _transfer_tool(calls: list[dict[str, Any]]) -> crux.Tool:
-    def transfer(arguments: dict[str, Any]) -> dict[str, Any]:
+def _payment_tool(calls: list[dict[str, Any]]) -> crux.Tool:
+    def pay(arguments: dict[str, Any]) -> str:
         calls.append(arguments)
-        return {"status": "sent"}
+        return "paid"
 
-    return crux.tool(
-        "transfer",
-        transfer,
-        description="Send money",
-        parameters={"type": "object", "properties": {"to": {"type": "string"}}},
-        requires_approval=True,
-    )
+    return crux.tool("pay", pay, parameters=SCHEMA, requires_approval=True)
 
 
-async def _awaiting(runtime: Runtime, generation_id: str, thread_id: str) -> list[Any]:
-    async def pending() -> list[crux.PendingApproval]:
+async def _awaiting(runtime: Runtime, generation_id: str, thread: str) -> list[PendingApproval]:
+    async def probe() -> list[PendingApproval]:
         try:
-            return await runtime.pending_approvals(generation_id, thread=thread_id)
-        except crux.ApprovalError as error:
-            if error.code != "not_found":
-                raise
-            return []  # not started yet
+            return await runtime.pending_approvals(generation_id, thread=thread)
+        except Exception:
+            return []
 
-    return await eventually(pending, lambda found: len(found) > 0)
+    return await eventually(probe, lambda pending: len(pending) > 0)
 
 
-async def test_approved_call_runs_and_the_turn_commits(
+async def _stage_and_details(handle: WorkflowHandle[Any, Any]) -> tuple[str, str]:
+    stage = await handle.query("get_stage", result_type=str)
+    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return stage, metadata.current_details
+
+
+async def test_approved_call_runs_once_and_the_turn_commits(
     client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
 ) -> None:
     calls: list[dict[str, Any]] = []
-    tool = _transfer_tool(calls)
+    tool = _payment_tool(calls)
     thread_id = f"approve:{uuid.uuid4().hex[:6]}"
     openai_server.enqueue(
-        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": SECRET}, id="call_a1")),
-        TextReply(text="Sent."),
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_a1")),
+        TextReply(text="Done."),
     )
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(client, pool, settings, tools=[tool]) as worker:
         runtime = worker.runtime
-        run = asyncio.ensure_future(
+        prompt = crux.prompt(id="payments", use=[tool])
+        run = asyncio.create_task(
             runtime.generate(
-                crux.prompt(id="pay", use=[tool]),
-                input="Pay it",
-                thread=thread_id,
-                model=MODEL,
-                generation_id="g1",
+                prompt, input="pay", thread=thread_id, model=MODEL, generation_id="ap1"
             )
         )
-        [pending] = await _awaiting(runtime, "g1", thread_id)
-        assert (pending.call_id, pending.tool_name, pending.tool_round) == (
-            "call_a1",
-            "transfer",
-            1,
-        )
-        handle = client.get_workflow_handle(workflow_id_for("g1", thread_id))
-        assert await handle.query("get_stage") == "awaiting_approval"
-        described = await handle.describe()
-        assert described.search_attributes.get("CruxStage") == ["awaiting_approval"]
-        assert calls == []  # nothing ran before the decision
-        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-        assert (
-            metadata.current_details == "stage: awaiting_approval (round 1: transfer call call_a1)"
-        )
+        pending = await _awaiting(runtime, "ap1", thread_id)
+        assert pending == [PendingApproval(call_id="call_a1", tool="pay")]
+        handle = client.get_workflow_handle(workflow_id_for("ap1", thread_id))
+        stage, details = await _stage_and_details(handle)
+        assert stage == "awaiting_approval"
+        assert "pay" in details and "call_a1" in details and SECRET not in details
 
-        with pytest.raises(crux.ApprovalError) as unknown:
-            await runtime.approve("call_nope", generation_id="g1", thread=thread_id)
-        assert unknown.value.code == "unknown_call"
-        with pytest.raises(crux.ApprovalError) as invalid:
-            await runtime.deny("call_a1", "Free text!", generation_id="g1", thread=thread_id)
-        assert invalid.value.code == "invalid_reason"
+        async def attribute() -> object:
+            described = await handle.describe()
+            return {k.name: v for k, v in described.typed_search_attributes}.get("CruxStage")
 
-        # Plain Temporal clients meet the workflow's own validators: refused, typed, and
-        # the run keeps waiting.
-        with pytest.raises(WorkflowUpdateFailedError) as raw:
-            await handle.execute_update("deny", args=["call_a1", "Free text!"])
-        assert isinstance(raw.value.cause, ApplicationError)
-        assert raw.value.cause.type == "ApprovalError"
-        for bad in ([42], [["call_a1"]], []):
-            with pytest.raises(WorkflowUpdateFailedError):
-                await handle.execute_update("approve", args=bad)
-        assert await handle.query("get_stage") == "awaiting_approval"
-
-        await runtime.approve("call_a1", generation_id="g1", thread=thread_id)
+        await eventually(attribute, lambda value: value == "awaiting_approval")
+        assert calls == []
+        with pytest.raises(ConfigurationError):
+            await runtime.approve("call_unknown", "ap1", thread=thread_id)
+        await runtime.approve("call_a1", "ap1", thread=thread_id)
         result = await asyncio.wait_for(run, 30)
-        with pytest.raises(crux.ApprovalError) as closed:
-            await runtime.approve("call_a1", generation_id="g1", thread=thread_id)
-        assert closed.value.code in ("not_awaiting", "unknown_call")
-
+        with pytest.raises(ConfigurationError):
+            await runtime.approve("call_a1", "ap1", thread=thread_id)
     assert calls == [{"to": SECRET}]
-    assert result.text == "Sent."
-    commit = result.thread_commit
-    assert commit is not None and len(commit.message_ids) == 4
-    messages = await ThreadStore(pool).load_messages(thread_id, commit.message_ids)
+    assert result.text == "Done."
+    assert result.thread_commit is not None
+    messages = await ThreadStore(pool).load_messages(thread_id, result.thread_commit.message_ids)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert json.loads(messages[2].text) == {"status": "sent"}
+    assert messages[2].text == "paid"
     history = await handle.fetch_history()
+    # The arguments stay in PostgreSQL: no history event carries them.
     assert SECRET not in history.to_json()
+    await record_history(client, handle.id, "v2_approval_approved")
 
 
 async def test_denied_call_never_runs_and_the_model_sees_the_denial(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _payment_tool(calls)
+    thread_id = f"deny:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(
+            ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_d1"),
+            ScriptedToolCall(name="pay", arguments={"to": "x"}, id="call_d2"),
+        ),
+        TextReply(text="I was not allowed to pay."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        runtime = worker.runtime
+        prompt = crux.prompt(id="payments", use=[tool])
+        run = asyncio.create_task(
+            runtime.generate(
+                prompt, input="pay", thread=thread_id, model=MODEL, generation_id="dn1"
+            )
+        )
+        pending = await _awaiting(runtime, "dn1", thread_id)
+        # Both calls of the round wait, each for its own decision.
+        assert [p.call_id for p in pending] == ["call_d1", "call_d2"]
+        with pytest.raises(ConfigurationError):
+            await runtime.deny("call_d1", "dn1", thread=thread_id, reason_code="Not Allowed!")
+        await runtime.deny("call_d2", "dn1", thread=thread_id)
+        await runtime.deny("call_d1", "dn1", thread=thread_id, reason_code="policy")
+        result = await asyncio.wait_for(run, 30)
+    assert calls == []
+    assert result.text == "I was not allowed to pay."
+    second = openai_server.requests[1].body["messages"]
+    tool_messages = [m for m in second if m["role"] == "tool"]
+    assert [json.loads(m["content"]) for m in tool_messages] == [
+        {"error": "denied", "reason": "policy"},
+        {"error": "denied", "reason": "denied"},
+    ]
+    assert result.thread_commit is not None
+    assert len(result.thread_commit.message_ids) == 5
+    handle = client.get_workflow_handle(workflow_id_for("dn1", thread_id))
+    await record_history(client, handle.id, "v2_approval_denied")
+
+
+async def test_a_call_without_a_decision_in_time_is_denied_with_timeout(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _payment_tool(calls)
+    thread_id = f"late:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": "x"}, id="call_t1")),
+        TextReply(text="Nobody answered."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        result = await worker.runtime.generate(
+            crux.prompt(id="payments", use=[tool]),
+            input="pay",
+            thread=thread_id,
+            model=MODEL,
+            generation_id="to1",
+            approval_timeout_seconds=1,
+        )
+    assert calls == []
+    assert result.text == "Nobody answered."
+    tool_message = openai_server.requests[1].body["messages"][-1]
+    assert json.loads(tool_message["content"]) == {"error": "denied", "reason": "timeout"}
+    await record_history(client, workflow_id_for("to1", thread_id), "v2_approval_timeout")
+
+
+async def test_a_run_awaiting_approval_survives_a_worker_restart(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _payment_tool(calls)
+    task_queue = f"crux-approval-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url).model_copy(
+        update={"task_queue": task_queue}
+    )
+    thread_id = f"restart:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": "x"}, id="call_r1")),
+        TextReply(text="Paid after the restart."),
+    )
+    runtime = Runtime(client, pool, task_queue=task_queue)
+    prompt = crux.prompt(id="payments", use=[tool])
+    async with (
+        worker_resources(settings, pool=pool, tools=[tool]) as activities,
+        build_worker(client, task_queue=task_queue, activities=activities),
+    ):
+        run = asyncio.create_task(
+            runtime.generate(
+                prompt, input="pay", thread=thread_id, model=MODEL, generation_id="rs1"
+            )
+        )
+        await _awaiting(runtime, "rs1", thread_id)
+    # The first worker is gone while the run waits; a second one picks it up.
+    async with (
+        worker_resources(settings, pool=pool, tools=[tool]) as activities,
+        build_worker(client, task_queue=task_queue, activities=activities),
+    ):
+        await runtime.approve("call_r1", "rs1", thread=thread_id)
+        result = await asyncio.wait_for(run, 30)
+    assert calls == [{"to": "x"}]
+    assert result.text == "Paid after the restart."
+    assert len(openai_server.requests) == 2
+
+
+async def test_the_cli_lists_approves_and_denies_pending_calls(
     client: Client,
     pool: asyncpg.Pool,
     database_url: str,
@@ -137,169 +220,48 @@ async def test_denied_call_never_runs_and_the_model_sees_the_denial(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     calls: list[dict[str, Any]] = []
-    tool = _transfer_tool(calls)
-    thread_id = f"deny:{uuid.uuid4().hex[:6]}"
+    tool = _payment_tool(calls)
+    thread_id = f"cli:{uuid.uuid4().hex[:6]}"
     openai_server.enqueue(
         tool_call_reply(
-            ScriptedToolCall(name="transfer", arguments={"to": SECRET}, id="call_d1"),
-            ScriptedToolCall(name="transfer", arguments={"to": "other"}, id="call_d2"),
+            ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_c1"),
+            ScriptedToolCall(name="pay", arguments={"to": "y"}, id="call_c2"),
         ),
-        TextReply(text="Both transfers were refused."),
+        TextReply(text="One paid."),
     )
-    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url).model_copy(
+        update={"temporal_address": client.service_client.config.target_host}
+    )
+    parser = cli._parser()
     async with new_worker(client, pool, settings, tools=[tool]) as worker:
-        runtime = worker.runtime
-        run = asyncio.ensure_future(
-            runtime.generate(
-                crux.prompt(id="pay", use=[tool]),
-                input="Pay both",
+        run = asyncio.create_task(
+            worker.runtime.generate(
+                crux.prompt(id="payments", use=[tool]),
+                input="pay",
                 thread=thread_id,
                 model=MODEL,
-                generation_id="g2",
+                generation_id="cl1",
             )
         )
-        pending = await _awaiting(runtime, "g2", thread_id)
-        # Both calls of the round wait for their own decision; the second is decided first.
-        assert [p.call_id for p in pending] == ["call_d1", "call_d2"]
-        # The operator's command line: list, then deny the second call without a reason.
-        cli = settings.model_copy(
-            update={"temporal_address": client.service_client.config.target_host}
-        )
-        await run_approval_command(
-            _parser().parse_args(["generation", "pending", "g2", "--thread", thread_id]), cli
-        )
-        # (The in-process worker logs to the same stdout.)
-        listed = [line for line in capsys.readouterr().out.splitlines() if "\t" in line]
-        assert listed == ["call_d1\ttransfer\tround 1", "call_d2\ttransfer\tround 1"]
-        await run_approval_command(
-            _parser().parse_args(["generation", "deny", "g2", "call_d2", "--thread", thread_id]),
-            cli,
-        )
-        assert "denied call_d2" in capsys.readouterr().out.splitlines()
-        await runtime.deny("call_d1", "policy", generation_id="g2", thread=thread_id)
+        await _awaiting(worker.runtime, "cl1", thread_id)
+        capsys.readouterr()
+        for argv in (
+            ["generation", "pending", "cl1", "--thread", thread_id],
+            ["generation", "deny", "call_c1", "cl1", "--thread", thread_id, "--reason", "limit"],
+            ["generation", "approve", "call_c2", "cl1", "--thread", thread_id],
+        ):
+            assert await run_approval_command(parser.parse_args(argv), settings) == 0
         result = await asyncio.wait_for(run, 30)
-
-    assert calls == []
-    assert result.text == "Both transfers were refused."
-    second_request = openai_server.requests[1].body
-    tool_messages = [m for m in second_request["messages"] if m["role"] == "tool"]
-    assert [json.loads(m["content"]) for m in tool_messages] == [
-        {"error": "denied", "reason": "policy"},
-        {"error": "denied"},
+    captured = capsys.readouterr()
+    # Worker log lines share the output; the commands' own lines are told apart.
+    printed = captured.out.splitlines()
+    assert [json.loads(line) for line in printed if line.startswith("{")] == [
+        {"call_id": "call_c1", "tool": "pay"},
+        {"call_id": "call_c2", "tool": "pay"},
     ]
-    assert [m["tool_call_id"] for m in tool_messages] == ["call_d1", "call_d2"]
-    commit = result.thread_commit
-    assert commit is not None and len(commit.message_ids) == 5
-    messages = await ThreadStore(pool).load_messages(thread_id, commit.message_ids)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
-
-
-async def test_no_decision_in_time_is_a_denial_with_reason_timeout(
-    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
-) -> None:
-    calls: list[dict[str, Any]] = []
-    tool = _transfer_tool(calls)
-    thread_id = f"timeout:{uuid.uuid4().hex[:6]}"
-    openai_server.enqueue(
-        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": SECRET}, id="call_t1")),
-        TextReply(text="No approval came."),
-    )
-    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
-    async with new_worker(client, pool, settings, tools=[tool]) as worker:
-        result = await worker.runtime.generate(
-            crux.prompt(id="pay", use=[tool]),
-            input="Pay it",
-            thread=thread_id,
-            model=MODEL,
-            generation_id="g3",
-            approval_timeout_seconds=1,
-        )
-        with pytest.raises(crux.ApprovalError) as late:
-            await worker.runtime.approve("call_t1", generation_id="g3", thread=thread_id)
-        assert late.value.code == "not_awaiting"
-
-    assert calls == []
-    assert result.text == "No approval came."
-    tool_message = openai_server.requests[1].body["messages"][-1]
-    assert json.loads(tool_message["content"]) == {"error": "denied", "reason": "timeout"}
-    assert result.thread_commit is not None
-
-
-async def test_unknown_runs_are_refused_typed(client: Client, pool: asyncpg.Pool) -> None:
-    runtime = Runtime(client, pool, task_queue="crux-approval-nobody")
-    with pytest.raises(crux.ApprovalError) as missing:
-        await runtime.approve("call_x", generation_id="nobody", thread="no:thread")
-    assert missing.value.code == "not_found"
-    with pytest.raises(crux.ApprovalError) as listing:
-        await runtime.pending_approvals("nobody", thread="no:thread")
-    assert listing.value.code == "not_found"
-    with pytest.raises(crux.ConfigurationError):
-        await runtime.pending_approvals()
-
-
-async def test_a_tool_declared_with_approval_on_the_worker_waits_whatever_the_input_says(
-    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
-) -> None:
-    calls: list[dict[str, Any]] = []
-    registered = _transfer_tool(calls)
-    # The caller's copy of the tool does not ask for approval: the worker's declaration wins.
-    offered = crux.tool("transfer", lambda _: "never here")
-    thread_id = f"declared:{uuid.uuid4().hex[:6]}"
-    openai_server.enqueue(
-        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": "x"}, id="call_w1")),
-        TextReply(text="Refused by the operator."),
-    )
-    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
-    async with new_worker(client, pool, settings, tools=[registered]) as worker:
-        runtime = worker.runtime
-        run = asyncio.ensure_future(
-            runtime.generate(
-                crux.prompt(id="pay", use=[offered]),
-                input="Pay it",
-                thread=thread_id,
-                model=MODEL,
-                generation_id="g5",
-            )
-        )
-        [pending] = await _awaiting(runtime, "g5", thread_id)
-        assert pending.call_id == "call_w1"
-        await runtime.deny("call_w1", "operator", workflow_id=workflow_id_for("g5", thread_id))
-        result = await asyncio.wait_for(run, 30)
-    assert calls == []
-    assert result.text == "Refused by the operator."
-
-
-async def test_a_streamed_run_waits_for_its_approval_too(
-    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
-) -> None:
-    calls: list[dict[str, Any]] = []
-    tool = _transfer_tool(calls)
-    thread_id = f"stream:{uuid.uuid4().hex[:6]}"
-    openai_server.enqueue(
-        tool_call_reply(ScriptedToolCall(name="transfer", arguments={"to": "s"}, id="call_s1")),
-        TextReply(text="Streamed after approval."),
-    )
-    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
-    async with new_worker(client, pool, settings, tools=[tool]) as worker:
-        runtime = worker.runtime
-
-        async def consume() -> list[crux.StreamUpdate]:
-            return [
-                update
-                async for update in runtime.stream(
-                    crux.prompt(id="pay", use=[tool]),
-                    input="Pay it",
-                    thread=thread_id,
-                    model=MODEL,
-                    generation_id="g7",
-                )
-            ]
-
-        run = asyncio.ensure_future(consume())
-        [pending] = await _awaiting(runtime, "g7", thread_id)
-        await runtime.approve(pending.call_id, generation_id="g7", thread=thread_id)
-        updates = await asyncio.wait_for(run, 30)
-    final = updates[-1]
-    assert isinstance(final, crux.StreamCommitted)
-    assert final.generation.text == "Streamed after approval."
-    assert calls == [{"to": "s"}]
+    decided = [line for line in printed if line.startswith(("denied ", "approved "))]
+    assert decided == ["denied call_c1", "approved call_c2"]
+    # Neither the commands nor the worker's logs show the arguments.
+    assert SECRET not in captured.out + captured.err
+    assert calls == [{"to": "y"}]
+    assert result.text == "One paid."
