@@ -265,3 +265,39 @@ async def test_the_cli_lists_approves_and_denies_pending_calls(
     assert SECRET not in captured.out + captured.err
     assert calls == [{"to": "y"}]
     assert result.text == "One paid."
+
+
+async def test_a_tool_declared_with_approval_on_the_worker_waits_whatever_the_input_says(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    registered = _payment_tool(calls)
+    # The caller's copy of the tool does not ask for approval: the worker's declaration wins.
+    offered = crux.tool("pay", lambda _: "never here", parameters=SCHEMA)
+    thread_id = f"declared:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_w1")),
+        TextReply(text="Refused by the operator."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[registered]) as worker:
+        runtime = worker.runtime
+        run = asyncio.ensure_future(
+            runtime.generate(
+                crux.prompt(id="pay-undeclared", use=[offered]),
+                input="Pay it",
+                thread=thread_id,
+                model="openai:gpt-4o",
+                generation_id="declared-1",
+            )
+        )
+        [pending] = await _awaiting(runtime, "declared-1", thread_id)
+        assert pending.call_id == "call_w1"
+        await runtime.deny(
+            "call_w1", generation_id="declared-1", thread=thread_id, reason_code="operator"
+        )
+        result = await asyncio.wait_for(run, 30)
+    assert calls == []
+    assert result.text == "Refused by the operator."
+    tool_message = openai_server.requests[1].body["messages"][-1]
+    assert json.loads(tool_message["content"])["reason"] == "operator"
