@@ -101,6 +101,11 @@ class GenerationActivities:
             tool_policies=lambda names: {
                 tool.name: tool.policy for tool in offered.require(names) if tool.policy
             },
+            approval_tools=lambda names: [
+                tool.name
+                for tool in offered.require(names)
+                if getattr(tool, "requires_approval", False) is True
+            ],
         )
         self._invoker = ModelInvoker(
             threads=threads,

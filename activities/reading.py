@@ -159,6 +159,7 @@ class RequestReader:
         catalog: The worker's model profiles.
         tool_specs: Resolves tool names to their schemas.
         tool_policies: Resolves tool names to the policies declared with the tools.
+        approval_tools: Picks, of the tool names, those declared as requiring approval.
     """
 
     def __init__(
@@ -172,6 +173,7 @@ class RequestReader:
         catalog: ModelCatalog,
         tool_specs: ToolSpecs,
         tool_policies: Callable[[Sequence[str]], dict[str, ToolPolicySpec]] | None = None,
+        approval_tools: Callable[[Sequence[str]], list[str]] | None = None,
     ) -> None:
         self._threads = threads
         self._generations = generations
@@ -181,6 +183,7 @@ class RequestReader:
         self._catalog = catalog
         self._tool_specs = tool_specs
         self._tool_policies = tool_policies
+        self._approval_tools = approval_tools
 
     async def read(self, request: ReadRequestInput) -> ReadRequestResult:
         """Stage the user turn, read one exact Thread revision and size everything."""
@@ -230,7 +233,10 @@ class RequestReader:
             store_counts=True,
         )
         policies = self._tool_policies(request.tools) if self._tool_policies else {}
-        return read.model_copy(update={"profile": profile, "tool_policies": policies})
+        update: dict[str, object] = {"profile": profile, "tool_policies": policies}
+        if self._approval_tools is not None:
+            update["approval_tools"] = self._approval_tools(request.tools)
+        return read.model_copy(update=update)
 
 
 def _log_override(

@@ -104,6 +104,9 @@ class ReadRequestResult(CompactWireModel):
     tool_policies: dict[str, ToolPolicySpec] = {}
     """Retry and timeout policies declared with the offered tools on this worker (the
     generation input's own policies take precedence)."""
+    approval_tools: list[str] = []
+    """Offered tools declared on this worker as requiring approval: their calls wait for a
+    decision even when the generation input does not name them in `approval_tools`."""
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""

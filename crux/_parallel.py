@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -106,6 +107,7 @@ class ParallelRuns:
     _default_model: str
     _generations: GenerationStore
     _attempt_policy: AttemptPolicySpec | None
+    _approval_timeout: int | None
 
     async def _load(self, finished: Finished, output: Output | None) -> Generation:
         """The hydrated generation of a finished member (provided by `Runtime`)."""
@@ -173,6 +175,7 @@ class ParallelRuns:
             threads=threads,
             default_model=self._default_model,
             default_attempt_policy=self._attempt_policy,
+            default_approval_timeout=self._approval_timeout,
         )
         start_payload(id, calls)  # validates the whole before anything is staged
         for call in calls.values():
@@ -217,6 +220,7 @@ def build_members(
     threads: Mapping[str, object] | None,
     default_model: str,
     default_attempt_policy: AttemptPolicySpec | None = None,
+    default_approval_timeout: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
 ) -> dict[str, BuiltCall]:
     """Build every member's call with the shared builder, before anything is staged.
 
@@ -237,7 +241,11 @@ def build_members(
             thread=(threads or {}).get(name, options.thread),
             generation_id=parallel_member_generation_id(parallel_id, name),
         )
-        call = member.build(default_model, default_attempt_policy=default_attempt_policy)
+        call = member.build(
+            default_model,
+            default_attempt_policy=default_attempt_policy,
+            default_approval_timeout=default_approval_timeout,
+        )
         composition = CompositionSpec(parent_workflow_id=parent, member=name)
         built[name] = dataclasses.replace(
             call, request=call.request.model_copy(update={"composition": composition})

@@ -46,14 +46,22 @@ class Approvals:
             if call_id not in self._decisions
         ]
 
-    def offer(self, request: GenerationInput, call_ids: list[str], tools: list[str]) -> None:
+    def offer(
+        self,
+        request: GenerationInput,
+        call_ids: list[str],
+        tools: list[str],
+        declared: list[str] | None = None,
+    ) -> None:
         """Register the calls of a round whose tools require approval, all at once.
 
-        Operators see every call of the round and may decide them in any order.
+        Operators see every call of the round and may decide them in any order. A tool
+        requires approval when the input names it or the worker declared it so
+        (`declared`, from the read), whatever the starter sent.
         """
-        if not request.approval_tools:
+        required = {*request.approval_tools, *(declared or [])}
+        if not required:
             return
-        required = set(request.approval_tools)
         for call_id, tool in zip(call_ids, tools, strict=False):
             if tool and tool in required:
                 self._pending[call_id] = tool

@@ -33,12 +33,18 @@ async def run_tools(
     invoked: InvokeModelResult,
     progress: TurnProgress,
     declared: dict[str, ToolPolicySpec],
+    *,
+    declared_approval: list[str] | None = None,
 ) -> None:
-    """Run each tool call of the staged assistant message as its own activity."""
+    """Run each tool call of the staged assistant message as its own activity.
+
+    Calls of tools that require approval (named by the input, or declared so on the
+    worker: `declared_approval`) wait for their decision first.
+    """
     call_turn_index = progress.turn_messages
     progress.add_turn_message(invoked.turn_tokens)
     names = [tool_name(invoked, index) for index in range(len(invoked.tool_call_ids))]
-    approvals.offer(request, list(invoked.tool_call_ids), names)
+    approvals.offer(request, list(invoked.tool_call_ids), names, declared_approval or [])
     for call_index, call_id in enumerate(invoked.tool_call_ids):
         details = f"round {progress.rounds + 1}: call {call_index + 1}"
         denied: str | None = None

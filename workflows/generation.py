@@ -185,7 +185,13 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 if not isinstance(action, RunTools):
                     return await self._commit(request, read, progress)
                 await run_tools(
-                    self._stages, self._approvals, step, invoked, progress, read.tool_policies
+                    self._stages,
+                    self._approvals,
+                    step,
+                    invoked,
+                    progress,
+                    read.tool_policies,
+                    declared_approval=read.approval_tools,
                 )
                 progress.next_step(sealed)
                 hooks.reason = "tool-round"

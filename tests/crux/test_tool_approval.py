@@ -60,3 +60,22 @@ def test_reason_codes_are_short_identifiers(code: str) -> None:
 def test_valid_reason_codes_pass() -> None:
     for code in ("timeout", "over_limit", "policy.v2", "a-b"):
         assert check_reason_code(code) == code
+
+
+def test_parallel_members_carry_the_approval_tools_and_the_runtime_timeout() -> None:
+    from crux._parallel import build_members
+    from crux._request import CallOptions
+
+    pay = crux.tool("pay", lambda _: "ok", requires_approval=True)
+    calls = build_members(
+        "batch-1",
+        {"a": crux.prompt(id="a", use=[pay]), "b": crux.prompt(id="b")},
+        CallOptions(prompt=""),
+        context="hi",
+        threads=None,
+        default_model="offline:echo",
+        default_approval_timeout=120,
+    )
+    assert calls["a"].request.approval_tools == ["pay"]
+    assert calls["a"].request.approval_timeout_seconds == 120
+    assert calls["b"].request.approval_tools == []

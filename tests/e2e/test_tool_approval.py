@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 import crux
 from contracts.approvals import PendingApproval
@@ -265,3 +265,88 @@ async def test_the_cli_lists_approves_and_denies_pending_calls(
     assert SECRET not in captured.out + captured.err
     assert calls == [{"to": "y"}]
     assert result.text == "One paid."
+
+
+async def test_a_tool_declared_with_approval_on_the_worker_waits_whatever_the_input_says(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    registered = _payment_tool(calls)
+    # The caller's copy of the tool does not ask for approval: the worker's declaration wins.
+    offered = crux.tool("pay", lambda _: "never here", parameters=SCHEMA)
+    thread_id = f"declared:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": SECRET}, id="call_w1")),
+        TextReply(text="Refused by the operator."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[registered]) as worker:
+        runtime = worker.runtime
+        run = asyncio.ensure_future(
+            runtime.generate(
+                crux.prompt(id="pay-undeclared", use=[offered]),
+                input="Pay it",
+                thread=thread_id,
+                model="openai:gpt-4o",
+                generation_id="declared-1",
+            )
+        )
+        [pending] = await _awaiting(runtime, "declared-1", thread_id)
+        assert pending.call_id == "call_w1"
+        await runtime.deny(
+            "call_w1", generation_id="declared-1", thread=thread_id, reason_code="operator"
+        )
+        result = await asyncio.wait_for(run, 30)
+    assert calls == []
+    assert result.text == "Refused by the operator."
+    tool_message = openai_server.requests[1].body["messages"][-1]
+    assert json.loads(tool_message["content"])["reason"] == "operator"
+
+
+async def test_raw_updates_are_refused_by_the_validators_and_a_streamed_run_still_commits(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    tool = _payment_tool(calls)
+    thread_id = f"raw:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        tool_call_reply(ScriptedToolCall(name="pay", arguments={"to": "s"}, id="call_s1")),
+        TextReply(text="Streamed after approval."),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings, tools=[tool]) as worker:
+        runtime = worker.runtime
+
+        async def consume() -> list[crux.StreamUpdate]:
+            return [
+                update
+                async for update in runtime.stream(
+                    crux.prompt(id="pay-stream", use=[tool]),
+                    input="Pay it",
+                    thread=thread_id,
+                    model="openai:gpt-4o",
+                    generation_id="raw-1",
+                )
+            ]
+
+        run = asyncio.ensure_future(consume())
+        [pending] = await _awaiting(runtime, "raw-1", thread_id)
+        handle = client.get_workflow_handle(workflow_id_for("raw-1", thread_id))
+        # Plain Temporal clients meet the workflow's own validation: refused, and the run
+        # keeps waiting (no failing workflow task).
+        for update, payload in (
+            ("deny", {"call_id": "call_s1", "reason_code": "Free text!"}),
+            ("approve", {"call_id": "call_nope"}),
+            ("approve", {"call_id": 42}),
+            ("approve", "call_s1"),
+        ):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update(update, payload)
+        assert await handle.query("get_stage") == "awaiting_approval"
+        assert calls == []
+        await runtime.approve(pending.call_id, generation_id="raw-1", thread=thread_id)
+        updates = await asyncio.wait_for(run, 30)
+    final = updates[-1]
+    assert isinstance(final, crux.StreamCommitted)
+    assert final.generation.text == "Streamed after approval."
+    assert calls == [{"to": "s"}]
