@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -78,9 +79,27 @@ def _commit() -> str:
         return "unknown"
 
 
+_LOG_LINE = re.compile(
+    r"^(\x1b\[[0-9;]*m)*\d{4}-\d{2}-\d{2}[ T]\d"  # a timestamped log record
+    r"|^Temporal (CLI|Server|Persistence|Metrics|UI)\b"  # the dev server's banner
+    r"|^\s*$"
+)
+
+
+def _tables(stdout: str) -> tuple[str, str]:
+    """Split a benchmark's standard output into its tables and stray log lines."""
+    tables: list[str] = []
+    logs: list[str] = []
+    for line in stdout.splitlines():
+        (logs if _LOG_LINE.match(line) and line.strip() else tables).append(line)
+    return "\n".join(tables).strip("\n"), "\n".join(logs)
+
+
 def _run(benchmark: Benchmark, quick: bool) -> tuple[str, float, int]:
     """Run one benchmark; return its tables, its wall time and its exit status."""
-    env = dict(os.environ, CRUX_LOG_LEVEL="error", PYTHONUNBUFFERED="1")
+    # The project root on the path: benchmarks import each other as `bench.*`.
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, CRUX_LOG_LEVEL="error", PYTHONUNBUFFERED="1", PYTHONPATH=path)
     args = [sys.executable, str(BENCH / benchmark.script)]
     if quick:
         args.extend(benchmark.quick_args)
@@ -90,7 +109,11 @@ def _run(benchmark: Benchmark, quick: bool) -> tuple[str, float, int]:
         done = subprocess.run(
             args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False
         )
-    return done.stdout.rstrip(), time.perf_counter() - started, done.returncode
+        # Worker and dev-server output that reached stdout belongs with the logs.
+        tables, stray = _tables(done.stdout)
+        if stray:
+            log.write(stray + "\n")
+    return tables, time.perf_counter() - started, done.returncode
 
 
 def main() -> int:
