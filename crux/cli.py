@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
@@ -18,8 +19,17 @@ from vocabulary.settings import Settings
 DEFAULT_STACK_DIR = ".stack"
 
 
+def _version() -> str:
+    """The installed distribution's version (the source tree's when not installed)."""
+    try:
+        return metadata.version("crux-temporal")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crux", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"crux {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     dev = commands.add_parser("dev", help="run the embedded stack and a worker in the foreground")

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from importlib import metadata
 
 import asyncpg
 
@@ -62,3 +63,11 @@ def test_worker_without_database_fails_with_a_clear_message() -> None:
     )
     assert completed.returncode != 0
     assert "Traceback" not in completed.stderr
+
+
+def test_version_prints_the_installed_version_and_exits_zero() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "crux", "--version"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"crux {metadata.version('crux-temporal')}"
