@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
@@ -132,6 +132,7 @@ class ParallelRuns:
         storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
         settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> ParallelRun:
         """Run several members at once, each a managed generation of its own.
 
@@ -160,6 +161,8 @@ class ParallelRuns:
             storage_wait_seconds: As `generate`.
             settings: As `generate`.
             attempt_policy: As `generate`.
+            output: As `generate`: every member's structured output (a member agent's own
+                `output` applies when this is `None`); `result[name].output` is typed.
 
         Raises:
             ConfigurationError: An invalid id, member name or option (before anything runs).

@@ -90,12 +90,19 @@ async def eventually(
 
 
 async def record_history(client: Client, workflow_id: str, name: str) -> None:
-    """Save a finished workflow's history for the replay suite (`CRUX_RECORD_HISTORIES=1`)."""
+    """Save a finished workflow's history for the replay suite (`CRUX_RECORD_HISTORIES=1`).
+
+    A history already recorded under `name` is kept: it guards the code path it was
+    recorded on, so re-recording it would hide a change of that path. Delete the file to
+    record it again on purpose.
+    """
     import os
     from pathlib import Path
 
     if os.environ.get("CRUX_RECORD_HISTORIES") != "1":
         return
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
     target = Path(__file__).parent / "replay" / "histories" / f"{name}.json"
+    if target.exists():
+        return
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
     target.write_text(history.to_json(), encoding="utf-8")

@@ -93,6 +93,7 @@ class TurnProgress:
                 output_tokens=invoked.output_tokens,
             )
         )
+        self.rejections += 1
         self.next_step(sealed)
         self.epoch = None
         self.epoch_reset = True

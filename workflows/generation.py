@@ -172,7 +172,6 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 hooks.reason = "overflow-recovery"
             elif isinstance(action, RetryValidation) and invoked is not None:
                 # The reply failed validation and was never staged: plan a new call.
-                progress.rejections = action.retry
                 progress.reject(sealed, invoked)
                 hooks.reason = "validation-retry"
             elif isinstance(action, Replan):

@@ -361,3 +361,27 @@ async def test_a_registered_prompts_pydantic_model_validates_on_the_worker(
     assert result.output == Reading(celsius=21)
     assert [step.finish_reason for step in result.steps] == ["invalid-output", "stop"]
     assert roles == ["user", "assistant"]
+
+
+async def test_parallel_members_share_the_calls_output_and_return_it_typed(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(
+        TextReply(text=json.dumps({"city": "Oslo", "high": 3, "summary": "Snow."})),
+        TextReply(text=json.dumps({"city": "Oslo", "high": 3, "summary": "Snow."})),
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        run = await worker.runtime.parallel(
+            id=f"forecasts-{uuid.uuid4().hex[:6]}",
+            context="Oslo?",
+            agents={"a": crux.prompt(id="a"), "b": crux.prompt(id="b")},
+            model="openai:gpt-4o-mini",
+            output=Forecast,
+        )
+    assert not run.errors
+    assert {name: run[name].output for name in ("a", "b")} == {
+        "a": Forecast(city="Oslo", high=3, summary="Snow."),
+        "b": Forecast(city="Oslo", high=3, summary="Snow."),
+    }
+    assert all("response_format" in request.body for request in openai_server.requests)

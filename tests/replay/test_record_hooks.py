@@ -16,8 +16,8 @@ from temporalio.client import Client
 import crux
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
-from tests.helpers import new_worker, settings_for
-from tests.replay.test_replay import HISTORIES, RECORD
+from tests.helpers import new_worker, record_history, settings_for
+from tests.replay.test_replay import RECORD
 from vocabulary.ids import parallel_member_workflow_id
 
 
@@ -87,8 +87,4 @@ async def test_record_hook_histories(
         "v2_hooks_invocation_member": parallel_member_workflow_id(parallel_id, "member"),
     }
     for name, workflow_id in workflow_ids.items():
-        target = HISTORIES / f"{name}.json"
-        if target.exists():
-            continue
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
-        target.write_text(history.to_json(), encoding="utf-8")
+        await record_history(client, workflow_id, name)

@@ -16,8 +16,8 @@ from temporalio.client import Client
 
 import crux
 from providers.loopback import LoopbackOpenAIServer, TextReply
-from tests.helpers import new_worker, settings_for
-from tests.replay.test_replay import HISTORIES, RECORD
+from tests.helpers import new_worker, record_history, settings_for
+from tests.replay.test_replay import RECORD
 from vocabulary.ids import workflow_id_for
 
 
@@ -58,10 +58,4 @@ async def test_record_output_histories(
         ("v2_output_validation_retry", "o1"),
         ("v2_output_retries_exhausted", "o2"),
     ):
-        target = HISTORIES / f"{name}.json"
-        if target.exists():
-            continue
-        history = await client.get_workflow_handle(
-            workflow_id_for(generation_id, thread_id)
-        ).fetch_history()
-        target.write_text(history.to_json(), encoding="utf-8")
+        await record_history(client, workflow_id_for(generation_id, thread_id), name)

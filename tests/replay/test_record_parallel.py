@@ -25,7 +25,7 @@ from providers.loopback import (
 )
 from providers.loopback._replies import Reply
 from providers.loopback._shared import input_tokens_of
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import eventually, new_worker, record_history, settings_for
 from vocabulary.ids import parallel_member_workflow_id, parallel_workflow_id
 
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
@@ -41,15 +41,6 @@ def _respond(request: RecordedRequest) -> Reply:
     if "slow" in str(request.body):
         return TextReply(text="late", delay_seconds=20.0)
     return TextReply(text="an answer")
-
-
-async def record_history(client: Client, workflow_id: str, name: str) -> None:
-    """Save a finished workflow's history, unless a file of that name exists already."""
-    target = HISTORIES / f"{name}.json"
-    if target.exists():
-        return
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    target.write_text(history.to_json(), encoding="utf-8")
 
 
 @pytest.mark.skipif(not RECORD, reason="set CRUX_RECORD_HISTORIES=1 to record new histories")

@@ -21,8 +21,8 @@ from providers.loopback import (
     TextReply,
     tool_call_reply,
 )
-from tests.helpers import new_worker, settings_for
-from tests.replay.test_replay import HISTORIES, RECORD
+from tests.helpers import new_worker, record_history, settings_for
+from tests.replay.test_replay import RECORD
 from vocabulary.ids import workflow_id_for
 
 
@@ -73,10 +73,4 @@ async def test_record_settings_histories(
         ("v2_settings_attempt_policy", "s1"),
         ("v2_settings_tool_policy", "s2"),
     ):
-        target = HISTORIES / f"{name}.json"
-        if target.exists():
-            continue
-        history = await client.get_workflow_handle(
-            workflow_id_for(generation_id, thread_id)
-        ).fetch_history()
-        target.write_text(history.to_json(), encoding="utf-8")
+        await record_history(client, workflow_id_for(generation_id, thread_id), name)
