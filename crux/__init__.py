@@ -19,6 +19,7 @@ from contracts.generation import (
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
+from crux.connect import connect
 from crux.context import (
     ContextContributor,
     context,
@@ -152,6 +153,7 @@ __all__ = [
     "agent",
     "attempt_policy",
     "configure_logging",
+    "connect",
     "context",
     "droppable",
     "history",

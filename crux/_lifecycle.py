@@ -1,0 +1,39 @@
+"""Closing a runtime: `runtime.close()` and `async with runtime:`.
+
+A runtime built by `crux.connect` owns its PostgreSQL pool and closes it; one built from a
+caller's own client and pool leaves them to the caller.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+import asyncpg
+
+
+class RuntimeLifecycle:
+    """`close()` and the async context manager of `Runtime`."""
+
+    _pool: asyncpg.Pool
+    _owns_pool: bool = False
+
+    async def close(self) -> None:
+        """Release what the runtime owns: the pool `crux.connect` opened (idempotent).
+
+        A runtime built from the caller's own pool leaves it open: the caller closes it.
+        The Temporal client holds no resources that need closing.
+        """
+        if self._owns_pool and not self._pool.is_closing():
+            await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
