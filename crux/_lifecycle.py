@@ -10,13 +10,25 @@ from types import TracebackType
 from typing import Self
 
 import asyncpg
+from temporalio.client import Client
 
 
 class RuntimeLifecycle:
-    """`close()` and the async context manager of `Runtime`."""
+    """`close()`, the async context manager and the connections of `Runtime`."""
 
+    _client: Client
     _pool: asyncpg.Pool
     _owns_pool: bool = False
+
+    @property
+    def client(self) -> Client:
+        """The Temporal client the runtime starts workflows with."""
+        return self._client
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The PostgreSQL pool (for `crux.thread(id=..., storage=runtime.pool)`)."""
+        return self._pool
 
     async def close(self) -> None:
         """Release what the runtime owns: the pool `crux.connect` opened (idempotent).
