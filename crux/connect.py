@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import asyncpg
+
 from crux._checks import connect_temporal
 from crux.model_settings import AttemptPolicySpec
 from crux.runtime import Runtime
@@ -89,12 +91,12 @@ async def connect(
     return runtime
 
 
-async def _open_pool(url: str, min_size: int, max_size: int) -> Any:
+async def _open_pool(url: str, min_size: int, max_size: int) -> asyncpg.Pool:
     from crux._checks import StartupCheckError, describe_database
 
     try:
         return await create_pool(url, min_size=min_size, max_size=max_size)
-    except (OSError, TimeoutError) as error:
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         raise StartupCheckError(
             f"cannot connect to PostgreSQL at {describe_database(url)} (CRUX_DATABASE_URL): "
             f"{type(error).__name__}"
