@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -22,6 +23,7 @@ from crux.runtime import Runtime
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
 from storage import GenerationStore, ThreadStore, create_pool, migrate_url
+from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
 
 DEMO_MAX_OUTPUT_TOKENS = 400
@@ -139,9 +141,20 @@ async def demo(
     async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
         _banner(stack.ui_url, stack.settings)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
-        thread_id = await converse(
-            runtime, model=stack.settings.default_model, turns=turns, weather=weather
+        conversation = asyncio.create_task(
+            converse(runtime, model=stack.settings.default_model, turns=turns, weather=weather)
         )
+        interrupted = asyncio.create_task(stop.wait())
+        await asyncio.wait({conversation, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        if not conversation.done():
+            # Ctrl-C mid-conversation: stop the turn in flight, then the stack, in order.
+            conversation.cancel()
+            with contextlib.suppress(asyncio.CancelledError, CruxError):
+                await conversation
+            print("Interrupted; the stack is stopping.", flush=True)
+            return 130
+        interrupted.cancel()
+        thread_id = conversation.result()
         print(f"Temporal UI: {stack.ui_url}  (workflow ids start with crux/gen/{thread_id}/)")
         print(f"Show the Thread later: {crux_command()} thread show {thread_id}")
         if keep:

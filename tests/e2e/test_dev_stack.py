@@ -8,6 +8,7 @@ takes a developer's ports and shows that a busy port leads to another, printed, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -137,3 +138,43 @@ def test_crux_dev_serves_a_worker_and_keeps_history_across_restarts(tmp_path: Pa
         assert described.returncode == 0, described.stderr[-2000:]
         assert "COMPLETED" in described.stdout
         assert code == 0, errors[-2000:]
+
+
+async def test_ctrl_c_during_the_demo_stops_it_cleanly(tmp_path: Path) -> None:
+    from providers.loopback import LoopbackOpenAIServer, RecordedRequest, Reply, TextReply
+
+    def slow(request: RecordedRequest) -> Reply:
+        return TextReply(text="a slow answer", delay_seconds=60)
+
+    async with LoopbackOpenAIServer(responder=slow) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CRUX_", "OPENAI_"))}
+        env.update(
+            CRUX_MODEL="openai:local-model", OPENAI_BASE_URL=server.base_url, PYTHONUNBUFFERED="1"
+        )
+        with ExitStack() as ports:
+            ports.enter_context(_hold(7233))
+            ports.enter_context(_hold(8233))
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "crux", "demo", "--stack-dir", str(tmp_path / "stack"),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env=env, start_new_session=True,
+            )  # fmt: skip
+            assert process.stdout is not None and process.stderr is not None
+            seen = b""
+            async with asyncio.timeout(120):
+                while b"Budget from the model profile" not in seen:
+                    line = await process.stdout.readline()
+                    assert line, seen.decode()
+                    seen += line
+                while not server.requests:  # the first turn is at the model
+                    await asyncio.sleep(0.1)
+            started = time.monotonic()
+            os.killpg(process.pid, signal.SIGINT)
+            async with asyncio.timeout(60):
+                out, err = await process.communicate()
+            elapsed = time.monotonic() - started
+    assert process.returncode == 130, err.decode()[-2000:]
+    assert elapsed < 30
+    text = (seen + out + err).decode()
+    assert "Interrupted" in text
+    assert not NOISE.search(text), text
