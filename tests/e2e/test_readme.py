@@ -262,6 +262,16 @@ async def test_every_readme_block_runs_against_the_embedded_stack(
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # Every runtime a snippet connects is closed at the end, also one a later snippet replaced.
+    opened: list[crux.Runtime] = []
+    connect = crux.connect
+
+    async def connect_and_track(*args: Any, **kwargs: Any) -> crux.Runtime:
+        runtime = await connect(*args, **kwargs)
+        opened.append(runtime)
+        return runtime
+
+    monkeypatch.setattr(crux, "connect", connect_and_track)
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     snippets = _Snippets(namespace)
     ran: list[str] = []
@@ -280,11 +290,13 @@ async def test_every_readme_block_runs_against_the_embedded_stack(
                     await asyncio.to_thread(_run_shell, block, env)
                 ran.append(f"{block.language}:{block.line}")
         finally:
-            for value in list(namespace.values()):
-                if isinstance(value, crux.Runtime):
-                    await value.close()
+            for runtime in opened:
+                await runtime.close()
     assert len(ran) >= 13, ran
+    assert len(opened) >= 1
     # The snippets' `openai:` calls reached the stand-in model, tool rounds included.
     chat = [r.body for r in model.requests if isinstance(r.body, dict) and "messages" in r.body]
     assert any(body.get("tools") for body in chat)
-    assert any(body.get("response_format") for body in chat)
+    # The approval snippet's run waited for, and got, the operator's decision.
+    assert namespace["call"].tool == "refund"
+    assert namespace["result"] is not None
