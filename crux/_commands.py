@@ -23,7 +23,7 @@ from crux.runtime import Runtime
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
 from storage import GenerationStore, ThreadStore, create_pool, migrate_url
-from vocabulary.errors import CruxError
+from vocabulary.errors import ConfigurationError, CruxError
 from vocabulary.settings import Settings
 
 DEMO_MAX_OUTPUT_TOKENS = 400
@@ -273,14 +273,24 @@ async def thread_show(settings: Settings, thread_id: str, stack_dir: Path) -> in
     if not (stack_dir / "pgdata").exists():
         print("crux: set CRUX_DATABASE_URL (or run `crux demo`/`crux dev` first)", file=sys.stderr)
         return 1
+    from crux._devserver import lock_stack_dir
     from crux._embedded import STACK_DATABASE
     from crux.stack import start_postgres
 
-    postgres = await start_postgres(stack_dir / "pgdata")
     try:
-        return await _print_thread(postgres.database_url(STACK_DATABASE), thread_id)
+        lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
+    except ConfigurationError:
+        lock = None  # a running `crux dev`/`crux demo` holds it: read, and leave it running
+    try:
+        postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
+        try:
+            return await _print_thread(postgres.database_url(STACK_DATABASE), thread_id)
+        finally:
+            if lock is not None:
+                await asyncio.to_thread(postgres.stop)
     finally:
-        await asyncio.to_thread(postgres.stop)
+        if lock is not None:
+            lock.close()
 
 
 async def _print_thread(database_url: str, thread_id: str) -> int:

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import IO
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from crux.stack import SEARCH_ATTRIBUTES, temporal_cli_path
+from crux.stack import DEFAULT_UI_PORT, SEARCH_ATTRIBUTES, temporal_cli_path
 from vocabulary.errors import ConfigurationError
 
 DEFAULT_FRONTEND_PORT = 7233
-DEFAULT_UI_PORT = 8233
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -79,6 +80,27 @@ class DevServer:
     async def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after a grace period); history is kept."""
         await asyncio.to_thread(_terminate, self._process)
+
+
+def lock_stack_dir(stack_dir: Path) -> IO[bytes]:
+    """Hold `<stack-dir>/stack.lock` until the returned file is closed.
+
+    Two stacks on one directory would share PostgreSQL (the second would stop the first's
+    server on exit) and one Temporal history file.
+
+    Raises:
+        ConfigurationError: Another process holds the directory.
+    """
+    stack_dir.mkdir(parents=True, exist_ok=True)
+    handle = (stack_dir / "stack.lock").open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ConfigurationError(
+            f"another crux dev or crux demo uses {stack_dir}; stop it or pass --stack-dir"
+        ) from None
+    return handle
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:

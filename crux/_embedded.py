@@ -12,7 +12,7 @@ import asyncpg
 from temporalio.client import Client
 
 from crux._checks import check_providers
-from crux._devserver import DevServer, start_dev_server
+from crux._devserver import DevServer, lock_stack_dir, start_dev_server
 from crux._worker import run_worker
 from crux.hooks import StepHook
 from crux.stack import EmbeddedPostgres, start_postgres
@@ -91,6 +91,28 @@ async def embedded_stack(
     """
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
+    lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
+    try:
+        async with _stack(
+            base, stack_dir=stack_dir, ui=ui, with_worker=with_worker, tools=tools, hooks=hooks,
+            port=port,
+        ) as stack:  # fmt: skip
+            yield stack
+    finally:
+        lock.close()
+
+
+@asynccontextmanager
+async def _stack(
+    base: Settings,
+    *,
+    stack_dir: Path,
+    ui: bool,
+    with_worker: bool,
+    tools: Iterable[Tool],
+    hooks: Iterable[StepHook],
+    port: int | None,
+) -> AsyncGenerator[EmbeddedStack]:
     postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
     server: DevServer | None = None
     stop = asyncio.Event()

@@ -73,6 +73,13 @@ def _ctrl_c(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
+def _crux(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crux", *arguments],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+
+
 def _temporal(*arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [temporal_cli_path(), *arguments], capture_output=True, text=True, timeout=60, check=False
@@ -110,8 +117,22 @@ def test_crux_dev_serves_a_worker_and_keeps_history_across_restarts(tmp_path: Pa
                 "--input", payload,
                 "--output", "json",
             )  # fmt: skip
+            # While it runs, `thread show` reads its database and leaves it running, and a
+            # second stack on the same directory is refused in one line.
+            shown = _crux(env, "thread", "show", "dev:thread", "--stack-dir", str(stack_dir))
+            second = _crux(env, "dev", "--stack-dir", str(stack_dir))
+            after = _temporal(
+                "workflow", "describe", "--address", address.group(1),
+                "--workflow-id", "crux/gen/dev:thread/dev-1",
+            )  # fmt: skip
         finally:
             code, rest, errors = _ctrl_c(process)
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        assert "Hello from the CLI" in shown.stdout
+        assert second.returncode == 1
+        [line] = second.stderr.splitlines()
+        assert "another crux dev or crux demo uses" in line
+        assert after.returncode == 0, after.stderr[-2000:]
         assert completed.returncode == 0, completed.stderr[-2000:]
         assert '"selected"' in completed.stdout
         assert code == 0, errors[-2000:]
