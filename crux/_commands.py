@@ -57,17 +57,22 @@ DEMO_QUESTIONS = (
 
 def crux_command() -> str:
     """How to run `crux` from here: `crux` when it is on the PATH, else its path."""
-    installed = Path(sys.executable).parent / "crux"
-    on_path = shutil.which("crux")
+    return _venv_command("crux")
+
+
+def _venv_command(name: str) -> str:
+    """`name` when the PATH finds this environment's binary, else its (relative) path."""
+    installed = Path(sys.executable).parent / name
+    on_path = shutil.which(name)
     if on_path and Path(on_path).resolve() == installed.resolve():
-        return "crux"
+        return name
     try:
         return str(installed.relative_to(Path.cwd()))
     except ValueError:
         return str(installed)
 
 
-def _banner(stack_ui: str | None, settings: Settings) -> None:
+def _banner(stack_ui: str | None, settings: Settings, stack_dir: Path) -> None:
     print("Crux embedded stack")
     print(f"  Temporal address : {settings.temporal_address}")
     print(f"  Temporal UI      : {stack_ui or 'disabled'}")
@@ -75,15 +80,20 @@ def _banner(stack_ui: str | None, settings: Settings) -> None:
     print(f"  Task queue       : {settings.task_queue}")
     print(f"  Database URL     : {settings.database_url}")
     print(f"  Model            : {settings.default_model}")
+    print(f"  Server logs      : {stack_dir / 'temporal.log'}, {stack_dir / 'postgres.log'}")
 
 
 async def dev(settings: Settings, *, stack_dir: Path, stop: asyncio.Event) -> int:
     """Run the embedded stack with a worker until interrupted."""
     async with embedded_stack(settings, stack_dir=stack_dir) as stack:
-        _banner(stack.ui_url, stack.settings)
+        _banner(stack.ui_url, stack.settings, stack_dir)
         print("\nExport these to point other processes at this stack:")
         print(f"  export TEMPORAL_ADDRESS={stack.settings.temporal_address}")
         print(f"  export CRUX_DATABASE_URL='{stack.settings.database_url}'")
+        print(
+            f"Then, e.g.: {_venv_command('temporal')} workflow list"
+            f" --address {stack.settings.temporal_address}"
+        )
         print("Press Ctrl-C to stop.", flush=True)
         await stop.wait()
     return 0
@@ -139,7 +149,7 @@ async def demo(
     check_providers(settings)
     weather = demo_weather_tool()
     async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
-        _banner(stack.ui_url, stack.settings)
+        _banner(stack.ui_url, stack.settings, stack_dir)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
         conversation = asyncio.create_task(
             converse(runtime, model=stack.settings.default_model, turns=turns, weather=weather)
