@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from crux._checks import connect_temporal
+from crux._checks import check_database, connect_temporal
 from crux.model_settings import AttemptPolicySpec
 from crux.runtime import Runtime
 from planner import ModelCatalog
@@ -56,7 +56,8 @@ async def connect(
     Raises:
         ConfigurationError: No database URL is given or configured, or an argument is
             invalid; `StartupCheckError` (a `ConfigurationError`) when Temporal or
-            PostgreSQL cannot be reached (the message names the variable to fix).
+            PostgreSQL cannot be reached (the message names the variable to fix) or the
+            database is not migrated (it names `crux db migrate`).
     """
     base = settings if settings is not None else Settings.from_env(os.environ)
     updates: dict[str, Any] = {
@@ -77,6 +78,9 @@ async def connect(
         raise ConfigurationError("connect(): pool sizes must satisfy 0 <= min <= max, max >= 1")
     resolved = base.model_copy(update=updates)
     url = resolved.require_database_url()
+    # Both checks fail fast with the remedy (the variable, or `crux db migrate`) rather than
+    # at the first call.
+    await check_database(url)
     client = await connect_temporal(resolved)
     pool = await _open_pool(url, pool_min_size, pool_max_size)
     runtime = Runtime(

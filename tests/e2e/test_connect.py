@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -79,3 +81,24 @@ async def test_connect_fails_typed_and_fast_on_bad_input(client: Client, databas
             temporal_address=address, database_url="postgresql://nobody@127.0.0.1:1/none"
         )
     assert time.monotonic() - started < 30
+
+
+async def test_connect_refuses_an_unmigrated_database(client: Client, postgres_url: str) -> None:
+    name = f"crux_unmigrated_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
+    try:
+        with pytest.raises(StartupCheckError, match="crux db migrate"):
+            await crux.connect(
+                temporal_address=client.service_client.config.target_host, database_url=url
+            )
+    finally:
+        admin = await asyncpg.connect(postgres_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
