@@ -2,6 +2,7 @@
 
 Durable workflows on Temporal, with PostgreSQL as the canonical store.
 
+`await crux.connect(...)` returns a ready `Runtime` (Temporal client and PostgreSQL pool).
 The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
