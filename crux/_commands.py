@@ -83,9 +83,16 @@ def _banner(stack_ui: str | None, settings: Settings, stack_dir: Path) -> None:
     print(f"  Server logs      : {stack_dir / 'temporal.log'}, {stack_dir / 'postgres.log'}")
 
 
-async def dev(settings: Settings, *, stack_dir: Path, stop: asyncio.Event) -> int:
+async def dev(
+    settings: Settings,
+    *,
+    stack_dir: Path,
+    stop: asyncio.Event,
+    port: int | None = None,
+    ui_port: int | None = None,
+) -> int:
     """Run the embedded stack with a worker until interrupted."""
-    async with embedded_stack(settings, stack_dir=stack_dir) as stack:
+    async with embedded_stack(settings, stack_dir=stack_dir, port=port, ui_port=ui_port) as stack:
         _banner(stack.ui_url, stack.settings, stack_dir)
         print("\nExport these to point other processes at this stack:")
         print(f"  export TEMPORAL_ADDRESS={stack.settings.temporal_address}")
@@ -143,12 +150,21 @@ def demo_weather_tool() -> Tool:
 
 
 async def demo(
-    settings: Settings, *, stack_dir: Path, turns: int, keep: bool, stop: asyncio.Event
+    settings: Settings,
+    *,
+    stack_dir: Path,
+    turns: int,
+    keep: bool,
+    stop: asyncio.Event,
+    port: int | None = None,
+    ui_port: int | None = None,
 ) -> int:
     """Run a multi-turn managed conversation on the embedded stack and print receipts."""
     check_providers(settings)
     weather = demo_weather_tool()
-    async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
+    async with embedded_stack(
+        settings, stack_dir=stack_dir, tools=[weather], port=port, ui_port=ui_port
+    ) as stack:
         _banner(stack.ui_url, stack.settings, stack_dir)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
         conversation = asyncio.create_task(

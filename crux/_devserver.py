@@ -46,6 +46,17 @@ def port_free(port: int) -> bool:
     return True
 
 
+def check_ports(*ports: int | None) -> None:
+    """Refuse ports asked for explicitly that are in use.
+
+    Raises:
+        ConfigurationError: Naming the busy port.
+    """
+    for port in ports:
+        if port is not None and not port_free(port):
+            raise ConfigurationError(f"port {port} on {HOST} is in use; choose another")
+
+
 def free_port() -> int:
     """A port the operating system reports free on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as binder:
@@ -147,15 +158,16 @@ async def start_dev_server(
     Args:
         stack_dir: Directory for `temporal.db` and `temporal.log` (created when missing).
         ui: Serve the web UI.
-        port: Frontend port; 7233 when free, another free port otherwise.
-        ui_port: UI port; 8233 when free, another free port otherwise.
+        port: Frontend port (must be free); by default 7233 when free, another otherwise.
+        ui_port: UI port (must be free); by default 8233 when free, another otherwise.
         extra_args: More `temporal server start-dev` arguments.
 
     Raises:
-        ConfigurationError: The binary is missing, or the server did not come up (the
-            message names the log file).
+        ConfigurationError: The binary is missing, a port asked for is in use, or the
+            server did not come up (the message names the log file).
     """
     binary = temporal_cli_path()
+    check_ports(port, ui_port if ui else None)
     frontend = port if port is not None else pick_port(DEFAULT_FRONTEND_PORT)
     chosen_ui = None
     if ui:

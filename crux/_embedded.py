@@ -12,7 +12,7 @@ import asyncpg
 from temporalio.client import Client
 
 from crux._checks import check_providers
-from crux._devserver import DevServer, lock_stack_dir, start_dev_server
+from crux._devserver import DevServer, check_ports, lock_stack_dir, start_dev_server
 from crux._worker import run_worker
 from crux.hooks import StepHook
 from crux.stack import EmbeddedPostgres, start_postgres
@@ -74,6 +74,7 @@ async def embedded_stack(
     tools: Iterable[Tool] = (),
     hooks: Iterable[StepHook] = (),
     port: int | None = None,
+    ui_port: int | None = None,
 ) -> AsyncGenerator[EmbeddedStack]:
     """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
 
@@ -85,17 +86,19 @@ async def embedded_stack(
         stack_dir: Where PostgreSQL and Temporal keep their data between runs.
         ui: Serve the Temporal UI (on 8233 when that port is free).
         port: Temporal frontend port (7233 when free, another free port otherwise).
+        ui_port: Temporal UI port (8233 when free, another free port otherwise).
         with_worker: Also run a Crux worker in this process.
         tools: Tools registered on that worker.
         hooks: `prepare_step` / `prepare_invocation` hooks registered on that worker.
     """
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
+    check_ports(port, ui_port if ui else None)
     lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
     try:
         async with _stack(
             base, stack_dir=stack_dir, ui=ui, with_worker=with_worker, tools=tools, hooks=hooks,
-            port=port,
+            port=port, ui_port=ui_port,
         ) as stack:  # fmt: skip
             yield stack
     finally:
@@ -112,6 +115,7 @@ async def _stack(
     tools: Iterable[Tool],
     hooks: Iterable[StepHook],
     port: int | None,
+    ui_port: int | None,
 ) -> AsyncGenerator[EmbeddedStack]:
     postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
     server: DevServer | None = None
@@ -125,7 +129,7 @@ async def _stack(
             await migrate(connection)
         finally:
             await connection.close()
-        server = await start_dev_server(stack_dir, ui=ui, port=port)
+        server = await start_dev_server(stack_dir, ui=ui, port=port, ui_port=ui_port)
         settings = base.model_copy(
             update={
                 "temporal_address": server.address,

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -78,11 +79,33 @@ def _command(
     parser: argparse.ArgumentParser = commands.add_parser(
         name,
         help=text,
-        description=description or text[:1].upper() + text[1:] + ".",
+        description=textwrap.fill(description or text[:1].upper() + text[1:] + ".", 78),
         epilog=_epilog(env) if env else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("a port is a number from 1 to 65535")
+    return value
+
+
+def _port_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="Temporal frontend port on 127.0.0.1 (default: 7233 when free, else any free port)",
+    )
+    parser.add_argument(
+        "--ui-port",
+        type=_port,
+        default=None,
+        help="Temporal UI port (default: 8233 when free, else any free port)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         " and a worker until Ctrl-C. State and server logs stay in the stack directory.",
     )
     dev.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path, help=_STACK_DIR_HELP)
+    _port_arguments(dev)
 
     demo = _command(
         commands,
@@ -116,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
         " turn's receipts. Uses the offline model unless CRUX_MODEL names another.",
     )
     demo.add_argument("--stack-dir", default=DEFAULT_STACK_DIR, type=Path, help=_STACK_DIR_HELP)
+    _port_arguments(demo)
     demo.add_argument(
         "--turns", type=int, default=4, help="how many questions to ask, 1-5 (default: 4)"
     )
@@ -228,7 +253,13 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
     from crux import _commands
 
     if arguments.command == "dev":
-        return await _commands.dev(settings, stack_dir=arguments.stack_dir, stop=_stop_event())
+        return await _commands.dev(
+            settings,
+            stack_dir=arguments.stack_dir,
+            stop=_stop_event(),
+            port=arguments.port,
+            ui_port=arguments.ui_port,
+        )
     if arguments.command == "demo":
         return await _commands.demo(
             settings,
@@ -236,6 +267,8 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
             turns=arguments.turns,
             keep=arguments.keep,
             stop=_stop_event(),
+            port=arguments.port,
+            ui_port=arguments.ui_port,
         )
     if arguments.command == "worker":
         from crux._worker import run_worker

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from crux._checks import check_database, connect_temporal
 from crux.model_settings import AttemptPolicySpec
 from crux.runtime import Runtime
@@ -27,6 +28,8 @@ async def connect(
     settings: Settings | None = None,
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     catalog: ModelCatalog | None = None,
+    search_attributes: bool = True,
+    approval_timeout_seconds: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     pool_min_size: int = 1,
     pool_max_size: int = 10,
 ) -> Runtime:
@@ -47,6 +50,10 @@ async def connect(
         settings: Settings to start from instead of the environment.
         attempt_policy: Retry and timeout of provider attempts for every call of the runtime.
         catalog: Model capacity profiles for `preview`.
+        search_attributes: Set Crux search attributes on the runs it starts (registered
+            on the namespace: `crux dev` does it, a worker checks it at start).
+        approval_timeout_seconds: How long a tool call that requires approval waits for a
+            decision before it is denied (`None`: without limit).
         pool_min_size: Connections opened up front.
         pool_max_size: Upper bound on open connections.
 
@@ -90,6 +97,8 @@ async def connect(
         default_model=resolved.default_model,
         attempt_policy=attempt_policy,
         catalog=catalog,
+        search_attributes=search_attributes,
+        approval_timeout_seconds=approval_timeout_seconds,
     )
     runtime._owns_pool = True  # pyright: ignore[reportPrivateUsage]
     return runtime

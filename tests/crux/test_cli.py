@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import os
 import re
+import socket
 import subprocess
 import sys
 from importlib import metadata
@@ -175,3 +176,17 @@ def test_help_lists_every_variable_the_settings_read() -> None:
     read = set(re.findall(r'"([A-Z][A-Z0-9_]{3,})"', source))
     assert {"TEMPORAL_ADDRESS", "CRUX_MIGRATE"} <= read
     assert read <= set(cli.ENVIRONMENT), sorted(read - set(cli.ENVIRONMENT))
+
+
+def test_a_port_asked_for_that_is_in_use_is_refused_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = str(holder.getsockname()[1])
+        completed = _run("dev", "--port", busy, "--stack-dir", str(tmp_path / "stack"))
+    assert completed.returncode == 1
+    [line] = completed.stderr.splitlines()
+    assert f"port {busy} on 127.0.0.1 is in use" in line
+    assert not (tmp_path / "stack").exists()
