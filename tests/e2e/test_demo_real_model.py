@@ -19,6 +19,7 @@ import pytest
 from temporalio.client import Client
 
 from crux._commands import converse, demo_budget, demo_weather_tool
+from crux._devserver import free_port
 from crux.config import Settings
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply
 from providers.loopback._server import RecordedRequest
@@ -117,6 +118,11 @@ async def test_crux_demo_command_talks_to_the_configured_server(tmp_path: Path) 
             "demo",
             "--turns",
             "3",
+            # Any free ports: the well-known 7233/8233 belong to the developer's own stack.
+            "--port",
+            str(free_port()),
+            "--ui-port",
+            str(free_port()),
             "--stack-dir",
             str(tmp_path / "stack"),
             cwd=ROOT,
