@@ -458,7 +458,7 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
     assert not any(problems.values()), figures
     assert figures["summary_artifacts"] == 1, figures
     # Paid once: the answer that arrived while PostgreSQL was down was kept and staged later.
-    for label in ("read", "invoke", "commit", "summary"):
+    for label in ("read", "invoke", "commit", "summary", "support"):
         assert provider.calls[label] == 1, figures
     # Visible while down: each run said it waits for storage.
     assert log.blocked("read", "storage_blocked"), figures
