@@ -66,7 +66,7 @@ from crux.runtime import Runtime
 from crux.stack import EmbeddedPostgres, start_postgres_sync
 from storage import create_pool
 from storage.migrate import migrate
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import eventually, new_worker, record_history, settings_for
 from tests.pg_faults import (
     Gate,
     HeldOpenAIServer,
@@ -449,6 +449,11 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                 figures["problems"] = problems
                 figures["summary_artifacts"] = await _summaries(pool, threads["summary"])
                 print("\nstorage crash figures:", json.dumps(figures))
+                for label in ("read", "invoke", "commit"):
+                    await record_history(
+                        client, handles[label].id, f"v2_storage_faults_crash_{label}"
+                    )
+                await record_history(client, summary_run.id, "v2_storage_faults_summary_blocked")
     finally:
         for gate in gates:
             await gate.release()
@@ -566,6 +571,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         figures["problems"] = problems
         figures["summary_artifacts"] = await _summaries(pool, threads["summary"])
         print("\nsession-kill figures:", json.dumps(figures))
+        await record_history(client, handles["staging"].id, "v2_storage_faults_cut_staging")
 
     assert figures["gates_left"] == 0, figures
     assert all(not o.replayed for o in outcomes), figures
