@@ -19,6 +19,7 @@ a gated statement waits, until the run shows it is blocked.
 | crash | commit | a lock on the parent row (b) | `commit_blocked` | once, group whole |
 | crash | summary | the provider holding the support call (c) | run `storage_blocked` | 1 artifact |
 | kill | commit | a lock on the parent row (b) | `commit_blocked` | once, group whole |
+| kill | ledger write | a lock on a staged row of the turn (e) | `commit_blocked` | once, 1 row |
 | kill | staging | an uncommitted output row (a) | `storage_blocked` | once, 1 call |
 | kill | summary write | the artifacts table locked (d) | run `storage_blocked` | 1 artifact |
 
@@ -27,7 +28,9 @@ the next attempt, so the provider is paid once. (b) The publication has already 
 group and messages when it waits: the fault rolls them back, the retried commit publishes the
 turn once. (c) The generation shows `summarising`; its `SummaryWorkflow` shows
 `storage_blocked`. (d) `crux_derived_artifacts` locked in EXCLUSIVE mode; the support
-call's answer is kept by the worker, not paid for again.
+call's answer is kept by the worker, not paid for again. (e) The turn is already published
+when the ledger row's transaction is cut: the retried commit finds the group (a replay of
+the same ids) and writes the ledger row once.
 
 Afterwards, every case: each generation completed exactly once (a result, one group, one
 ledger row); every group has exactly its messages and every message its group; the ledger
@@ -79,7 +82,7 @@ from vocabulary.ids import generation_key
 
 SOAK = os.environ.get("CRUX_SOAK", "").strip() in ("1", "true", "yes")
 SEED = int(os.environ.get("CRUX_FAULT_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
-CRASH_ROUNDS = 3 if SOAK else 1
+CRASH_ROUNDS = 5 if SOAK else 1
 OUTAGE_SECONDS = 30.0
 MODEL = "openai:gpt-4o-mini"
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
@@ -98,6 +101,11 @@ _OUTPUT_GATE = """
 INSERT INTO crux_generation_staging
     (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
 VALUES ($1, 1, 'output', $2, '{"role": "assistant", "content": ""}'::jsonb, '{}', NULL)
+"""
+
+_STAGED_ROW_GATE = """
+SELECT 1 FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = 0 AND kind = 'user' FOR UPDATE
 """
 
 _PARENT_ROW_GATE = """
@@ -123,7 +131,9 @@ def dedicated_postgres() -> Iterator[EmbeddedPostgres]:
 @pytest_asyncio.fixture
 async def held_server() -> AsyncIterator[HeldOpenAIServer]:
     """The loopback provider, able to hold the calls of chosen generations."""
-    async with HeldOpenAIServer(["read", "invoke", "commit", "summary", "staging"]) as server:
+    async with HeldOpenAIServer(
+        ["read", "invoke", "commit", "summary", "staging", "ledger"]
+    ) as server:
         yield server
 
 
@@ -478,7 +488,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
     client: Client, pool: asyncpg.Pool, database_url: str, held_server: HeldOpenAIServer
 ) -> None:
     database = urlsplit(database_url).path.lstrip("/")
-    labels = ["commit", "staging", "summary"]
+    labels = ["commit", "ledger", "staging", "summary"]
     provider = held_server
     figures: dict[str, Any] = {}
     gates: dict[str, Gate] = {}
@@ -499,6 +509,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
             ("LOCK TABLE crux_derived_artifacts IN EXCLUSIVE MODE", [])
         )
         provider.close_gate("commit")
+        provider.close_gate("ledger")
         support_before = provider.calls["support"]
         handles = {
             label: await _start(client, worker.task_queue, requests[label]) for label in labels
@@ -509,6 +520,12 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
             (_PARENT_ROW_GATE, [threads["commit"], head])
         )
         provider.open_gate("commit")
+        # The ledger row is written in the commit's second transaction, after the turn is
+        # published: a lock on a staged row of the turn holds that transaction open.
+        await asyncio.wait_for(provider.arrival("ledger").wait(), 30)
+        ledger_key = generation_key(requests["ledger"].generation_id, threads["ledger"])
+        gates["ledger"] = await Gate(database_url).hold((_STAGED_ROW_GATE, [ledger_key]))
+        provider.open_gate("ledger")
         summary_run = await _summary_run(client, worker.task_queue)
 
         admin = await asyncpg.connect(database_url)
@@ -516,6 +533,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         log = StageLog()
         wanted = {
             "commit": ("commit", "commit_blocked"),
+            "ledger": ("ledger", "commit_blocked"),
             "staging": ("staging", "storage_blocked"),
             "summary": ("summary_run", "storage_blocked"),
         }
@@ -536,6 +554,8 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
                         kind = (
                             "commit"
                             if "crux_thread_fast_append" in query
+                            else "ledger"
+                            if "DELETE FROM crux_generation_staging" in query
                             else "staging"
                             if "crux_generation_staging" in query
                             else "summary"
@@ -578,9 +598,12 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
     assert not any(problems.values()), figures
     assert figures["summary_artifacts"] == 1, figures
     # Every gated write was cut mid-statement at least once, and each run showed it waited.
-    for kind in ("commit", "staging", "summary"):
+    for kind in ("commit", "ledger", "staging", "summary"):
         assert cut[kind] >= 1, figures
-    for label in ("commit", "staging", "summary"):
+    for label in ("commit", "ledger", "staging", "summary"):
         assert provider.calls[label] == 1, figures
     # The summary's support answers survived the cut writes: not paid for again.
     assert figures["support_calls"] == 1, figures
+    # The cut ledger write came after the publication: the retried commit replayed it.
+    ledger_commit = outcomes[labels.index("ledger")].thread_commit
+    assert ledger_commit is not None and ledger_commit.replayed, figures
