@@ -71,8 +71,18 @@ RUN_TOOL = ActivityConfig(
 
 PREPARE_SUMMARY = ActivityConfig(
     # Several support calls for a long prefix (hierarchical); the artifact is written once,
-    # so a retry after a lost completion finds it instead of paying again. A storage outage
-    # is waited out by `SummaryWorkflow`, visibly (`storage_blocked`), not in these retries.
+    # so a retry after a lost completion finds it instead of paying again.
+    start_to_close_timeout=timedelta(minutes=15),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=5,
+    ),
+)
+
+PREPARE_SUMMARY_RUN = ActivityConfig(
+    # `SummaryWorkflow`'s preparation: as above, except that a storage outage is waited out
+    # by the run itself, visibly (`storage_blocked`), instead of in hidden activity retries.
     start_to_close_timeout=timedelta(minutes=15),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
