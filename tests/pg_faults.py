@@ -48,6 +48,14 @@ def crash_postgres(server: EmbeddedPostgres) -> int:
     return len(victims)
 
 
+def crash_recoveries(server: EmbeddedPostgres) -> int:
+    """How often the server's log says it started after a crash (recovery was needed)."""
+    log = Path(server.data_dir) / "log"
+    if not log.exists():
+        return 0
+    return log.read_text(errors="replace").count("automatic recovery in progress")
+
+
 def restart_postgres(server: EmbeddedPostgres) -> None:
     """Start the crashed server again on the same data directory (crash recovery runs)."""
     resume_postgres(server)

@@ -74,6 +74,7 @@ from tests.pg_faults import (
     Gate,
     HeldOpenAIServer,
     crash_postgres,
+    crash_recoveries,
     lock_waiters,
     restart_postgres,
     terminate_sessions,
@@ -440,7 +441,9 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                         log.sample("summary_run", summary_run, query=False),
                     )
                     await asyncio.sleep(0.5)
+                recoveries = crash_recoveries(server)
                 await asyncio.to_thread(restart_postgres, server)
+                figures["crash_recovery"] = crash_recoveries(server) - recoveries
                 figures["outage_seconds"] = round(time.monotonic() - crashed_at, 1)
                 for gate in gates:
                     await gate.release()
@@ -469,6 +472,8 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
             await gate.release()
         await pool.close()
 
+    # Abrupt: the server had to recover from its WAL when it started again.
+    assert figures["crash_recovery"] == 1, figures
     assert all(not o.replayed for o in outcomes), figures
     assert not any(problems.values()), figures
     assert figures["summary_artifacts"] == 1, figures
