@@ -12,6 +12,7 @@ import asyncio
 import json
 import signal
 import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import psutil
 
 from crux.stack import EmbeddedPostgres
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest
+from storage.migrate import migrate
 from tests.chaos import resume_postgres
 
 SUPPORT_MARKER = "compact summaries"
@@ -102,6 +104,23 @@ async def lock_waiters(
         list(keep),
     )
     return int(waiting or 0)
+
+
+async def new_database(server: EmbeddedPostgres) -> tuple[str, str]:
+    """Create and migrate a database of its own on `server`; return its name and URL."""
+    name = f"crux_faults_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(server.url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = server.database_url(name)
+    connection = await asyncpg.connect(url)
+    try:
+        await migrate(connection)
+    finally:
+        await connection.close()
+    return name, url
 
 
 class Gate:

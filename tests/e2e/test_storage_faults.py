@@ -37,13 +37,14 @@ ledger row); every group has exactly its messages and every message its group; t
 matches the groups; no staged rows but the content-free identity ones remain; every receipt
 the result names is stored once.
 
-The CI size takes about 80 s; `CRUX_SOAK=1` repeats the crash with fresh seeds.
+The CI size takes about 75 s; `CRUX_SOAK=1` runs five crashes with consecutive seeds.
+Helpers: `tests/pg_faults.py` (faults, gates, the holding provider) and
+`tests/fault_checks.py` (stages seen, what is stored).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -61,14 +62,21 @@ import asyncpg
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from contracts.generation import HistorySpec, InputBudgetSpec
-from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
-from crux.runtime import Runtime
+from crux.models import GenerationOutcome
 from crux.stack import EmbeddedPostgres, start_postgres_sync
 from storage import create_pool
-from storage.migrate import migrate
+from tests.fault_checks import (
+    StageLog,
+    grow,
+    head_of,
+    held_request,
+    stage_of,
+    start_held,
+    summary_count,
+    summary_run_of,
+    verify_storage,
+)
 from tests.helpers import eventually, new_worker, record_history, settings_for
 from tests.pg_faults import (
     Gate,
@@ -76,6 +84,7 @@ from tests.pg_faults import (
     crash_postgres,
     crash_recoveries,
     lock_waiters,
+    new_database,
     restart_postgres,
     terminate_sessions,
 )
@@ -85,11 +94,6 @@ SOAK = os.environ.get("CRUX_SOAK", "").strip() in ("1", "true", "yes")
 SEED = int(os.environ.get("CRUX_FAULT_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
 CRASH_ROUNDS = 5 if SOAK else 1
 OUTAGE_SECONDS = 30.0
-MODEL = "openai:gpt-4o-mini"
-STAGE = SearchAttributeKey.for_keyword("CruxStage")
-STARTING = TypedSearchAttributes([SearchAttributePair(STAGE, "starting")])
-TOPIC = "The quarterly logistics review covered warehouse capacity, carrier contracts and "
-BLOCKED = ("storage_blocked", "commit_blocked")
 
 _CLAIM_IDENTITY_GATE = """
 INSERT INTO crux_generation_staging
@@ -138,215 +142,6 @@ async def held_server() -> AsyncIterator[HeldOpenAIServer]:
         yield server
 
 
-async def _grow(runtime: Runtime, thread_id: str, turns: int) -> list[str]:
-    """Give a Thread `turns` earlier turns (their summaries and heads are what is tested)."""
-    ids: list[str] = []
-    for turn in range(turns):
-        generation_id = f"seed-{turn}"
-        await runtime.generate(
-            f"{TOPIC} item number {turn} with its own details and numbers {turn * 17}.",
-            thread=thread_id,
-            model=MODEL,
-            generation_id=generation_id,
-        )
-        ids.append(generation_id)
-    return ids
-
-
-def _request(label: str, thread_id: str) -> GenerationInput:
-    """The generation held in stage `label` (`summary` needs an inline history summary)."""
-    managed = label == "summary"
-    return GenerationInput(
-        generation_id=f"held-{label}",
-        thread_id=thread_id,
-        model=MODEL,
-        input=f"[{label}] what did we decide about carriers?",
-        history=HistorySpec(kind="managed", messages=4) if managed else HistorySpec(),
-        input_budget=InputBudgetSpec(max=250) if managed else None,
-    )
-
-
-async def _start(
-    client: Client, task_queue: str, request: GenerationInput
-) -> WorkflowHandle[Any, GenerationOutcome]:
-    assert request.thread_id is not None
-    return await client.start_workflow(
-        "ManagedGenerationWorkflow",
-        request,
-        id=workflow_id_for(request.generation_id, request.thread_id),
-        task_queue=task_queue,
-        result_type=GenerationOutcome,
-        search_attributes=STARTING,
-    )
-
-
-async def _stage(handle: WorkflowHandle[Any, Any], timeout: float = 3.0) -> str | None:
-    """The stage query's answer, or `None` when no worker answered in time."""
-    try:
-        return str(await asyncio.wait_for(handle.query("get_stage"), timeout))
-    except Exception:
-        return None
-
-
-async def _attribute(handle: WorkflowHandle[Any, Any]) -> str | None:
-    """`CruxStage` as the Temporal UI shows it."""
-    with contextlib.suppress(Exception):
-        described = await asyncio.wait_for(handle.describe(), 3)
-        return described.typed_search_attributes.get(STAGE)
-    return None
-
-
-async def _summary_run(client: Client, task_queue: str) -> WorkflowHandle[Any, Any]:
-    """The `SummaryWorkflow` started on this task queue (there is one per test)."""
-    query = f"TaskQueue = '{task_queue}' AND WorkflowType = 'SummaryWorkflow'"
-
-    async def found() -> list[str]:
-        return [execution.id async for execution in client.list_workflows(query)]
-
-    ids = await eventually(found, lambda ids: len(ids) == 1, timeout=20, interval=0.3)
-    return client.get_workflow_handle(ids[0])
-
-
-class StageLog:
-    """Every stage each run was seen in, by the query and by `CruxStage`."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, set[str]] = defaultdict(set)
-
-    async def sample(self, name: str, handle: WorkflowHandle[Any, Any], query: bool) -> None:
-        attribute, stage = await asyncio.gather(
-            _attribute(handle), _stage(handle) if query else asyncio.sleep(0, None)
-        )
-        if attribute:
-            self.seen[name].add(f"attribute:{attribute}")
-        if stage:
-            self.seen[name].add(f"query:{stage}")
-
-    def blocked(self, name: str, stage: str) -> bool:
-        return bool({f"attribute:{stage}", f"query:{stage}"} & self.seen[name])
-
-    def report(self) -> dict[str, list[str]]:
-        return {name: sorted(values) for name, values in self.seen.items()}
-
-
-async def _head(pool: asyncpg.Pool, thread_id: str) -> str:
-    head = await pool.fetchval(
-        "SELECT heads ->> 'main' FROM crux_threads WHERE thread_id = $1", thread_id
-    )
-    assert isinstance(head, str)
-    return head
-
-
-async def _verify(
-    pool: asyncpg.Pool, runtime: Runtime, generations: dict[str, list[str]]
-) -> dict[str, int]:
-    """Count what a fault may have lost or half-written, per kind (all zero when whole).
-
-    Args:
-        pool: The database of the run.
-        runtime: Reads stored receipts.
-        generations: Thread id to the generation ids that must each have one turn on it.
-    """
-    problems: dict[str, int] = defaultdict(int)
-    for thread_id, expected in generations.items():
-        groups = {
-            row["group_id"]: row
-            for row in await pool.fetch(
-                "SELECT group_id, message_ids FROM crux_thread_groups WHERE thread_id = $1",
-                thread_id,
-            )
-        }
-        messages = await pool.fetch(
-            "SELECT message_id, group_id FROM crux_thread_messages WHERE thread_id = $1",
-            thread_id,
-        )
-        ledger = {
-            row["generation_id"]: row["result"]
-            for row in await pool.fetch(
-                "SELECT generation_id, result FROM crux_generations WHERE thread_id = $1",
-                thread_id,
-            )
-        }
-        members: dict[str, list[str]] = defaultdict(list)
-        for message in messages:
-            if message["group_id"] not in groups:
-                problems["messages_without_group"] += 1
-            members[message["group_id"]].append(message["message_id"])
-        for group_id, group in groups.items():
-            if sorted(group["message_ids"]) != sorted(members.get(group_id, [])):
-                problems["groups_not_whole"] += 1
-        committed: set[str] = set()
-        for generation_id in expected:
-            result = ledger.get(generation_key(generation_id, thread_id))
-            if result is None:
-                problems["lost"] += 1
-                continue
-            result = json.loads(result) if isinstance(result, str) else result
-            commit_ids = list((result.get("thread_commit") or {}).get("message_ids") or [])
-            group = groups.get(commit_ids[0]) if commit_ids else None
-            if group is None or list(group["message_ids"]) != commit_ids:
-                problems["ledger_without_group"] += 1
-                continue
-            committed.add(commit_ids[0])
-            for step in result.get("steps") or []:
-                request_id = step["request"]["id"]
-                try:
-                    stored = await runtime.receipt(request_id)
-                except KeyError:
-                    problems["receipts_missing"] += 1
-                    continue
-                if stored.id != request_id:
-                    problems["receipts_mismatched"] += 1
-        # One group per generation, and no group that no generation accounts for.
-        problems["groups_without_ledger"] += len(set(groups) - committed)
-        problems["ledger_rows_unexpected"] += len(ledger) - len(
-            {generation_key(g, thread_id) for g in expected} & set(ledger)
-        )
-    threads = list(generations)
-    problems["staging_left"] = int(
-        await pool.fetchval(
-            "SELECT count(*) FROM crux_generation_staging"
-            " WHERE thread_id = ANY($1::text[]) AND kind <> 'identity'",
-            threads,
-        )
-    )
-    problems["receipts_duplicated"] = int(
-        await pool.fetchval(
-            "SELECT count(*) - count(DISTINCT request_id) FROM crux_request_receipts"
-            " WHERE thread_id = ANY($1::text[])",
-            threads,
-        )
-    )
-    return dict(problems)
-
-
-async def _summaries(pool: asyncpg.Pool, thread_id: str) -> int:
-    """Summary artifacts of a Thread (chunk summaries excluded)."""
-    return int(
-        await pool.fetchval(
-            "SELECT count(*) FROM crux_derived_artifacts WHERE thread_id = $1"
-            " AND kind = 'summary' AND payload ->> 'strategy' NOT LIKE '%:chunk'",
-            thread_id,
-        )
-    )
-
-
-async def _new_database(server: EmbeddedPostgres) -> tuple[str, str]:
-    name = f"crux_faults_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(server.url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = server.database_url(name)
-    connection = await asyncpg.connect(url)
-    try:
-        await migrate(connection)
-    finally:
-        await connection.close()
-    return name, url
-
-
 @pytest.mark.timeout(300 * CRASH_ROUNDS)
 async def test_a_postgres_crash_in_every_stage_loses_and_half_writes_nothing(
     client: Client, dedicated_postgres: EmbeddedPostgres
@@ -357,7 +152,7 @@ async def test_a_postgres_crash_in_every_stage_loses_and_half_writes_nothing(
 
 async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> None:
     rng = random.Random(seed)
-    database, url = await _new_database(server)
+    database, url = await new_database(server)
     labels = ["read", "invoke", "commit", "summary"]
     figures: dict[str, Any] = {"seed": seed}
     pool = await create_pool(url, min_size=1, max_size=8)
@@ -370,10 +165,10 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                 suffix = uuid.uuid4().hex[:6]
                 threads = {label: f"crash-{label}:{suffix}" for label in labels}
                 seeded = {
-                    label: await _grow(worker.runtime, thread, 6 if label == "summary" else 1)
+                    label: await grow(worker.runtime, thread, 6 if label == "summary" else 1)
                     for label, thread in threads.items()
                 }
-                requests = {label: _request(label, threads[label]) for label in labels}
+                requests = {label: held_request(label, threads[label]) for label in labels}
                 for label in ("invoke", "commit", "support"):
                     provider.close_gate(label)
                 # The read's identity claim waits on this uncommitted row.
@@ -385,12 +180,12 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                 figures["order"] = order
                 handles: dict[str, WorkflowHandle[Any, GenerationOutcome]] = {}
                 for label in order:
-                    handles[label] = await _start(client, worker.task_queue, requests[label])
+                    handles[label] = await start_held(client, worker.task_queue, requests[label])
                     await asyncio.sleep(rng.uniform(0.0, 0.5))
                 # The commit's provider call answers only once its parent row is locked:
                 # the publication then writes its group and waits, mid-transaction.
                 await asyncio.wait_for(provider.arrival("commit").wait(), 30)
-                head = await _head(pool, threads["commit"])
+                head = await head_of(pool, threads["commit"])
                 gates.append(await Gate(url).hold((_PARENT_ROW_GATE, [threads["commit"], head])))
                 provider.open_gate("commit")
                 admin = await asyncpg.connect(server.url)
@@ -409,11 +204,11 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                     await admin.close()
                 await asyncio.wait_for(provider.arrival("invoke").wait(), 30)
                 await asyncio.wait_for(provider.arrival("support").wait(), 30)
-                summary_run = await _summary_run(client, worker.task_queue)
+                summary_run = await summary_run_of(client, worker.task_queue)
                 before = dict(
                     zip(
                         labels,
-                        await asyncio.gather(*(_stage(handles[x], 20) for x in labels)),
+                        await asyncio.gather(*(stage_of(handles[x], 20) for x in labels)),
                         strict=True,
                     )
                 )
@@ -454,13 +249,13 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                 figures["recovery_seconds"] = round(time.monotonic() - recovered_at, 1)
                 figures["stages_seen_while_down"] = log.report()
                 figures["provider_calls"] = dict(provider.calls)
-                problems = await _verify(
+                problems = await verify_storage(
                     pool,
                     worker.runtime,
                     {threads[x]: [*seeded[x], requests[x].generation_id] for x in labels},
                 )
                 figures["problems"] = problems
-                figures["summary_artifacts"] = await _summaries(pool, threads["summary"])
+                figures["summary_artifacts"] = await summary_count(pool, threads["summary"])
                 print("\nstorage crash figures:", json.dumps(figures))
                 for label in ("read", "invoke", "commit"):
                     await record_history(
@@ -502,10 +297,10 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         suffix = uuid.uuid4().hex[:6]
         threads = {label: f"cut-{label}:{suffix}" for label in labels}
         seeded = {
-            label: await _grow(worker.runtime, thread, 6 if label == "summary" else 1)
+            label: await grow(worker.runtime, thread, 6 if label == "summary" else 1)
             for label, thread in threads.items()
         }
-        requests = {label: _request(label, threads[label]) for label in labels}
+        requests = {label: held_request(label, threads[label]) for label in labels}
         staging_key = generation_key(requests["staging"].generation_id, threads["staging"])
         gates["staging"] = await Gate(database_url).hold(
             (_OUTPUT_GATE, [staging_key, threads["staging"]])
@@ -517,10 +312,10 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         provider.close_gate("ledger")
         support_before = provider.calls["support"]
         handles = {
-            label: await _start(client, worker.task_queue, requests[label]) for label in labels
+            label: await start_held(client, worker.task_queue, requests[label]) for label in labels
         }
         await asyncio.wait_for(provider.arrival("commit").wait(), 30)
-        head = await _head(pool, threads["commit"])
+        head = await head_of(pool, threads["commit"])
         gates["commit"] = await Gate(database_url).hold(
             (_PARENT_ROW_GATE, [threads["commit"], head])
         )
@@ -531,7 +326,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         ledger_key = generation_key(requests["ledger"].generation_id, threads["ledger"])
         gates["ledger"] = await Gate(database_url).hold((_STAGED_ROW_GATE, [ledger_key]))
         provider.open_gate("ledger")
-        summary_run = await _summary_run(client, worker.task_queue)
+        summary_run = await summary_run_of(client, worker.task_queue)
 
         admin = await asyncpg.connect(database_url)
         cut: dict[str, int] = defaultdict(int)
@@ -588,13 +383,13 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         )
         figures["provider_calls"] = dict(provider.calls)
         figures["support_calls"] = provider.calls["support"] - support_before
-        problems = await _verify(
+        problems = await verify_storage(
             pool,
             worker.runtime,
             {threads[x]: [*seeded[x], requests[x].generation_id] for x in labels},
         )
         figures["problems"] = problems
-        figures["summary_artifacts"] = await _summaries(pool, threads["summary"])
+        figures["summary_artifacts"] = await summary_count(pool, threads["summary"])
         print("\nsession-kill figures:", json.dumps(figures))
         await record_history(client, handles["staging"].id, "v2_storage_faults_cut_staging")
 
