@@ -31,7 +31,7 @@ lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_AR
 	$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
 
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
 	$(BIN)/crux demo $(DEMO_ARGS)
