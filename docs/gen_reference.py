@@ -63,7 +63,7 @@ def _docstring_attributes(cls: type[Any]) -> dict[str, str]:
             break  # the next section
         entry = re.match(r"^    (\w+)(?: \([^)]*\))?: (.*)$", line)
         if entry:
-            current = entry.group(1)
+            current = str(entry.group(1))
             described[current] = entry.group(2).strip()
         elif current and line.strip():
             described[current] += " " + line.strip()
