@@ -1,5 +1,5 @@
 # A Crux worker image: the exact dependency set of requirements.lock, run as an unprivileged
-# user, healthy only while the worker polls its task queue (`crux health`).
+# user, healthy only while the worker polls its task queue (`crux-health`).
 # Migrations are not applied here: run `crux db migrate` once per release (the compose file's
 # `migrate` service), never from every replica.
 
@@ -36,5 +36,5 @@ WORKDIR /home/crux
 USER 10001:10001
 # The worker writes CRUX_HEALTH_FILE once it polls and refreshes it every 10 s; the check
 # fails when the file is missing or older than 30 s.
-HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 CMD ["crux", "health"]
+HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 CMD ["crux-health"]
 CMD ["crux", "worker"]

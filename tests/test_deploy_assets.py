@@ -106,7 +106,7 @@ def test_search_attributes_are_registered_before_the_worker_which_only_checks_th
 
 def test_the_worker_is_healthy_only_while_it_polls() -> None:
     worker = _services()["worker"]
-    assert worker["healthcheck"]["test"] == ["CMD", "crux", "health"]
+    assert worker["healthcheck"]["test"] == ["CMD", "crux-health"]
     assert worker["environment"]["CRUX_HEALTH_FILE"]
     assert worker["image"] == _services()["migrate"]["image"]
 
@@ -119,14 +119,15 @@ def test_the_image_runs_unprivileged_with_a_health_check_from_the_lock_file() ->
     assert user not in ("root", "0")
     health = [arguments for name, arguments in final if name == "HEALTHCHECK"]
     assert len(health) == 1
-    assert health[0].endswith('CMD ["crux", "health"]')
+    assert health[0].endswith('CMD ["crux-health"]')
     environment = " ".join(arguments for name, arguments in final if name == "ENV")
     assert "CRUX_HEALTH_FILE=" in environment
     assert [arguments for name, arguments in final if name == "CMD"] == ['["crux", "worker"]']
     text = _dockerfile_all()
     assert "--require-hashes -r requirements.lock" in text
-    # Every package of the distribution is copied into the image.
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert config["project"]["scripts"]["crux-health"] == "telemetry.readiness:main"
+    # Every package of the distribution is copied into the image.
     packages = [p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]]
     for package in packages:
         assert f"COPY {package} ./{package}" in text, package

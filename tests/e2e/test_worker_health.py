@@ -18,18 +18,24 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+import pytest
 from temporalio.client import Client
 
-from crux._health import check_readiness, readiness_file
+from crux._health import check_readiness, health_command, readiness_file
+from crux.config import Settings
 from crux.runtime import Runtime
+from telemetry.readiness import main as readiness_main
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _health(
+    env: dict[str, str], *args: str, command: tuple[str, ...] = ("telemetry.readiness",)
+) -> subprocess.CompletedProcess[str]:
+    """Run the probe as the image does (`crux-health`), or `crux health` when asked."""
     return subprocess.run(
-        [sys.executable, "-m", "crux", "health", *args],
+        [sys.executable, "-m", *command, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -75,6 +81,9 @@ async def test_crux_health_passes_while_a_worker_polls_and_fails_once_it_stopped
         healthy = await asyncio.to_thread(_health, env)
         assert healthy.returncode == 0, healthy.stdout + healthy.stderr
         assert f"ready, task queue {task_queue}" in healthy.stdout
+        cli = await asyncio.to_thread(_health, env, command=("crux", "health"))
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert f"ready, task queue {task_queue}" in cli.stdout
         # Ready means polling: a turn on that task queue completes.
         runtime = Runtime(client, pool, task_queue=task_queue, default_model="offline:echo")
         result = await runtime.generate("ping", generation_id=f"health-{uuid.uuid4().hex[:6]}")
@@ -95,7 +104,9 @@ async def test_crux_health_passes_while_a_worker_polls_and_fails_once_it_stopped
     print(f"worker ready after {ready_after:.1f}s")
 
 
-def test_a_stale_or_unreadable_file_is_unhealthy(tmp_path: Path) -> None:
+def test_a_stale_or_unreadable_file_is_unhealthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     ready_file = tmp_path / "worker.ready"
     document = {"pid": 1, "task_queue": "q", "namespace": "default", "refresh_seconds": 10.0}
     ready_file.write_text(json.dumps(document), encoding="utf-8")
@@ -110,12 +121,40 @@ def test_a_stale_or_unreadable_file_is_unhealthy(tmp_path: Path) -> None:
     result = _health(env)
     assert result.returncode == 1
     assert "stale" in result.stdout
-    assert _health(env, "--max-age", "60").returncode == 0
+    assert health_command(Settings(), file=str(ready_file), max_age_seconds=60) == 0
     ready_file.write_text("{not json", encoding="utf-8")
     assert check_readiness(ready_file).reason == "unreadable"
-    unset = _health({k: v for k, v in env.items() if k != "CRUX_HEALTH_FILE"})
-    assert unset.returncode == 1
-    assert "CRUX_HEALTH_FILE is not set" in unset.stderr
+    assert health_command(Settings(), file=str(ready_file), max_age_seconds=None) == 1
+    monkeypatch.delenv("CRUX_HEALTH_FILE", raising=False)
+    capsys.readouterr()
+    assert readiness_main([]) == 1
+    assert "CRUX_HEALTH_FILE is not set" in capsys.readouterr().err
+    assert readiness_main(["--file", str(ready_file)]) == 1
+    assert "unreadable" in capsys.readouterr().out
+    unset = {k: v for k, v in env.items() if k != "CRUX_HEALTH_FILE"}
+    cli = _health(unset, command=("crux", "health"))
+    assert cli.returncode == 1
+    assert "CRUX_HEALTH_FILE is not set" in cli.stderr
+
+
+def test_the_probe_loads_nothing_but_the_standard_library() -> None:
+    # A container probe runs every few seconds, also on a busy host: importing the facade
+    # (Temporal, asyncpg, tiktoken, ...) there would take seconds.
+    probe = (
+        "import sys; before = set(sys.modules); import telemetry.readiness; "
+        "print(sorted({m.split('.')[0] for m in set(sys.modules) - before}"
+        " - set(sys.stdlib_module_names)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip() == "['telemetry']"
 
 
 async def test_the_file_is_refreshed_and_removed_when_the_worker_stops_polling(
