@@ -85,6 +85,7 @@ def test_migrations_run_once_as_a_one_shot_service_never_in_the_worker() -> None
     migrate = services["migrate"]
     assert migrate["command"] == ["crux", "db", "migrate"]
     assert migrate["restart"] == "no"
+    assert migrate["healthcheck"] == {"disable": True}
     for name, service in services.items():
         environment = service.get("environment", {})
         assert str(environment.get("CRUX_MIGRATE", "false")).lower() in ("false", "0"), name
