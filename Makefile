@@ -31,7 +31,8 @@ lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_AR
 	$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
 
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+	@# Not --quiet: it hides the warnings that --strict turns into a failure.
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
 	$(BIN)/crux demo $(DEMO_ARGS)

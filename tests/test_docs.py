@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -111,3 +114,26 @@ def test_every_page_is_in_the_navigation_and_the_references_are_generated() -> N
     for capability in ("planning", "history", "threads", "generations", "streaming", "tools"):
         assert f"{capability}.md" in listed
     assert "getting-started.md" in listed and "operations.md" in listed
+
+
+def test_the_site_builds_strictly_with_the_generated_references(tmp_path: Path) -> None:
+    # What `make docs` runs (without --quiet, which would hide the warnings --strict counts).
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "WARNING" not in result.stderr
+    configuration = (site / "reference" / "configuration" / "index.html").read_text("utf-8")
+    assert "CRUX_HEALTH_FILE" in configuration and "TEMPORAL_ADDRESS" in configuration
+    errors = (site / "reference" / "errors" / "index.html").read_text("utf-8")
+    assert 'id="threadcommiterror"' in errors
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    docs_recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    assert "--strict" in docs_recipe and "--quiet" not in docs_recipe.replace("Not --quiet", "")
