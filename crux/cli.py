@@ -50,6 +50,9 @@ ENVIRONMENT = {
     "CRUX_STAGING_RETENTION_SECONDS": "age of unfinished staged text to sweep (default: 86400)",
     "CRUX_SWEEP_INTERVAL_SECONDS": "how often a worker sweeps, 0 never (default: 3600)",
     "TEMPORAL_CLI_PATH": "the temporal binary of the embedded stack (default: .venv/bin/temporal)",
+    "CRUX_HEALTH_FILE": "readiness file a worker refreshes while it polls (default: none)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/HTTP collector for traces and metrics (default: off)",
+    "CRUX_PROMETHEUS_ADDRESS": "host:port serving Prometheus metrics (default: off)",
 }
 """Every variable the commands read, with its meaning; listed in `crux --help`."""
 
@@ -60,7 +63,8 @@ _TEMPORAL = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE")
 _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
 _WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", "CRUX_DATABASE_URL", "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
-               "CRUX_SWEEP_INTERVAL_SECONDS")  # fmt: skip
+               "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
+               "CRUX_PROMETHEUS_ADDRESS")  # fmt: skip
 _STACK_DIR_HELP = (
     "directory of the embedded stack's data and logs (PostgreSQL, Temporal history); "
     "default: %(default)s"
@@ -151,6 +155,21 @@ def _parser() -> argparse.ArgumentParser:
         "worker",
         "run a worker against TEMPORAL_ADDRESS and CRUX_DATABASE_URL",
         _WORKER_ENV,
+    )
+
+    health = _command(
+        commands,
+        "health",
+        "exit 0 while a worker on this host polls (reads CRUX_HEALTH_FILE)",
+        ("CRUX_HEALTH_FILE",),
+    )
+    health.add_argument("--file", default=None, help="readiness file (CRUX_HEALTH_FILE by default)")
+    health.add_argument(
+        "--max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="oldest refresh still healthy (three refresh intervals by default)",
     )
 
     thread = _command(commands, "thread", "inspect Threads", ("CRUX_DATABASE_URL",))
@@ -275,6 +294,10 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
 
         await run_worker(settings, stop=_stop_event())
         return 0
+    if arguments.command == "health":
+        from crux._health import health_command
+
+        return health_command(settings, file=arguments.file, max_age_seconds=arguments.max_age)
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
     if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:

@@ -1,4 +1,4 @@
-"""Project metadata a build reads without warnings: an SPDX license string, rich pinned."""
+"""Project metadata a build reads without warnings: an SPDX license string; rich required."""
 
 from __future__ import annotations
 

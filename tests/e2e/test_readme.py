@@ -1,8 +1,9 @@
 """The README is true: its shell blocks and Python snippets run as written.
 
-Every ```sh and ```python block of README.md runs, in document order, against real servers:
-the session's PostgreSQL (a fresh database) and Temporal dev server, a worker on the task
-queue `crux`, and a loopback OpenAI-compatible server that stands in for `openai:` models.
+Every ```sh (or ```bash) and ```python block of README.md runs, in document order, against
+real servers: the session's PostgreSQL (a fresh database) and Temporal dev server, a worker on
+the task queue `crux`, and a loopback OpenAI-compatible server that stands in for `openai:`
+models.
 Python snippets share one namespace, as in one `python -m asyncio` session; shell blocks run
 with bash from the repository root with `TEMPORAL_ADDRESS` and `CRUX_DATABASE_URL` exported,
 as after `crux dev`'s two `export` lines.
@@ -57,6 +58,8 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SKIP_MARK = re.compile(r"<!--\s*readme-test:\s*skip\b[^>]*-->")
 FENCE = re.compile(r"^```(\w*)\s*$")
+SHELL = ("sh", "bash")
+RUNNABLE = (*SHELL, "python")
 
 
 @dataclass(frozen=True)
@@ -233,12 +236,12 @@ def _run_shell(block: Block, env: dict[str, str]) -> str:
 
 def test_readme_has_runnable_blocks_and_few_skips() -> None:
     blocks = readme_blocks(README.read_text(encoding="utf-8"))
-    runnable = [block for block in blocks if block.language in ("sh", "python")]
+    runnable = [block for block in blocks if block.language in RUNNABLE]
     skipped = [block for block in runnable if block.skipped]
     assert len(runnable) >= 15
     assert len(skipped) <= 4, [block.line for block in skipped]
     for block in runnable:
-        if block.language == "sh" and not block.skipped:
+        if block.language in SHELL and not block.skipped:
             # The CLI is reachable as written: the venv's binaries, never a bare `crux`.
             for line in block.code.splitlines():
                 command = line.strip()
@@ -281,7 +284,7 @@ async def test_every_readme_block_runs_against_the_embedded_stack(
     ):
         try:
             for block in readme_blocks(README.read_text(encoding="utf-8")):
-                if block.skipped or block.language not in ("sh", "python"):
+                if block.skipped or block.language not in RUNNABLE:
                     continue
                 if block.language == "python":
                     await _run_python(block, namespace)
