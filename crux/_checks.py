@@ -23,6 +23,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from crux._telemetry import client_interceptors, temporal_runtime
 from storage.migrate import available_migrations
 from telemetry.logs import get_logger
 from vocabulary.errors import ConfigurationError
@@ -154,6 +155,9 @@ async def connect_temporal(settings: Settings) -> Client:
                 namespace=settings.temporal_namespace,
                 data_converter=pydantic_data_converter,
                 connect_timeout=timedelta(seconds=TEMPORAL_CONNECT_TIMEOUT_SECONDS),
+                # Tracing starts at the client when telemetry is on; Prometheus is opt-in.
+                interceptors=client_interceptors(),
+                runtime=temporal_runtime(settings.prometheus_address),
             ),
             timeout=TEMPORAL_CONNECT_TIMEOUT_SECONDS + 5,
         )

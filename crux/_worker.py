@@ -22,11 +22,13 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
+from crux._telemetry import worker_interceptors
 from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
+from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -110,6 +112,8 @@ def build_worker(
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.
         max_eager_activity_reservations_per_workflow_task=3,
+        # Spans and metrics when telemetry is configured; nothing otherwise.
+        interceptors=worker_interceptors(client),
     )
 
 
@@ -188,6 +192,9 @@ async def run_worker(
     if settings.migrate_on_start:
         await migrate_url(database_url)
     await check_database(database_url)
+    if settings.otel_endpoint and not telemetry_setup.enabled():
+        # Before connecting, so the client traces its calls too.
+        telemetry_setup.configure_otlp(settings.otel_endpoint)
     client = client or await connect_client(settings)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
@@ -210,6 +217,8 @@ async def run_worker(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            # Flush what the OTLP exporters still hold (a no-op unless they were built here).
+            telemetry_setup.shutdown()
         _log.info("worker.stopped", task_queue=settings.task_queue)
 
 

@@ -52,6 +52,18 @@ class StageReporter:
         self.details = details
         workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
 
+    def conclude(self, stage: Stage, summary: str, text: str) -> None:
+        """End in `stage`; `text` (multi-line, content-free) becomes the final current details.
+
+        Args:
+            stage: `completed`, `failed` or `cancelled`.
+            summary: The one-line details the status query reports.
+            text: What the Temporal UI shows once the run ended (figures, commit status).
+        """
+        self.stage = stage
+        self.details = summary
+        workflow.set_current_details(text)
+
     def publish(self) -> None:
         """Upsert `CruxStage` (with the identity, the first time) if it changed."""
         if self.stage == self._published:
