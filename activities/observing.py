@@ -268,14 +268,18 @@ class ObservingInterceptor(Interceptor):
 
 class _ObservingActivity(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        step = _STEPS.get(activity.info().activity_type)
+        info = activity.info()
+        step = _STEPS.get(info.activity_type)
         if step is None or not input.args:
             return await self.next.execute_activity(input)
         arg = input.args[0]
         started = time.monotonic()
         with tracing.span(step.span(arg), step.before(arg)) as current:
             if current is not None:
-                current.set_attribute("crux.stage", step.stage)
+                # Temporal's retry of this step (the provider attempt counts planned calls).
+                current.set_attributes(
+                    {"crux.stage": step.stage, "crux.activity_attempt": info.attempt}
+                )
             try:
                 result = await self.next.execute_activity(input)
             except BaseException as error:
