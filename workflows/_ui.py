@@ -102,8 +102,18 @@ def completion_details(
     tool_rounds: int,
     adaptations: list[str],
     replans: int = 0,
+    retried: int = 0,
 ) -> str:
-    """What a finished generation did, as its final current details."""
+    """What a finished generation did, as its final current details.
+
+    Args:
+        outcome: The committed outcome.
+        attempts: Provider calls that answered.
+        tool_rounds: Tool rounds run.
+        adaptations: Representation of each adapted contributor sent.
+        replans: Plans never sent because the Thread moved first.
+        retried: Failed tries of those calls that Temporal retried.
+    """
     commit = outcome.thread_commit
     if commit is None:
         committed = "none (ad hoc)"
@@ -114,7 +124,9 @@ def completion_details(
     lines = [
         "stage: completed",
         f"tokens: {outcome.usage.input_tokens} in, {outcome.usage.output_tokens} out",
-        f"attempts: {attempts}, tool rounds: {tool_rounds}, replans: {replans}",
+        f"attempts: {attempts + retried}"
+        + (f" ({retried} failed and retried)" if retried else "")
+        + f", tool rounds: {tool_rounds}, replans: {replans}",
         f"adaptations: {adapted}",
         f"commit: {committed}",
     ]
@@ -175,6 +187,7 @@ def conclude_completed(
             tool_rounds=progress.rounds,
             adaptations=progress.adaptations,
             replans=progress.replans,
+            retried=progress.retried,
         ),
     )
 

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 import crux
@@ -37,6 +38,7 @@ from providers.loopback import (
 )
 from telemetry import setup, tracing
 from tests.helpers import new_worker, settings_for
+from vocabulary.ids import workflow_id_for
 
 MODEL = "openai:gpt-4o"
 CANARY = "canary-5d1e0b-private"
@@ -157,7 +159,13 @@ async def test_a_turn_with_a_failed_attempt_and_a_tool_round_is_traced_and_count
             model=MODEL,
             generation_id="otel-1",
         )
+        handle = traced.get_workflow_handle(workflow_id_for("otel-1", thread_id))
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert result.thread_commit is not None
+    # The UI counts the failed try with the attempts.
+    assert "attempts: 3 (1 failed and retried), tool rounds: 1, replans: 0" in (
+        metadata.current_details.splitlines()
+    )
     spans = telemetry.finished()
     names = [span.name for span in spans]
 
