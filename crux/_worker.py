@@ -195,6 +195,8 @@ async def run_worker(
     if settings.otel_endpoint and not telemetry_setup.enabled():
         # Before connecting, so the client traces its calls too.
         telemetry_setup.configure_otlp(settings.otel_endpoint)
+    if settings.prometheus_address:
+        telemetry_setup.serve_prometheus(settings.prometheus_address)
     client = client or await connect_client(settings)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:

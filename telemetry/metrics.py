@@ -1,7 +1,9 @@
 """OpenTelemetry metrics of the Crux steps: turns, attempts, errors, tokens, stage durations.
 
 Off by default and then free: every `record_*` function returns at once until a meter is
-installed (`telemetry.setup.configure`). Labels are names and decisions with a small, fixed
+installed: an OpenTelemetry one (`telemetry.setup.configure`) and/or the Temporal runtime's
+(`install_temporal`, which puts them beside Temporal's own metrics on its Prometheus endpoint,
+named with `_` for `.`). Labels are names and decisions with a small, fixed
 set of values (status, outcome, error type, model, stage): never ids, never content.
 
 | instrument | kind | labels |
@@ -18,13 +20,14 @@ set of values (status, outcome, error type, model, stage): never ids, never cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from telemetry.tracing import GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, provider_of
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, Meter
+    from temporalio.common import MetricCounter, MetricHistogramFloat, MetricMeter
 
 METER_NAME = "crux"
 """Instrumentation scope of the Crux metrics."""
@@ -40,55 +43,103 @@ STAGE_DURATION = "crux.stage.duration"
 
 _MAX_LABEL_CHARS = 128
 
+Labels = Mapping[str, str | bool]
 
-@dataclass(frozen=True)
-class _Instruments:
-    turns: Counter
-    attempts: Counter
-    errors: Counter
-    adaptations: Counter
-    summaries: Counter
-    tools: Counter
-    tokens: Counter
-    stages: Histogram
+# name -> (unit, description); every instrument is a counter except the stage durations.
+_COUNTERS: dict[str, tuple[str, str]] = {
+    TURNS_COMMITTED: ("{turn}", "Turns committed"),
+    PROVIDER_ATTEMPTS: ("{attempt}", "Provider attempts"),
+    PROVIDER_ERRORS: ("{error}", "Failed provider attempts"),
+    ADAPTATIONS: ("{adaptation}", "Contributors sent adapted"),
+    SUMMARY_PREPARATIONS: ("{summary}", "History summary preparations"),
+    TOOL_CALLS: ("{call}", "Tool calls"),
+    TOKEN_USAGE: ("{token}", "Tokens the providers reported"),
+}
 
 
-_instruments: _Instruments | None = None
+class _Sink(Protocol):
+    def count(self, name: str, value: int, labels: Labels) -> None: ...
+
+    def observe(self, name: str, seconds: float, labels: Labels) -> None: ...
+
+
+class _OpenTelemetrySink:
+    """Instruments of an OpenTelemetry meter."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._counters: dict[str, Counter] = {
+            name: meter.create_counter(name, unit=unit, description=description)
+            for name, (unit, description) in _COUNTERS.items()
+        }
+        self._stages: Histogram = meter.create_histogram(
+            STAGE_DURATION, unit="s", description="Duration of the Crux steps"
+        )
+
+    def count(self, name: str, value: int, labels: Labels) -> None:
+        self._counters[name].add(value, labels)
+
+    def observe(self, name: str, seconds: float, labels: Labels) -> None:
+        self._stages.record(seconds, labels)
+
+
+class _TemporalSink:
+    """Instruments of the Temporal runtime's meter (served with its Prometheus metrics).
+
+    Prometheus allows neither dots in names nor in label names: `crux.turns.committed`
+    becomes `crux_turns_committed`, `gen_ai.request.model` the label `gen_ai_request_model`.
+    """
+
+    def __init__(self, meter: MetricMeter) -> None:
+        self._counters: dict[str, MetricCounter] = {
+            name: meter.create_counter(_flat(name), description, unit)
+            for name, (unit, description) in _COUNTERS.items()
+        }
+        self._stages: MetricHistogramFloat = meter.create_histogram_float(
+            _flat(STAGE_DURATION), "Duration of the Crux steps", "s"
+        )
+
+    def count(self, name: str, value: int, labels: Labels) -> None:
+        self._counters[name].add(value, {_flat(k): v for k, v in labels.items()})
+
+    def observe(self, name: str, seconds: float, labels: Labels) -> None:
+        self._stages.record(seconds, {_flat(k): v for k, v in labels.items()})
+
+
+def _flat(name: str) -> str:
+    return name.replace(".", "_")
+
+
+_sinks: dict[str, _Sink] = {}
 
 
 def install(meter: Meter | None) -> None:
-    """Record Crux metrics with `meter` in this process (`None` turns them off)."""
-    global _instruments
+    """Record Crux metrics with an OpenTelemetry `meter` (`None` stops doing so)."""
     if meter is None:
-        _instruments = None
-        return
-    _instruments = _Instruments(
-        turns=meter.create_counter(TURNS_COMMITTED, unit="{turn}", description="Turns committed"),
-        attempts=meter.create_counter(
-            PROVIDER_ATTEMPTS, unit="{attempt}", description="Provider attempts"
-        ),
-        errors=meter.create_counter(
-            PROVIDER_ERRORS, unit="{error}", description="Failed provider attempts"
-        ),
-        adaptations=meter.create_counter(
-            ADAPTATIONS, unit="{adaptation}", description="Contributors sent adapted"
-        ),
-        summaries=meter.create_counter(
-            SUMMARY_PREPARATIONS, unit="{summary}", description="History summary preparations"
-        ),
-        tools=meter.create_counter(TOOL_CALLS, unit="{call}", description="Tool calls"),
-        tokens=meter.create_counter(
-            TOKEN_USAGE, unit="{token}", description="Tokens the providers reported"
-        ),
-        stages=meter.create_histogram(
-            STAGE_DURATION, unit="s", description="Duration of the Crux steps"
-        ),
-    )
+        _sinks.pop("otel", None)
+    else:
+        _sinks["otel"] = _OpenTelemetrySink(meter)
+
+
+def install_temporal(meter: MetricMeter | None) -> None:
+    """Also record them with a Temporal runtime's meter (`None` stops doing so).
+
+    With a runtime serving Prometheus (`CRUX_PROMETHEUS_ADDRESS`), the Crux metrics appear on
+    the same endpoint as Temporal's own.
+    """
+    if meter is None:
+        _sinks.pop("temporal", None)
+    else:
+        _sinks["temporal"] = _TemporalSink(meter)
+
+
+def _count(name: str, value: int, labels: Labels) -> None:
+    for sink in tuple(_sinks.values()):
+        sink.count(name, value, labels)
 
 
 def enabled() -> bool:
     """Whether Crux metrics are recorded in this process."""
-    return _instruments is not None
+    return bool(_sinks)
 
 
 def _model_labels(model: str) -> dict[str, str]:
@@ -100,52 +151,51 @@ def _model_labels(model: str) -> dict[str, str]:
 
 def record_turn(status: str, *, replayed: bool) -> None:
     """Count one committed turn (`selected` or `alternative`)."""
-    if _instruments is not None:
-        _instruments.turns.add(1, {"status": status, "replayed": replayed})
+    if _sinks:
+        _count(TURNS_COMMITTED, 1, {"status": status, "replayed": replayed})
 
 
 def record_attempt(model: str, outcome: str) -> None:
     """Count one provider attempt and how it ended (`answered`, `error`, ...)."""
-    if _instruments is not None:
-        _instruments.attempts.add(1, {**_model_labels(model), "outcome": outcome})
+    if _sinks:
+        _count(PROVIDER_ATTEMPTS, 1, {**_model_labels(model), "outcome": outcome})
 
 
 def record_error(model: str, error_type: str) -> None:
     """Count one failed provider attempt by its error class."""
-    if _instruments is not None:
+    if _sinks:
         labels = {**_model_labels(model), "error.type": error_type[:_MAX_LABEL_CHARS]}
-        _instruments.errors.add(1, labels)
+        _count(PROVIDER_ERRORS, 1, labels)
 
 
 def record_tokens(model: str, *, input_tokens: int, output_tokens: int) -> None:
     """Add the tokens one provider call used."""
-    if _instruments is None:
+    if not _sinks:
         return
     labels = _model_labels(model)
-    _instruments.tokens.add(input_tokens, {**labels, "gen_ai.token.type": "input"})
-    _instruments.tokens.add(output_tokens, {**labels, "gen_ai.token.type": "output"})
+    _count(TOKEN_USAGE, input_tokens, {**labels, "gen_ai.token.type": "input"})
+    _count(TOKEN_USAGE, output_tokens, {**labels, "gen_ai.token.type": "output"})
 
 
 def record_adaptations(representations: list[str]) -> None:
     """Count the adaptations of one sealed plan, by representation."""
-    if _instruments is not None:
-        for representation in representations:
-            _instruments.adaptations.add(1, {"representation": representation})
+    for representation in representations if _sinks else ():
+        _count(ADAPTATIONS, 1, {"representation": representation})
 
 
 def record_summary(outcome: str) -> None:
     """Count one history summary preparation (`prepared`, `reused` or `failed`)."""
-    if _instruments is not None:
-        _instruments.summaries.add(1, {"outcome": outcome})
+    if _sinks:
+        _count(SUMMARY_PREPARATIONS, 1, {"outcome": outcome})
 
 
 def record_tool_call(outcome: str) -> None:
     """Count one tool call (`ok`, `failed`, `denied` or `error`)."""
-    if _instruments is not None:
-        _instruments.tools.add(1, {"outcome": outcome})
+    if _sinks:
+        _count(TOOL_CALLS, 1, {"outcome": outcome})
 
 
 def record_stage(stage: str, seconds: float, *, ok: bool) -> None:
     """Record how long one step of a generation took."""
-    if _instruments is not None:
-        _instruments.stages.record(seconds, {"stage": stage, "outcome": "ok" if ok else "error"})
+    for sink in tuple(_sinks.values()):
+        sink.observe(STAGE_DURATION, seconds, {"stage": stage, "outcome": "ok" if ok else "error"})

@@ -10,8 +10,9 @@ records no span and no metric and imports no OpenTelemetry SDK.
 - `tracing_interceptor()` is `temporalio.contrib.opentelemetry.TracingInterceptor` on the
   configured tracer: on a client it starts the trace at `start_workflow`; on a worker it
   continues it through workflows and activities.
-- `temporal_runtime(prometheus_address)` is a Temporal `Runtime` serving the SDK's own metrics
-  (workflow and activity task latencies, ...) on a Prometheus endpoint.
+- `serve_prometheus(address)` (the worker's `CRUX_PROMETHEUS_ADDRESS`) serves the Temporal
+  SDK's own metrics (task latencies, ...) on a Prometheus endpoint, with the Crux metrics
+  beside them (`crux_turns_committed`, ...).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def configure(
         tracer_provider: Where the spans go (Crux steps and Temporal's own spans).
         meter_provider: Where the metrics go.
     """
-    _state.clear()
+    for key in ("tracer_provider", "meter_provider", "owned"):
+        _state.pop(key, None)
     if tracer_provider is not None:
         _state["tracer_provider"] = tracer_provider
         tracing.install(tracer_provider.get_tracer(tracing.TRACER_NAME))
@@ -62,6 +64,22 @@ def configure(
 def reset() -> None:
     """Turn Crux telemetry off again (providers are not shut down: they are the caller's)."""
     configure()
+    metrics.install_temporal(None)
+    _state.pop("prometheus", None)
+
+
+def serve_prometheus(address: str) -> Runtime:
+    """Serve Temporal's SDK metrics and the Crux metrics for Prometheus on `host:port`.
+
+    Returns:
+        The Temporal runtime to connect clients with (`Client.connect(runtime=...)`): its
+        meter is the one the Crux metrics are recorded with.
+    """
+    runtime = temporal_runtime(address)
+    assert runtime is not None
+    metrics.install_temporal(runtime.metric_meter)
+    _state["prometheus"] = address
+    return runtime
 
 
 def enabled() -> bool:
@@ -106,15 +124,19 @@ def configure_otlp(endpoint: str, *, service_name: str = SERVICE_NAME) -> None:
 
 
 def shutdown() -> None:
-    """Flush and stop the providers `configure_otlp` built (others are the caller's)."""
-    if not _state.get("owned"):
-        return
-    for key in ("tracer_provider", "meter_provider"):
-        provider = _state.get(key)
-        stop = getattr(provider, "shutdown", None)
-        if callable(stop):
-            stop()
-    reset()
+    """Flush and stop what `configure_otlp` and `serve_prometheus` set up.
+
+    Providers passed to `configure` are the caller's: they are left running.
+    """
+    if _state.get("owned"):
+        for key in ("tracer_provider", "meter_provider"):
+            provider = _state.get(key)
+            stop = getattr(provider, "shutdown", None)
+            if callable(stop):
+                stop()
+        configure()
+    if _state.pop("prometheus", None) is not None:
+        metrics.install_temporal(None)
 
 
 def tracing_interceptor() -> TracingInterceptor | None:

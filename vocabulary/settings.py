@@ -48,8 +48,8 @@ class Settings(BaseModel):
             0 turns the periodic sweep off, `crux db sweep` still works).
         otel_endpoint: OTLP/HTTP collector base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`): when
             set, workers export OpenTelemetry spans and metrics there; off when `None`.
-        prometheus_address: `host:port` on which the Temporal runtime serves its SDK metrics
-            for Prometheus (`CRUX_PROMETHEUS_ADDRESS`); off when `None`.
+        prometheus_address: `host:port` on which a worker serves the Crux metrics and the
+            Temporal SDK's for Prometheus (`CRUX_PROMETHEUS_ADDRESS`); off when `None`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

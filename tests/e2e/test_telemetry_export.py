@@ -102,6 +102,10 @@ async def test_a_configured_worker_exports_over_otlp_and_serves_prometheus(
         await asyncio.wait_for(worker, timeout=30)
     assert not setup.enabled()  # the worker flushed and turned its own telemetry off
     assert "temporal_workflow_completed" in scraped or "temporal_request" in scraped
+    # The Crux metrics beside Temporal's, Prometheus-named.
+    committed = [line for line in scraped.splitlines() if line.startswith("crux_turns_committed")]
+    assert committed and 'status="selected"' in committed[0]
+    assert "crux_stage_duration" in scraped
 
     traces = [body for path, body in received if path == "/v1/traces"]
     exported = [body for path, body in received if path == "/v1/metrics"]
