@@ -265,6 +265,12 @@ async def test_an_inline_summary_counts_its_adaptation_and_preparation(
             generation_id="otel-managed",
         )
     spans = telemetry.finished()
+    # A plain turn: read, plan, one provider call, commit, each once, in one trace.
+    plain = [s for s in spans if (s.attributes or {}).get("crux.generation_id") == "grow-0"]
+    assert sorted(s.name for s in plain) == sorted(
+        ["crux.read", "crux.plan", INVOKE, "crux.commit"]
+    )
+    assert len({s.context.trace_id for s in plain if s.context is not None}) == 1
     summary = _one(spans, "crux.summary")
     attributes = summary.attributes or {}
     assert attributes["crux.thread_id"] == thread_id
