@@ -15,7 +15,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
@@ -44,6 +45,7 @@ from contracts.activities import (
 )
 from contracts.hooks import ACTIVITY_PREPARE_STEP
 from telemetry import metrics, tracing
+from telemetry.logs import get_logger
 from telemetry.tracing import (
     GEN_AI_CONVERSATION_ID,
     GEN_AI_OPERATION_NAME,
@@ -59,6 +61,9 @@ from telemetry.tracing import (
 )
 
 __all__ = ["ObservingInterceptor"]
+
+_T = TypeVar("_T")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -274,7 +279,8 @@ class _ObservingActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         arg = input.args[0]
         started = time.monotonic()
-        with tracing.span(step.span(arg), step.before(arg)) as current:
+        name, before = _observed(lambda: (step.span(arg), step.before(arg)), (step.stage, {}))
+        with tracing.span(name, before) as current:
             if current is not None:
                 # Temporal's retry of this step (the provider attempt counts planned calls).
                 current.set_attributes(
@@ -283,11 +289,20 @@ class _ObservingActivity(ActivityInboundInterceptor):
             try:
                 result = await self.next.execute_activity(input)
             except BaseException as error:
-                step.failed(arg, error)
+                _observed(partial(step.failed, arg, error), None)
                 metrics.record_stage(step.stage, time.monotonic() - started, ok=False)
                 raise
-            attributes = step.after(arg, result)
+            after = _observed(lambda: tracing.clean(step.after(arg, result)), {})
             if current is not None:
-                current.set_attributes(tracing.clean(attributes))
+                current.set_attributes(after)
         metrics.record_stage(step.stage, time.monotonic() - started, ok=True)
         return result
+
+
+def _observed(read: Callable[[], _T], fallback: _T) -> _T:
+    """`read()`, or `fallback` if it fails: telemetry never fails the step it observes."""
+    try:
+        return read()
+    except Exception as error:
+        _log.warning("telemetry.observe_failed", error=type(error).__name__)
+        return fallback

@@ -10,6 +10,7 @@ name, attribute, event or metric label.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 import crux
+from activities import observing
+from contracts.activities import ACTIVITY_COMMIT_TURN, ACTIVITY_INVOKE_MODEL
 from crux._telemetry import worker_interceptors
 from providers.loopback import (
     ErrorReply,
@@ -299,3 +302,27 @@ def test_telemetry_is_off_and_free_unless_configured(client: Client) -> None:
     assert list(worker_interceptors(client)) == []
     with tracing.span("crux.plan", {"crux.request_id": "r"}) as span:
         assert span is None
+
+
+async def test_a_failing_observer_never_fails_the_step_it_observes(
+    client: Client,
+    telemetry: Telemetry,
+    pool: asyncpg.Pool,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*_args: object) -> dict[str, Any]:
+        raise KeyError("observer bug")
+
+    for name in (ACTIVITY_INVOKE_MODEL, ACTIVITY_COMMIT_TURN):
+        step = observing._STEPS[name]
+        monkeypatch.setitem(
+            observing._STEPS,
+            name,
+            dataclasses.replace(step, before=broken, after=broken),
+        )
+    async with new_worker(client, pool, settings_for(database_url)) as worker:
+        result = await worker.runtime.generate("hello", thread=f"otel-bug:{uuid.uuid4().hex[:6]}")
+    assert result.thread_commit is not None
+    names = {span.name for span in telemetry.finished()}
+    assert {"invoke", "commit", "crux.plan"} <= names  # fallback names for the broken steps
