@@ -17,6 +17,7 @@ records no span and no metric and imports no OpenTelemetry SDK.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from telemetry import metrics, tracing
@@ -94,7 +95,7 @@ def configure_otlp(endpoint: str, *, service_name: str = SERVICE_NAME) -> None:
         endpoint: The collector's base URL, e.g. `http://localhost:4318` (the signal paths
             `/v1/traces` and `/v1/metrics` are appended, as OpenTelemetry's own variable
             `OTEL_EXPORTER_OTLP_ENDPOINT` specifies).
-        service_name: The `service.name` resource attribute.
+        service_name: The `service.name` resource attribute (`OTEL_SERVICE_NAME` wins).
 
     Raises:
         ImportError: The OpenTelemetry SDK is not installed (`pip install 'crux-temporal[otel]'`).
@@ -112,7 +113,11 @@ def configure_otlp(endpoint: str, *, service_name: str = SERVICE_NAME) -> None:
             "OpenTelemetry export needs the otel extra: pip install 'crux-temporal[otel]'"
         ) from None
     base = endpoint.rstrip("/")
-    resource = Resource.create({"service.name": service_name})
+    # OpenTelemetry's own variables keep their meaning: OTEL_SERVICE_NAME names the service,
+    # OTEL_EXPORTER_OTLP_HEADERS (read by the exporters) carries a collector's credentials.
+    resource = Resource.create(
+        {"service.name": os.environ.get("OTEL_SERVICE_NAME") or service_name}
+    )
     tracer_provider = SdkTracerProvider(resource=resource)
     tracer_provider.add_span_processor(
         BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces"))
