@@ -16,9 +16,8 @@ from temporalio.worker import Interceptor as WorkerInterceptor
 
 from activities.observing import ObservingInterceptor
 from telemetry import setup
-from telemetry.setup import temporal_runtime
 
-__all__ = ["client_interceptors", "temporal_runtime", "worker_interceptors"]
+__all__ = ["client_interceptors", "worker_interceptors"]
 
 
 def client_interceptors() -> list[ClientInterceptor]:

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -52,13 +53,17 @@ PASSTHROUGH_MODULES = (
 )
 
 
-async def connect_client(settings: Settings) -> Client:
+async def connect_client(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal with the pydantic data converter.
+
+    Args:
+        settings: Address and namespace.
+        runtime: The Temporal runtime; the default one when omitted.
 
     Raises:
         StartupCheckError: Temporal is unreachable (the message names TEMPORAL_ADDRESS).
     """
-    return await connect_temporal(settings)
+    return await connect_temporal(settings, runtime=runtime)
 
 
 def build_worker(
@@ -195,9 +200,11 @@ async def run_worker(
     if settings.otel_endpoint and not telemetry_setup.enabled():
         # Before connecting, so the client traces its calls too.
         telemetry_setup.configure_otlp(settings.otel_endpoint)
+    runtime = None
     if settings.prometheus_address:
-        telemetry_setup.serve_prometheus(settings.prometheus_address)
-    client = client or await connect_client(settings)
+        # Only a worker binds the endpoint (CLI commands sharing its environment do not).
+        runtime = telemetry_setup.serve_prometheus(settings.prometheus_address)
+    client = client or await connect_client(settings, runtime=runtime)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
