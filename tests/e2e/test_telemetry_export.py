@@ -106,6 +106,14 @@ async def test_a_configured_worker_exports_over_otlp_and_serves_prometheus(
     committed = [line for line in scraped.splitlines() if line.startswith("crux_turns_committed")]
     assert committed and 'status="selected"' in committed[0]
     assert "crux_stage_duration" in scraped
+    # Stage times measured in the workflow, waits included, and the run's whole duration.
+    counts = [
+        line
+        for line in scraped.splitlines()
+        if line.startswith("crux_workflow_stage_duration_count")
+    ]
+    assert any('stage="invoking"' in line for line in counts)
+    assert any('outcome="completed"' in line and 'stage="run"' in line for line in counts)
 
     traces = [body for path, body in received if path == "/v1/traces"]
     exported = [body for path, body in received if path == "/v1/metrics"]
