@@ -1,0 +1,427 @@
+"""One canary string through every content carrier, then searched for everywhere it must not be.
+
+The canary is placed in Thread messages (appended with Thread operations), the prompt input,
+context contributors, tool arguments and results (a valid call, a call with invalid arguments,
+a tool that raises with the canary in its message, a tool name the model invented), structured
+output (a rejected reply and an accepted one), summaries (managed history whose summary model
+answers with the canary) and provider error bodies (4xx and 5xx of both wire formats, a
+malformed body, a stream cut by an error event). Plain, tool-round, streaming, summarised and
+failing generations run on one worker.
+
+Zero occurrences are then required in: every Temporal history of the run's workflows (raw
+bytes, JSON, every payload decoded with the data converter), their memo, search attributes,
+static summary and details, current details and every query answer; every log record and every
+byte the worker process wrote to stdout/stderr; the dev server's log; every receipt and
+inspection; every typed error raised (message, repr, attributes, cause chain). Before erasure,
+PostgreSQL may hold the canary only in the canonical and staged text tables; after redacting
+and deleting the Threads, a `pg_dump` of the test's database holds it nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from pydantic import BaseModel
+from temporalio.client import Client
+
+import crux
+from crux.logs import configure_logging
+from providers.loopback import (
+    ErrorReply,
+    LoopbackAnthropicServer,
+    LoopbackOpenAIServer,
+    RawReply,
+    RecordedRequest,
+    ScriptedToolCall,
+    StreamErrorReply,
+    TextReply,
+    tool_call_reply,
+)
+from tests.helpers import RunningWorker, new_worker, settings_for
+from tests.leaks import (
+    LeakScan,
+    RecordingHandler,
+    check_workflow,
+    dump_hits,
+    wait_closed,
+    workflows_since,
+)
+
+MODEL = "openai:gpt-4o-mini"
+ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
+# Tables that hold caller text until it is erased: canonical messages, staged turns and
+# streamed deltas, and derived artifacts (summaries). Nothing else may ever hold the canary.
+TEXT_TABLES = {
+    "public.crux_thread_messages",
+    "public.crux_generation_staging",
+    "public.crux_derived_artifacts",
+}
+FAST_RETRY = {"max_attempts": 2, "initial_interval_seconds": 0.05, "max_interval_seconds": 0.1}
+
+
+class Note(BaseModel):
+    """A structured reply."""
+
+    note: str
+    rating: int
+
+
+class Carriers:
+    """Runs every kind of generation with the canary in it; collects what the caller got."""
+
+    def __init__(
+        self,
+        client: Client,
+        pool: asyncpg.Pool,
+        worker: RunningWorker,
+        canary: str,
+        scan: LeakScan,
+        since: datetime,
+    ) -> None:
+        self.client = client
+        self.pool = pool
+        self.task_queue = worker.task_queue
+        self.since = since
+        self.runtime = worker.runtime
+        self.canary = canary
+        self.scan = scan
+        self.results: list[crux.Generation] = []
+        self.threads: dict[str, str] = {}
+        self.unselected: dict[str, list[str]] = {}
+        """Messages on branches the selected path no longer shows, per Thread."""
+        self.errors = 0
+
+    def thread(self, role: str) -> str:
+        """A fresh Thread id for one scenario (ids are not content: no canary in them)."""
+        self.threads[role] = f"canary-{role}:{uuid.uuid4().hex[:8]}"
+        return self.threads[role]
+
+    async def expect_error(self, where: str, call: Any, kind: type[crux.CruxError]) -> None:
+        """Await `call`, which must fail typed; check everything the error carries."""
+        with pytest.raises(kind) as caught:
+            await call
+        self.scan.check_error(f"error of {where}", caught.value)
+        self.errors += 1
+
+    async def generate(self, prompt: Any, **options: Any) -> crux.Generation:
+        """`Runtime.generate`, keeping the result for the receipt checks."""
+        result = await self.runtime.generate(prompt, model=options.pop("model", MODEL), **options)
+        self.results.append(result)
+        return result
+
+
+def canary_tools(canary: str) -> list[crux.Tool]:
+    """A typed tool whose result holds the canary, and one that raises with it."""
+
+    @crux.tool
+    async def lookup(query: str, limit: int = 3) -> str:
+        """Look a code word up."""
+        return f"found {query} ({limit}) -> {canary}"
+
+    def explode(arguments: dict[str, Any]) -> str:
+        raise RuntimeError(f"exploded on {arguments} {canary}")
+
+    return [lookup, crux.tool("explode", explode)]
+
+
+async def _append_conversation(pool: asyncpg.Pool, thread_id: str, canary: str, turns: int) -> None:
+    conversation = crux.thread(id=thread_id, storage=pool)
+    for turn in range(turns):
+        await conversation.append(
+            [
+                {"role": "user", "content": f"Turn {turn}: my code word is {canary}, noted?"},
+                {"role": "assistant", "content": f"Noted code word {canary} for turn {turn}."},
+            ]
+        )
+
+
+async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenAIServer) -> None:
+    canary = run.canary
+    # Plain: Thread messages, the prompt input and two context contributors.
+    plain = run.thread("plain")
+    await _append_conversation(pool, plain, canary, 1)
+    conversation = crux.thread(id=plain, storage=pool)
+    original = await conversation.append(
+        {"role": "user", "content": f"Draft {canary}", "metadata": {"note": canary}}
+    )
+    [draft] = original.message_ids
+    run.unselected[plain] = [draft]
+    await conversation.edit(draft, content=f"Edited {canary}", metadata={"note": canary})
+    policy = crux.prompt(
+        id="canary-plain",
+        system=f"You guard {canary}.",
+        use=[
+            crux.context("policy", f"Policy text {canary}", contract=True),
+            crux.droppable(crux.context("faq", f"FAQ {canary}", placement="message")),
+        ],
+        prompt=lambda value: value["message"],
+    )
+    openai.enqueue(TextReply(text=f"Plain answer {canary}"))
+    await run.generate(policy, input={"message": f"Question {canary}?"}, thread=plain)
+
+    # Tool round: canary arguments, canary results, invalid arguments, a raising tool and a
+    # tool name the model invented.
+    tools = run.thread("tools")
+    openai.enqueue(
+        tool_call_reply(
+            ScriptedToolCall(name="lookup", arguments={"query": canary}),
+            ScriptedToolCall(name="lookup", arguments={"query": 7, "limit": canary}),
+            ScriptedToolCall(name="explode", arguments={"why": canary}),
+            ScriptedToolCall(name=f"invented_{canary[-12:]}", arguments={"q": canary}),
+            text=f"Calling tools for {canary}",
+        ),
+        TextReply(text=f"Tools said {canary}"),
+    )
+    await run.generate(
+        crux.prompt(id="canary-tools", use=canary_tools(canary)),
+        input=f"Find {canary}",
+        thread=tools,
+    )
+
+    # Streaming, in small SSE pieces.
+    streamed = run.thread("stream")
+    openai.enqueue(TextReply(text=f"Streamed {canary} and {canary} again.", sse_chunk_size=5))
+    updates = [
+        update
+        async for update in run.runtime.stream(f"Stream {canary}", thread=streamed, model=MODEL)
+    ]
+    assert isinstance(updates[-1], crux.StreamCommitted)
+    run.results.append(updates[-1].generation)
+
+    # Structured output: one rejected reply, then an accepted one.
+    structured = run.thread("output")
+    openai.enqueue(
+        TextReply(text=f"Not JSON at all: {canary}"),
+        TextReply(text=json.dumps({"note": canary, "rating": 5})),
+    )
+    result = await run.generate(f"Rate {canary}", thread=structured, output=Note)
+    assert result.output == Note(note=canary, rating=5)
+
+    # Summarised: managed history over canary turns; the summary model echoes the canary
+    # (the server's responder answers every unscripted call with it).
+    summarised = run.thread("summary")
+    await _append_conversation(pool, summarised, canary, 6)
+    managed = crux.prompt(id="canary-managed", use=[crux.history(recent={"messages": 4})])
+    result = await run.generate(
+        managed,
+        input=f"What was the code word? {canary}",
+        thread=summarised,
+        input_budget={"max": 250},
+    )
+    assert any(a.representation == "summary" for a in result.steps[0].request.adaptations)
+    # A background refresh may follow; let it answer before replies are scripted again.
+    await wait_closed(run.client, await workflows_since(run.client, run.task_queue, run.since))
+
+
+async def _run_failures(
+    run: Carriers, openai: LoopbackOpenAIServer, anthropic: LoopbackAnthropicServer
+) -> None:
+    canary = run.canary
+    failing = run.thread("failing")
+    body = json.dumps({"error": {"message": f"upstream {canary}", "type": "server_error"}})
+    cases: list[tuple[str, list[Any], type[crux.CruxError], dict[str, Any]]] = [
+        ("400", [ErrorReply(status=400, message=f"bad {canary}")], crux.ProviderError, {}),
+        ("500", [ErrorReply(status=500, body=body.encode())] * 2, crux.ProviderError, {}),
+        ("malformed", [RawReply(body=f"not json {canary}".encode())], crux.ProviderError, {}),
+        (
+            "stream-error",
+            [StreamErrorReply(text=f"partial {canary}", message=f"cut {canary}")] * 2,
+            crux.ProviderError,
+            {"stream": True},
+        ),
+        (
+            "rejected-output",
+            [TextReply(text=f'{{"note": 1, "{canary}": 2}}'), TextReply(text=canary)],
+            crux.OutputValidationError,
+            {"output": crux.output(Note, max_retries=1)},
+        ),
+    ]
+    for name, replies, kind, options in cases:
+        openai.enqueue(*replies)
+        if options.pop("stream", False):
+            call = _drain(
+                run.runtime.stream(
+                    f"Fail {canary}", thread=failing, model=MODEL, attempt_policy=FAST_RETRY
+                )
+            )
+        else:
+            call = run.runtime.generate(
+                f"Fail {name} {canary}",
+                thread=failing,
+                model=MODEL,
+                attempt_policy=FAST_RETRY,
+                **options,
+            )
+        await run.expect_error(name, call, kind)
+        assert openai.pending == 0, name
+    for status, attempts in ((401, 1), (529, 2)):
+        anthropic.enqueue(*[ErrorReply(status=status, message=f"anthropic {canary}")] * attempts)
+        call = run.runtime.generate(
+            f"Fail {status} {canary}",
+            thread=failing,
+            model=ANTHROPIC_MODEL,
+            attempt_policy=FAST_RETRY,
+        )
+        await run.expect_error(f"anthropic {status}", call, crux.ProviderError)
+        assert anthropic.pending == 0, status
+    # Text PostgreSQL cannot store is refused typed before anything runs.
+    await run.expect_error(
+        "NUL input",
+        run.runtime.generate(f"{canary}\x00", thread=failing, model=MODEL),
+        crux.ThreadError,
+    )
+    await run.expect_error(
+        "NUL append",
+        crux.thread(id=failing, storage=run.pool).append(
+            {"role": "user", "content": f"{canary}\x00"}
+        ),
+        crux.ThreadError,
+    )
+    # Malformed messages and edits are refused typed, without quoting what they held (a
+    # pydantic error would: an undeclared field shows its value).
+    malformed = [{"kind": "text", "text": "x", "note": canary}]
+    conversation = crux.thread(id=failing, storage=run.pool)
+    await run.expect_error(
+        "malformed append",
+        conversation.append({"role": "user", "content": malformed}),
+        crux.ThreadError,
+    )
+    commit = await conversation.append({"role": "user", "content": f"Edit me {canary}"})
+    await run.expect_error(
+        "malformed edit",
+        conversation.edit(
+            commit.message_ids[0],
+            content=malformed,  # pyright: ignore[reportArgumentType]
+        ),
+        crux.ThreadError,
+    )
+    # Anthropic answers too, so both adapters carried the canary.
+    anthropic.enqueue(TextReply(text=f"Anthropic says {canary}"))
+    await run.generate(f"Hello {canary}", thread=failing, model=ANTHROPIC_MODEL)
+
+
+async def _drain(stream: Any) -> None:
+    async for _update in stream:
+        pass
+
+
+async def _check_receipts(run: Carriers, pool: asyncpg.Pool) -> int:
+    """Every stored receipt and inspection, read through the facade and raw; every result."""
+    rows = await pool.fetch("SELECT request_id, receipt, inspection FROM crux_request_receipts")
+    for row in rows:
+        run.scan.check(
+            f"receipt row {row['request_id']}", str(row["receipt"]), str(row["inspection"])
+        )
+        stored = row["receipt"]
+        if (json.loads(stored) if isinstance(stored, str) else stored).get(
+            "kind"
+        ) == "history-summary":
+            continue  # a support call's receipt: checked as stored, it is no RequestReceipt
+        receipt = await run.runtime.receipt(row["request_id"])
+        inspection = await run.runtime.inspect(receipt)
+        run.scan.check(
+            f"receipt {row['request_id']}", receipt.model_dump_json(), inspection.model_dump_json()
+        )
+    ledger = await pool.fetch("SELECT generation_id, result FROM crux_generations")
+    for row in ledger:
+        run.scan.check(f"ledger {row['generation_id']}", str(row["result"]))
+    for result in run.results:
+        run.scan.check(f"result of {result.generation_id}", result.result.model_dump_json())
+    return len(rows)
+
+
+async def _erase(run: Carriers, pool: asyncpg.Pool) -> None:
+    """Redact every message of some Threads, delete the others (both facade operations)."""
+    for role, thread_id in run.threads.items():
+        handle = crux.thread(id=thread_id, storage=pool)
+        if role in ("plain", "summary", "output"):
+            snapshot = await handle.read()
+            ids = [entry.id for entry in snapshot.entries if entry.kind == "message"]
+            assert ids, role
+            await handle.redact([*ids, *run.unselected.get(thread_id, ())])
+        else:
+            await handle.delete()
+
+
+def _dev_server_lines(temporal_log: Path | None, offset: int) -> bytes:
+    if temporal_log is None or not temporal_log.exists():
+        return b""
+    with temporal_log.open("rb") as log:
+        log.seek(offset)
+        return log.read()
+
+
+async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
+    client: Client,
+    pool: asyncpg.Pool,
+    database_url: str,
+    temporal_log: Path | None,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    canary = f"cnry{uuid.uuid4().hex}"
+    scan = LeakScan(canary)
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    log_offset = temporal_log.stat().st_size if temporal_log and temporal_log.exists() else 0
+
+    def answer(request: RecordedRequest) -> TextReply:
+        del request
+        return TextReply(text=f"Summary: the code word was {canary}.")
+
+    records = RecordingHandler()
+    root = logging.getLogger()
+    configure_logging(log_format="json", level="debug")
+    root.addHandler(records)
+    try:
+        async with (
+            LoopbackOpenAIServer(responder=answer) as openai,
+            LoopbackAnthropicServer(responder=answer) as anthropic,
+        ):
+            settings = settings_for(
+                database_url, openai_base_url=openai.base_url, anthropic_base_url=anthropic.base_url
+            )
+            async with new_worker(
+                client, pool, settings, default_model=MODEL, tools=canary_tools(canary)
+            ) as worker:
+                run = Carriers(client, pool, worker, canary, scan, since)
+                await _run_carriers(run, pool, openai)
+                await _run_failures(run, openai, anthropic)
+                workflow_ids = await workflows_since(client, worker.task_queue, since)
+                await wait_closed(client, workflow_ids)
+                workflow_ids = await workflows_since(client, worker.task_queue, since)
+                for workflow_id in workflow_ids:
+                    await check_workflow(scan, client, workflow_id)
+                receipts = await _check_receipts(run, pool)
+        captured = capfd.readouterr()
+    finally:
+        root.removeHandler(records)
+        root.setLevel(logging.WARNING)
+
+    # The canary really went where the test says: the model saw it, PostgreSQL holds it.
+    assert any(canary.encode() in request.raw_body for request in openai.requests)
+    assert any(canary.encode() in request.raw_body for request in anthropic.requests)
+    before = dump_hits(scan, database_url)
+    assert set(before) <= TEXT_TABLES, sorted(before)
+    assert {"public.crux_thread_messages", "public.crux_derived_artifacts"} <= set(before)
+
+    scan.check("worker stdout", captured.out)
+    scan.check("worker stderr", captured.err)
+    for number, line in enumerate(records.lines):
+        scan.check(f"log record {number}", line)
+    assert any("thread.turn.committed" in line for line in records.lines)
+    scan.check("dev server log", _dev_server_lines(temporal_log, log_offset))
+
+    await _erase(run, pool)
+    after = dump_hits(scan, database_url)
+    assert after == {}, sorted(after)
+
+    assert len(workflow_ids) >= 12
+    assert receipts >= 8
+    assert run.errors == 11
+    assert scan.findings == [], "\n".join(scan.findings)
