@@ -19,6 +19,7 @@ and deleting the Threads, a `pg_dump` of the test's database holds it nowhere.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -33,6 +34,7 @@ from temporalio.client import Client
 
 import crux
 from crux.logs import configure_logging
+from crux.models import workflow_id_for
 from providers.loopback import (
     ErrorReply,
     LoopbackAnthropicServer,
@@ -44,7 +46,7 @@ from providers.loopback import (
     TextReply,
     tool_call_reply,
 )
-from tests.helpers import RunningWorker, new_worker, settings_for
+from tests.helpers import RunningWorker, eventually, new_worker, settings_for
 from tests.leaks import (
     LeakScan,
     RecordingHandler,
@@ -63,6 +65,10 @@ TEXT_TABLES = {
     "public.crux_generation_staging",
     "public.crux_derived_artifacts",
 }
+# Threads whose every message is redacted; the others are deleted. A call whose messages
+# shadowed its Thread keeps its reply beside the Thread, not in it: only deleting the Thread
+# erases that reply, so the shadowed Thread is deleted.
+REDACTED = ("plain", "summary", "output", "approval")
 FAST_RETRY = {"max_attempts": 2, "initial_interval_seconds": 0.05, "max_interval_seconds": 0.1}
 
 
@@ -97,6 +103,7 @@ class Carriers:
         self.unselected: dict[str, list[str]] = {}
         """Messages on branches the selected path no longer shows, per Thread."""
         self.errors = 0
+        self.tools = canary_tools(canary)
 
     def thread(self, role: str) -> str:
         """A fresh Thread id for one scenario (ids are not content: no canary in them)."""
@@ -128,7 +135,22 @@ def canary_tools(canary: str) -> list[crux.Tool]:
     def explode(arguments: dict[str, Any]) -> str:
         raise RuntimeError(f"exploded on {arguments} {canary}")
 
-    return [lookup, crux.tool("explode", explode)]
+    def refund(arguments: dict[str, Any]) -> str:
+        return f"refunded {arguments} {canary}"
+
+    return [
+        lookup,
+        crux.tool("explode", explode),
+        crux.tool("refund", refund, requires_approval=True),
+    ]
+
+
+async def _pending(runtime: crux.Runtime, generation_id: str, thread: str) -> list[Any]:
+    """The calls a run waits on; none while it has not started waiting yet."""
+    try:
+        return list(await runtime.pending_approvals(generation_id, thread=thread))
+    except crux.CruxError:
+        return []
 
 
 async def _append_conversation(pool: asyncpg.Pool, thread_id: str, canary: str, turns: int) -> None:
@@ -160,6 +182,10 @@ async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenA
         use=[
             crux.context("policy", f"Policy text {canary}", contract=True),
             crux.droppable(crux.context("faq", f"FAQ {canary}", placement="message")),
+            crux.prefer(
+                crux.context("guide", f"Guide {canary} " * 20),
+                crux.context("guide-short", f"Guide {canary}"),
+            ),
         ],
         prompt=lambda value: value["message"],
     )
@@ -184,6 +210,61 @@ async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenA
         input=f"Find {canary}",
         thread=tools,
     )
+
+    # Approval: the call waits with the canary in its arguments; checked while it waits.
+    approval = run.thread("approval")
+    openai.enqueue(
+        tool_call_reply(ScriptedToolCall(name="refund", arguments={"order": canary})),
+        TextReply(text=f"Refund of {canary} was denied"),
+    )
+    turn = asyncio.create_task(
+        run.generate(
+            crux.prompt(
+                id="canary-refund", use=[tool for tool in run.tools if tool.name == "refund"]
+            ),
+            input=f"Refund {canary}",
+            thread=approval,
+            generation_id="canary-approval",
+        )
+    )
+    try:
+        [call] = await eventually(
+            lambda: _pending(run.runtime, "canary-approval", approval),
+            lambda pending: len(pending) == 1,
+        )
+        await check_workflow(run.scan, run.client, workflow_id_for("canary-approval", approval))
+        await run.runtime.deny(
+            call.call_id, "canary-approval", thread=approval, reason_code="over_limit"
+        )
+    finally:
+        run.results.append(await turn)
+
+    # Call-site messages shadow the Thread: staged for the call, never committed to it.
+    shadowed = run.thread("shadowed")
+    await _append_conversation(pool, shadowed, canary, 1)
+    await run.generate(
+        f"Shadowed {canary}",
+        thread=shadowed,
+        messages=[
+            {"role": "user", "content": f"Earlier {canary}"},
+            {"role": "assistant", "content": f"Earlier reply {canary}"},
+        ],
+    )
+
+    # A parallel run: the context every member renders holds the canary.
+    members = {
+        name: crux.prompt(id=f"canary-{name}", prompt=lambda c, n=name: f"{n}: {c['message']}")
+        for name in ("left", "right")
+    }
+    parallel = await run.runtime.parallel(
+        id=f"canary-parallel-{uuid.uuid4().hex[:8]}",
+        context={"message": f"Shared {canary}"},
+        agents=members,
+        threads={name: run.thread(f"parallel-{name}") for name in members},
+        model=MODEL,
+    )
+    assert not parallel.errors
+    run.results.extend(parallel.results.values())
 
     # Streaming, in small SSE pieces.
     streamed = run.thread("stream")
@@ -341,7 +422,7 @@ async def _erase(run: Carriers, pool: asyncpg.Pool) -> None:
     """Redact every message of some Threads, delete the others (both facade operations)."""
     for role, thread_id in run.threads.items():
         handle = crux.thread(id=thread_id, storage=pool)
-        if role in ("plain", "summary", "output"):
+        if role in REDACTED:
             snapshot = await handle.read()
             ids = [entry.id for entry in snapshot.entries if entry.kind == "message"]
             assert ids, role
@@ -398,6 +479,13 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
                 for workflow_id in workflow_ids:
                     await check_workflow(scan, client, workflow_id)
                 receipts = await _check_receipts(run, pool)
+                # Control: an id that legitimately travels is found by the same scan, so
+                # the scan looks where it says (payloads decoded, search attributes).
+                control = LeakScan(run.threads["approval"])
+                await check_workflow(
+                    control, client, workflow_id_for("canary-approval", run.threads["approval"])
+                )
+                task_queue = worker.task_queue
         captured = capfd.readouterr()
     finally:
         root.removeHandler(records)
@@ -416,6 +504,16 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
         scan.check(f"log record {number}", line)
     assert any("thread.turn.committed" in line for line in records.lines)
     scan.check("dev server log", _dev_server_lines(temporal_log, log_offset))
+
+    assert any(f.startswith("history of") and "payload" in f for f in control.findings)
+    assert any(f.startswith("describe of") for f in control.findings)
+    control.check("worker log records", "\n".join(records.lines))
+    assert control.findings[-1] == "worker log records"
+    if temporal_log is not None:
+        # The dev server's log names the task queues it serves.
+        queue = LeakScan(task_queue)
+        queue.check("dev server log", _dev_server_lines(temporal_log, log_offset))
+        assert queue.findings == ["dev server log"]
 
     await _erase(run, pool)
     after = dump_hits(scan, database_url)
