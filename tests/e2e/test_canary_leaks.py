@@ -135,12 +135,16 @@ def canary_tools(canary: str) -> list[crux.Tool]:
     def explode(arguments: dict[str, Any]) -> str:
         raise RuntimeError(f"exploded on {arguments} {canary}")
 
+    def poison(arguments: dict[str, Any]) -> str:
+        return f"{canary} {arguments}\x00"
+
     def refund(arguments: dict[str, Any]) -> str:
         return f"refunded {arguments} {canary}"
 
     return [
         lookup,
         crux.tool("explode", explode),
+        crux.tool("poison", poison),
         crux.tool("refund", refund, requires_approval=True),
     ]
 
@@ -264,7 +268,7 @@ async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenA
         model=MODEL,
     )
     assert not parallel.errors
-    run.results.extend(parallel.results.values())
+    run.results.extend(parallel.generations.values())
 
     # Streaming, in small SSE pieces.
     streamed = run.thread("stream")
@@ -300,12 +304,26 @@ async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenA
     # A background refresh may follow; let it answer before replies are scripted again.
     await wait_closed(run.client, await workflows_since(run.client, run.task_queue, run.since))
 
+    # A summary call the provider refuses, its error body holding the canary (the run may
+    # still answer, from a retried call or without the summary: either way, nothing leaks).
+    unsummarised = run.thread("summary-refused")
+    await _append_conversation(pool, unsummarised, canary, 6)
+    openai.enqueue(ErrorReply(status=400, message=f"cannot summarise {canary}"))
+    try:
+        await run.generate(
+            managed, input=f"Again {canary}", thread=unsummarised, input_budget={"max": 250}
+        )
+    except crux.CruxError as error:
+        run.scan.check_error("error of a refused summary", error)
+    assert openai.pending == 0
+
 
 async def _run_failures(
     run: Carriers, openai: LoopbackOpenAIServer, anthropic: LoopbackAnthropicServer
 ) -> None:
     canary = run.canary
     failing = run.thread("failing")
+    poisoned = next(tool for tool in run.tools if tool.name == "poison")
     body = json.dumps({"error": {"message": f"upstream {canary}", "type": "server_error"}})
     cases: list[tuple[str, list[Any], type[crux.CruxError], dict[str, Any]]] = [
         ("400", [ErrorReply(status=400, message=f"bad {canary}")], crux.ProviderError, {}),
@@ -324,6 +342,22 @@ async def _run_failures(
             {"output": crux.output(Note, max_retries=1)},
         ),
     ]
+    cases += [
+        # Text PostgreSQL cannot store, from the provider or a tool: refused typed.
+        ("NUL reply", [TextReply(text=f"{canary}\x00")], crux.ThreadError, {}),
+        (
+            "surrogate reply",
+            [RawReply(body=_completion(f"{canary}\\ud800"))],
+            crux.ThreadError,
+            {},
+        ),
+        (
+            "NUL tool result",
+            [tool_call_reply(ScriptedToolCall(name="poison", arguments={"q": canary}))],
+            crux.ThreadError,
+            {"prompt": crux.prompt(id="canary-poison", use=[poisoned])},
+        ),
+    ]
     for name, replies, kind, options in cases:
         openai.enqueue(*replies)
         if options.pop("stream", False):
@@ -334,7 +368,8 @@ async def _run_failures(
             )
         else:
             call = run.runtime.generate(
-                f"Fail {name} {canary}",
+                options.pop("prompt", f"Fail {name} {canary}"),
+                input=f"Fail {name} {canary}",
                 thread=failing,
                 model=MODEL,
                 attempt_policy=FAST_RETRY,
@@ -386,6 +421,25 @@ async def _run_failures(
     # Anthropic answers too, so both adapters carried the canary.
     anthropic.enqueue(TextReply(text=f"Anthropic says {canary}"))
     await run.generate(f"Hello {canary}", thread=failing, model=ANTHROPIC_MODEL)
+
+
+def _completion(raw_text: str) -> bytes:
+    """A chat completion whose content is `raw_text` as written (JSON escapes kept)."""
+    body = {
+        "id": "chatcmpl-canary",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "CONTENT"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    return json.dumps(body).replace("CONTENT", raw_text).encode()
 
 
 async def _drain(stream: Any) -> None:
@@ -521,5 +575,5 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
 
     assert len(workflow_ids) >= 12
     assert receipts >= 8
-    assert run.errors == 11
+    assert run.errors == 14
     assert scan.findings == [], "\n".join(scan.findings)
