@@ -124,6 +124,15 @@ class Carriers:
         return result
 
 
+def canary_hook(canary: str) -> crux.StepHook:
+    """A step hook that fails with the canary in its message."""
+
+    def refuse(step: crux.StepContext) -> None:
+        raise RuntimeError(f"hook refused {step.step} {canary}")
+
+    return crux.step_hook("canary-refuse", refuse)
+
+
 def canary_tools(canary: str) -> list[crux.Tool]:
     """A typed tool whose result holds the canary, and one that raises with it."""
 
@@ -387,6 +396,15 @@ async def _run_failures(
         )
         await run.expect_error(f"anthropic {status}", call, crux.ProviderError)
         assert anthropic.pending == 0, status
+    # A step hook that raises: only the exception's type is reported.
+    hooked = crux.agent(
+        id="canary-hooked", prompt=crux.prompt(id="canary-hooked"), prepare_step=canary_hook(canary)
+    )
+    await run.expect_error(
+        "hook",
+        run.runtime.generate(hooked, input=f"Hook {canary}", thread=failing, model=MODEL),
+        crux.PreparationError,
+    )
     # Text PostgreSQL cannot store is refused typed before anything runs.
     await run.expect_error(
         "NUL input",
@@ -522,7 +540,12 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
                 database_url, openai_base_url=openai.base_url, anthropic_base_url=anthropic.base_url
             )
             async with new_worker(
-                client, pool, settings, default_model=MODEL, tools=canary_tools(canary)
+                client,
+                pool,
+                settings,
+                default_model=MODEL,
+                tools=canary_tools(canary),
+                hooks=[canary_hook(canary)],
             ) as worker:
                 run = Carriers(client, pool, worker, canary, scan, since)
                 await _run_carriers(run, pool, openai)
@@ -575,5 +598,5 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
 
     assert len(workflow_ids) >= 12
     assert receipts >= 8
-    assert run.errors == 14
+    assert run.errors == 15
     assert scan.findings == [], "\n".join(scan.findings)
