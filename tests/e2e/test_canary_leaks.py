@@ -1,20 +1,27 @@
 """One canary string through every content carrier, then searched for everywhere it must not be.
 
-The canary is placed in Thread messages (appended with Thread operations), the prompt input,
-context contributors, tool arguments and results (a valid call, a call with invalid arguments,
-a tool that raises with the canary in its message, a tool name the model invented), structured
-output (a rejected reply and an accepted one), summaries (managed history whose summary model
-answers with the canary) and provider error bodies (4xx and 5xx of both wire formats, a
-malformed body, a stream cut by an error event). Plain, tool-round, streaming, summarised and
-failing generations run on one worker.
+The canary is placed in Thread messages (appended, with metadata, and edited), the prompt input
+and system text, context contributors (system and message placement, authored alternatives),
+tool arguments and results (a valid call, invalid arguments, a tool that raises with it, a tool
+name the model invented, a call waiting for approval), call-site messages that shadow a Thread,
+a parallel run's shared context, structured output (rejected and accepted replies), summaries
+(the summary model answers with it; one summary call is refused with it), provider error bodies
+(4xx and 5xx of both wire formats, a malformed body, a stream cut by an error event), text
+PostgreSQL cannot store (from the caller, the provider and a tool) and a step hook that raises
+with it. Plain, tool-round, approval, streaming, summarised, parallel and failing generations
+run on one worker.
 
 Zero occurrences are then required in: every Temporal history of the run's workflows (raw
 bytes, JSON, every payload decoded with the data converter), their memo, search attributes,
-static summary and details, current details and every query answer; every log record and every
-byte the worker process wrote to stdout/stderr; the dev server's log; every receipt and
-inspection; every typed error raised (message, repr, attributes, cause chain). Before erasure,
-PostgreSQL may hold the canary only in the canonical and staged text tables; after redacting
-and deleting the Threads, a `pg_dump` of the test's database holds it nowhere.
+static summary and details, current details and every query answer (also while a run waits for
+approval); every log record and every byte the worker process wrote to stdout/stderr; the dev
+server's log; every receipt, inspection, ledger row and result; every typed error raised
+(message, repr, attributes, the chain its traceback shows). Before erasure, PostgreSQL may hold
+the canary only in the canonical and staged text tables; after redacting some Threads and
+deleting the others, a `pg_dump` of the test's database holds it nowhere. A control id that
+legitimately travels is found by the same scan, so the scan is not vacuous.
+
+`CRUX_SOAK=1` runs every scenario five times and prints the figures.
 """
 
 from __future__ import annotations
