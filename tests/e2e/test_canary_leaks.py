@@ -189,7 +189,12 @@ async def _append_conversation(pool: asyncpg.Pool, thread_id: str, canary: str, 
         )
 
 
-async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenAIServer) -> None:
+async def _run_carriers(
+    run: Carriers,
+    pool: asyncpg.Pool,
+    openai: LoopbackOpenAIServer,
+    anthropic: LoopbackAnthropicServer,
+) -> None:
     canary = run.canary
     # Plain: Thread messages, the prompt input and two context contributors.
     plain = run.thread("plain")
@@ -276,20 +281,27 @@ async def _run_carriers(run: Carriers, pool: asyncpg.Pool, openai: LoopbackOpenA
         ],
     )
 
-    # A parallel run: the context every member renders holds the canary.
-    members = {
+    # A parallel run: the context every member renders holds the canary; one member's
+    # provider refuses with it in the error body (that member's typed error is checked).
+    members: dict[str, crux.Prompt | crux.Agent] = {
         name: crux.prompt(id=f"canary-{name}", prompt=lambda c, n=name: f"{n}: {c['message']}")
         for name in ("left", "right")
     }
+    members["right"] = crux.agent(
+        id="canary-right-agent", prompt=members["right"], model=ANTHROPIC_MODEL
+    )
+    anthropic.enqueue(ErrorReply(status=400, message=f"parallel {canary}"))
     parallel = await run.runtime.parallel(
         id=f"canary-parallel-{uuid.uuid4().hex[:8]}",
         context={"message": f"Shared {canary}"},
         agents=members,
         threads={name: run.thread(f"parallel-{name}") for name in members},
-        model=MODEL,
     )
-    assert not parallel.errors
+    assert set(parallel.generations) == {"left"}
+    assert set(parallel.errors) == {"right"}
+    run.scan.check_error("error of a parallel member", parallel.errors["right"])
     run.results.extend(parallel.generations.values())
+    assert anthropic.pending == 0
 
     # Streaming, in small SSE pieces.
     streamed = run.thread("stream")
@@ -561,7 +573,7 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
             ) as worker:
                 run = Carriers(client, pool, worker, canary, scan, since)
                 for _round in range(ROUNDS):
-                    await _run_carriers(run, pool, openai)
+                    await _run_carriers(run, pool, openai, anthropic)
                     await _run_failures(run, openai, anthropic)
                 workflow_ids = await workflows_since(client, worker.task_queue, since)
                 await wait_closed(client, workflow_ids)
