@@ -283,13 +283,13 @@ async def _run_carriers(
 
     # A parallel run: the context every member renders holds the canary; one member's
     # provider refuses with it in the error body (that member's typed error is checked).
+    def member(name: str) -> crux.Prompt:
+        return crux.prompt(id=f"canary-{name}", prompt=lambda c: f"{name}: {c['message']}")
+
     members: dict[str, crux.Prompt | crux.Agent] = {
-        name: crux.prompt(id=f"canary-{name}", prompt=lambda c, n=name: f"{n}: {c['message']}")
-        for name in ("left", "right")
+        "left": member("left"),
+        "right": crux.agent(id="canary-right", prompt=member("right"), model=ANTHROPIC_MODEL),
     }
-    members["right"] = crux.agent(
-        id="canary-right-agent", prompt=members["right"], model=ANTHROPIC_MODEL
-    )
     anthropic.enqueue(ErrorReply(status=400, message=f"parallel {canary}"))
     parallel = await run.runtime.parallel(
         id=f"canary-parallel-{uuid.uuid4().hex[:8]}",
