@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 import os
+import traceback
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -630,3 +631,20 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
     assert receipts >= 20 * ROUNDS
     assert run.errors == 15 * ROUNDS
     assert scan.findings == [], "\n".join(scan.findings)
+
+
+async def test_a_refused_message_or_edit_has_no_traceback_quoting_it(pool: asyncpg.Pool) -> None:
+    canary = f"cnry{uuid.uuid4().hex}"
+    conversation = crux.thread(id=f"canary-refused:{uuid.uuid4().hex[:8]}", storage=pool)
+    # An undeclared field of a part: pydantic's own error would quote its value.
+    malformed = [{"kind": "text", "text": "x", "note": canary}]
+    with pytest.raises(crux.ThreadError) as appended:
+        await conversation.append({"role": "user", "content": malformed})
+    commit = await conversation.append({"role": "user", "content": "Edit me"})
+    with pytest.raises(crux.ThreadError) as edited:
+        await conversation.edit(commit.message_ids[0], content=malformed)  # pyright: ignore[reportArgumentType]
+    for error in (appended.value, edited.value):
+        assert error.code == "invalid_message"
+        shown = "".join(traceback.format_exception(error))
+        assert "invalid_message" in shown
+        assert canary not in shown
