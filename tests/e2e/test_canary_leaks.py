@@ -648,3 +648,26 @@ async def test_a_refused_message_or_edit_has_no_traceback_quoting_it(pool: async
         shown = "".join(traceback.format_exception(error))
         assert "invalid_message" in shown
         assert canary not in shown
+
+
+@pytest.mark.parametrize("log_format", ["console", "json"])
+def test_a_logged_traceback_shows_no_local_variables(
+    log_format: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    canary = f"cnry{uuid.uuid4().hex}"
+
+    def fail(text: str) -> None:
+        raise ValueError(f"failed on {len(text)} characters")
+
+    configure_logging(log_format=log_format, level="info")
+    try:
+        try:
+            fail(canary)
+        except ValueError:
+            logging.getLogger("tests.canary").warning("step failed", exc_info=True)
+        output = capfd.readouterr().err
+    finally:
+        logging.getLogger().setLevel(logging.WARNING)
+    assert "step failed" in output
+    assert "ValueError" in output
+    assert canary not in output
