@@ -206,6 +206,7 @@ async def run_generations(
     except crux.CruxError as error:
         run.scan.check_error("error of a refused summary", error)
     assert openai.pending == 0
+    await wait_closed(run.client, await workflows_since(run.client, run.task_queue, run.since))
 
 
 async def run_failures(
