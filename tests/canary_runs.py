@@ -233,7 +233,17 @@ async def run_failures(
             {"output": crux.output(Note, max_retries=1)},
         ),
     ]
+    overflow = ErrorReply(
+        status=400,
+        code="context_length_exceeded",
+        message=(
+            "This model's maximum context length is 8192 tokens. However, your messages "
+            f"resulted in 9000 tokens. {canary}"
+        ),
+    )
     cases += [
+        # A context overflow the provider reports, its message holding the canary.
+        ("overflow", [overflow], crux.CruxError, {}),
         # Text PostgreSQL cannot store, from the provider or a tool: refused typed.
         ("NUL reply", [TextReply(text=f"{canary}\x00")], crux.ThreadError, {}),
         (
