@@ -120,6 +120,23 @@ async def run_generations(
                 lambda calls: len(calls) == 1,
             )
             await check_workflow(run.scan, run.client, workflow_id_for("canary-approval", approval))
+            # Decisions the run refuses (a free-text reason, a call it does not wait on)
+            # are refused typed, without quoting what was sent.
+            await run.expect_error(
+                "free-text reason",
+                run.runtime.deny(
+                    call.call_id,
+                    "canary-approval",
+                    thread=approval,
+                    reason_code=f"customer said {canary}",
+                ),
+                crux.ConfigurationError,
+            )
+            await run.expect_error(
+                "unknown call",
+                run.runtime.approve(f"call_{canary}", "canary-approval", thread=approval),
+                crux.ConfigurationError,
+            )
             await run.runtime.deny(
                 call.call_id, "canary-approval", thread=approval, reason_code="over_limit"
             )
