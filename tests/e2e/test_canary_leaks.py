@@ -189,6 +189,7 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
     scan = canary.scan
     records = RecordingHandler()
     root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
     configure_logging(log_format="json", level="debug")
     root.addHandler(records)
     try:
@@ -225,8 +226,9 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
                 await check_workflow(control, client, workflow_id_for("canary-approval", approval))
         captured = capfd.readouterr()
     finally:
-        root.removeHandler(records)
-        root.setLevel(logging.WARNING)
+        # The handlers write to this test's captured stderr: put the previous ones back.
+        root.handlers[:], level = saved
+        root.setLevel(level)
 
     # The canary really went where the test says: the models saw it.
     assert any(canary.value.encode() in request.raw_body for request in openai.requests)
@@ -345,6 +347,8 @@ def test_a_logged_traceback_shows_no_local_variables(
     def fail(text: str) -> None:
         raise ValueError(f"failed on {len(text)} characters")
 
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
     configure_logging(log_format=log_format, level="info")
     try:
         try:
@@ -353,7 +357,8 @@ def test_a_logged_traceback_shows_no_local_variables(
             logging.getLogger("tests.canary").warning("step failed", exc_info=True)
         output = capfd.readouterr().err
     finally:
-        logging.getLogger().setLevel(logging.WARNING)
+        root.handlers[:], level = saved
+        root.setLevel(level)
     assert "step failed" in output
     assert "ValueError" in output
     assert canary not in output
