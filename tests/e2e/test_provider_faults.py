@@ -23,9 +23,10 @@ mid-body": the connection is reset (TCP RST) part-way through the JSON body; "SS
 mid-event": part-way through a stream event. "1 group": one user+assistant causal group
 committed; "none": no message, no group. Every 429 carries `retry-after: 1`. The context
 overflow (the provider's real 400 body) makes the workflow plan one linked recovery
-request under a stricter ceiling; a one-message request cannot shrink, so the caller gets
-`REQUEST_TOO_LARGE` without a second call. The table is rendered from `ROWS`, which the test
-is parametrised over; a test checks that this docstring shows it unchanged.
+request under a stricter ceiling: a one-message request cannot shrink, so the caller gets
+`REQUEST_TOO_LARGE` without a second call; with a droppable context ("+ctx") the recovery
+call goes out without it, and a second overflow is final. The table is rendered from `ROWS`,
+which the test is parametrised over; a test checks that this docstring shows it unchanged.
 
 | fault | wire | attempts | committed | caller sees: class, code, retryable |
 | --- | --- | --- | --- | --- |
@@ -47,6 +48,8 @@ is parametrised over; a test checks that this docstring shows it unchanged.
 | SSE cut mid-event, exhausts | openai | 2 | none | ProviderConnectionError -, retryable |
 | malformed JSON body | openai | 1 | none | ProviderResponseError -, final |
 | 400 overflow | openai | 1 | none | RequestCompositionError REQUEST_TOO_LARGE, final |
+| overflow x1, +ctx | openai | 2 | 1 group | the turn |
+| overflow x2, +ctx | openai | 2 | none | ContextOverflowError 400 context_length_exceeded, final |
 | 401 | openai | 1 | none | ProviderAuthError 401 invalid_request_error, final |
 | 403 | openai | 1 | none | ProviderAuthError 403 invalid_request_error, final |
 | 404 | openai | 1 | none | ProviderNotFoundError 404 invalid_request_error, final |
@@ -68,6 +71,8 @@ is parametrised over; a test checks that this docstring shows it unchanged.
 | SSE cut mid-event, exhausts | anthropic | 2 | none | ProviderConnectionError -, retryable |
 | malformed JSON body | anthropic | 1 | none | ProviderResponseError -, final |
 | 400 overflow | anthropic | 1 | none | RequestCompositionError REQUEST_TOO_LARGE, final |
+| overflow x1, +ctx | anthropic | 2 | 1 group | the turn |
+| overflow x2, +ctx | anthropic | 2 | none | ContextOverflowError 400 invalid_request_error, final |
 | 401 | anthropic | 1 | none | ProviderAuthError 401 authentication_error, final |
 | 403 | anthropic | 1 | none | ProviderAuthError 403 permission_error, final |
 | 404 | anthropic | 1 | none | ProviderNotFoundError 404 not_found_error, final |
@@ -127,6 +132,8 @@ CANARY = "CANARY-7f3a9c-provider-body"
 
 ANSWER = "The answer is forty-two."
 QUESTION = "What is the answer?"
+FAQ = "Frequently asked question. " * 200
+"""A context the overflow recovery may drop."""
 MODELS: dict[Wire, str] = {
     "openai": "openai:gpt-4o-mini",
     "anthropic": "anthropic:claude-sonnet-4-5",
@@ -212,6 +219,7 @@ class Row:
         stream: Run through `Runtime.stream`.
         policy: The call's attempt policy.
         waits_retry_after: The second attempt must come `retry-after` after the first.
+        droppable: The prompt carries a droppable context the overflow recovery can drop.
     """
 
     fault: str
@@ -225,6 +233,7 @@ class Row:
     stream: bool = False
     policy: crux.AttemptPolicySpec = FAST
     waits_retry_after: bool = False
+    droppable: bool = False
 
     @property
     def id(self) -> str:
@@ -251,6 +260,7 @@ def _rows(wire: Wire) -> list[Row]:
     auth = {"openai": "invalid_request_error", "anthropic": "authentication_error"}[wire]
     denied = {"openai": "invalid_request_error", "anthropic": "permission_error"}[wire]
     missing = {"openai": "invalid_request_error", "anthropic": "not_found_error"}[wire]
+    overflow = {"openai": "context_length_exceeded", "anthropic": "invalid_request_error"}[wire]
     rows = [
         Row("429 x1", wire, (_rate_limited(),), True, 2, waits_retry_after=True),
         Row(
@@ -350,6 +360,18 @@ def _rows(wire: Wire) -> list[Row]:
             "REQUEST_TOO_LARGE",
             False,
         ),
+        Row("overflow x1, +ctx", wire, (_overflow(wire),), True, 2, droppable=True),
+        Row(
+            "overflow x2, +ctx",
+            wire,
+            (_overflow(wire),) * 2,
+            False,
+            2,
+            ContextOverflowError,
+            f"400 {overflow}",
+            False,
+            droppable=True,
+        ),
         Row("401", wire, (_error(401),), False, 1, ProviderAuthError, f"401 {auth}", False),
         Row("403", wire, (_error(403),), False, 1, ProviderAuthError, f"403 {denied}", False),
         Row("404", wire, (_error(404),), False, 1, ProviderNotFoundError, f"404 {missing}", False),
@@ -444,11 +466,15 @@ async def _run(stack: Stack, row: Row, thread_id: str) -> tuple[Any, list[Any]]:
         "generation_id": "g1",
         "attempt_policy": row.policy,
     }
+    prompt: crux.Prompt | str = QUESTION
+    if row.droppable:
+        prompt = crux.prompt(id="with-faq", use=[crux.droppable(crux.context("faq", FAQ))])
+        options["input"] = QUESTION
     updates: list[Any] = []
     try:
         if not row.stream:
-            return await runtime.generate(QUESTION, **options), updates
-        async for update in runtime.stream(QUESTION, **options):
+            return await runtime.generate(prompt, **options), updates
+        async for update in runtime.stream(prompt, **options):
             updates.append(update)
         return updates[-1].generation, updates
     except CruxError as error:
@@ -472,6 +498,10 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     assert len(calls) == row.attempts, [r.path for r in server.requests]
     assert server.pending == 0
     assert all(bool(call.body.get("stream")) is row.stream for call in calls)
+    if row.droppable:
+        # The recovery call went out without the context the first one overflowed with.
+        assert b"Frequently asked" in calls[0].raw_body
+        assert b"Frequently asked" not in calls[1].raw_body
     if row.waits_retry_after:
         gap = calls[1].received_at - calls[0].received_at
         assert gap >= RETRY_AFTER_SECONDS - 0.05, gap
@@ -520,7 +550,7 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
 
 
 def _code(error: CruxError) -> str:
-    if isinstance(error, ProviderHTTPError) and not isinstance(error, ContextOverflowError):
+    if isinstance(error, ProviderHTTPError):
         return f"{error.status_code} {error.error_type}"
     code = getattr(error, "code", None)
     return code if isinstance(code, str) else "-"
