@@ -45,7 +45,7 @@ async def test_record_provider_fault_histories(
     )
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(client, pool, settings) as worker:
-        with pytest.raises(crux.errors.ProviderTimeoutError):
+        with pytest.raises(crux.ProviderTimeoutError):
             await worker.runtime.generate(
                 "hello",
                 thread=thread_id,
