@@ -46,6 +46,8 @@ which the test is parametrised over; a test checks that this docstring shows it 
 | reset mid-body, exhausts | openai | 2 | none | ProviderConnectionError -, retryable |
 | SSE cut mid-event x1 | openai | 2 | 1 group | the turn |
 | SSE cut mid-event, exhausts | openai | 2 | none | ProviderConnectionError -, retryable |
+| 503 x1, streamed | openai | 2 | 1 group | the turn |
+| malformed SSE event | openai | 1 | none | ProviderResponseError -, final |
 | malformed JSON body | openai | 1 | none | ProviderResponseError -, final |
 | 400 overflow | openai | 1 | none | RequestCompositionError REQUEST_TOO_LARGE, final |
 | overflow x1, +ctx | openai | 2 | 1 group | the turn |
@@ -69,6 +71,8 @@ which the test is parametrised over; a test checks that this docstring shows it 
 | reset mid-body, exhausts | anthropic | 2 | none | ProviderConnectionError -, retryable |
 | SSE cut mid-event x1 | anthropic | 2 | 1 group | the turn |
 | SSE cut mid-event, exhausts | anthropic | 2 | none | ProviderConnectionError -, retryable |
+| 503 x1, streamed | anthropic | 2 | 1 group | the turn |
+| malformed SSE event | anthropic | 1 | none | ProviderResponseError -, final |
 | malformed JSON body | anthropic | 1 | none | ProviderResponseError -, final |
 | 400 overflow | anthropic | 1 | none | RequestCompositionError REQUEST_TOO_LARGE, final |
 | overflow x1, +ctx | anthropic | 2 | 1 group | the turn |
@@ -188,6 +192,12 @@ def _rate_limited() -> ErrorReply:
 
 def _malformed() -> RawReply:
     return RawReply(status=200, body=f'{{"id": "x", "choices": [{{"{CANARY}'.encode())
+
+
+def _malformed_event(wire: Wire) -> RawReply:
+    event = "event: message_start\n" if wire == "anthropic" else ""
+    body = f'{event}data: {{"type": "message_start", "{CANARY}\n\n'
+    return RawReply(status=200, body=body.encode(), headers={"content-type": "text/event-stream"})
 
 
 def _reset_json() -> ResetReply:
@@ -339,6 +349,18 @@ def _rows(wire: Wire) -> list[Row]:
             True,
             stream=True,
             policy=TWO,
+        ),
+        Row("503 x1, streamed", wire, (_error(503),), True, 2, stream=True),
+        Row(
+            "malformed SSE event",
+            wire,
+            (_malformed_event(wire),),
+            False,
+            1,
+            ProviderResponseError,
+            "-",
+            False,
+            stream=True,
         ),
         Row(
             "malformed JSON body",
@@ -526,9 +548,14 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
         assert [s["kind"] for s in staged] == ["identity"]
         if row.stream:
             kinds = [type(u).__name__ for u in updates]
-            # Text of the cut attempt reached the caller before the reset was announced.
-            assert kinds.index("StreamDelta") < kinds.index("StreamReset"), kinds
             assert kinds[-1] == "StreamCommitted"
+            if any(isinstance(fault, ResetReply) for fault in row.faults):
+                # Text of the cut attempt reached the caller before the reset was announced.
+                assert kinds.index("StreamDelta") < kinds.index("StreamReset"), kinds
+            else:
+                # The failed attempt streamed nothing: the deltas are the answer alone.
+                deltas = [u.text for u in updates if isinstance(u, crux.StreamDelta)]
+                assert "StreamReset" not in kinds and "".join(deltas) == success.text
     else:
         assert type(outcome) is row.error, repr(outcome)
         error: CruxError = outcome
