@@ -25,8 +25,9 @@ committed; "none": no message, no group. Every 429 carries `retry-after: 1`. The
 overflow (the provider's real 400 body) makes the workflow plan one linked recovery
 request under a stricter ceiling: a one-message request cannot shrink, so the caller gets
 `REQUEST_TOO_LARGE` without a second call; with a droppable context ("+ctx") the recovery
-call goes out without it, and a second overflow is final. The table is rendered from `ROWS`,
-which the test is parametrised over; a test checks that this docstring shows it unchanged.
+call goes out without it, and a second overflow is final. The table is rendered from
+`tests.faults.ROWS`, which the test is parametrised over; a test checks that this docstring
+shows it unchanged.
 
 | fault | wire | attempts | committed | caller sees: class, code, retryable |
 | --- | --- | --- | --- | --- |
@@ -85,376 +86,52 @@ which the test is parametrised over; a test checks that this docstring shows it 
 from __future__ import annotations
 
 import itertools
-import logging
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import asyncpg
 import pytest
 import pytest_asyncio
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 import crux
-from crux.errors import (
-    ContextOverflowError,
-    CruxError,
-    GenerationFailedError,
-    ProviderAuthError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderNotFoundError,
-    ProviderResponseError,
-    ProviderTimeoutError,
-    RequestCompositionError,
-)
+from crux.errors import CruxError, ProviderError
 from crux.logs import configure_logging
 from crux.models import workflow_id_for
 from providers.loopback import (
-    ErrorReply,
-    HangReply,
     LoopbackAnthropicServer,
     LoopbackOpenAIServer,
-    LoopbackServer,
-    RawReply,
     RecordedRequest,
-    Reply,
     ResetReply,
     TextReply,
 )
-from storage import create_pool
-from tests.helpers import RunningWorker, new_worker, settings_for
-
-Wire = Literal["openai", "anthropic"]
-
-CANARY = "CANARY-7f3a9c-provider-body"
-"""Placed in every provider body; must never surface outside PostgreSQL's Thread text."""
-
-ANSWER = "The answer is forty-two."
-QUESTION = "What is the answer?"
-FAQ = "Frequently asked question. " * 200
-"""A context the overflow recovery may drop."""
-MODELS: dict[Wire, str] = {
-    "openai": "openai:gpt-4o-mini",
-    "anthropic": "anthropic:claude-sonnet-4-5",
-}
-GENERATION_PATHS: dict[Wire, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
-FAST = crux.AttemptPolicySpec(
-    max_attempts=3,
-    initial_interval_seconds=0.1,
-    backoff_coefficient=1.0,
-    max_interval_seconds=0.1,
-    timeout_seconds=30,
+from tests.faults import (
+    ANSWER,
+    CANARY,
+    FAQ,
+    GENERATION_PATHS,
+    MODELS,
+    QUESTION,
+    RETRY_AFTER_SECONDS,
+    ROWS,
+    SSE_CUT_BYTES,
+    STREAMED_ANSWER,
+    Row,
+    Stack,
+    Wire,
+    code_of,
+    fault_stack,
+    retryable_of,
+    table,
 )
-TWO = FAST.model_copy(update={"max_attempts": 2})
-SHORT_TIMEOUT = TWO.model_copy(update={"timeout_seconds": 3})
-RETRY_AFTER_SECONDS = 1.0
-
-# A streamed answer long enough that the cut below falls after some text deltas and in the
-# middle of an event (the servers send one event per piece of five characters).
-STREAMED_ANSWER = f"Streamed words arrive in small pieces before the cut {CANARY}."
-SSE_CUT_BYTES: dict[Wire, int] = {"openai": 700, "anthropic": 900}
-JSON_CUT_BYTES = 40
-
-
-def _overflow(wire: Wire) -> ErrorReply:
-    """A context-overflow rejection in the provider's real shape."""
-    if wire == "openai":
-        return ErrorReply(
-            status=400,
-            error_type="invalid_request_error",
-            code="context_length_exceeded",
-            message=(
-                "This model's maximum context length is 128000 tokens. However, your messages"
-                f" resulted in 131000 tokens ({CANARY}). Please reduce the length of the"
-                " messages."
-            ),
-        )
-    return ErrorReply(
-        status=400,
-        error_type="invalid_request_error",
-        message=f"prompt is too long: 208000 tokens > 200000 maximum ({CANARY})",
-    )
-
-
-def _error(status: int, **options: Any) -> ErrorReply:
-    return ErrorReply(status=status, message=f"scripted failure quoting {CANARY}", **options)
-
-
-def _rate_limited() -> ErrorReply:
-    return _error(429, headers={"retry-after": f"{RETRY_AFTER_SECONDS:g}"})
-
-
-def _malformed() -> RawReply:
-    return RawReply(status=200, body=f'{{"id": "x", "choices": [{{"{CANARY}'.encode())
-
-
-def _malformed_event(wire: Wire) -> RawReply:
-    event = "event: message_start\n" if wire == "anthropic" else ""
-    body = f'{event}data: {{"type": "message_start", "{CANARY}\n\n'
-    return RawReply(status=200, body=body.encode(), headers={"content-type": "text/event-stream"})
-
-
-def _reset_json() -> ResetReply:
-    return ResetReply(reply=TextReply(text=f"{ANSWER} {CANARY}"), after_bytes=JSON_CUT_BYTES)
-
-
-def _sse_cut(wire: Wire) -> ResetReply:
-    # Paced like a real stream, so the worker stages some text before the cut.
-    return ResetReply(
-        reply=TextReply(text=STREAMED_ANSWER),
-        after_bytes=SSE_CUT_BYTES[wire],
-        piece_delay_seconds=0.03,
-    )
-
-
-@dataclass(frozen=True)
-class Row:
-    """One fault of one wire format and everything the test expects of it.
-
-    Attributes:
-        fault: What the loopback server does (the table's first column).
-        wire: The wire format.
-        faults: The scripted fault replies, in order.
-        recovers: A success is scripted after the faults.
-        attempts: Provider calls the server must receive.
-        error: The exact class of the caller's error (`None`: the turn is committed).
-        code: `status error_type` of a provider error, or the error's code.
-        retryable: The caller's error's retryable flag.
-        stream: Run through `Runtime.stream`.
-        policy: The call's attempt policy.
-        waits_retry_after: The second attempt must come `retry-after` after the first.
-        droppable: The prompt carries a droppable context the overflow recovery can drop.
-    """
-
-    fault: str
-    wire: Wire
-    faults: tuple[Reply, ...]
-    recovers: bool
-    attempts: int
-    error: type[CruxError] | None = None
-    code: str = "-"
-    retryable: bool | None = None
-    stream: bool = False
-    policy: crux.AttemptPolicySpec = FAST
-    waits_retry_after: bool = False
-    droppable: bool = False
-
-    @property
-    def id(self) -> str:
-        slug = "".join(c if c.isalnum() else "-" for c in self.fault.lower()).strip("-")
-        while "--" in slug:
-            slug = slug.replace("--", "-")
-        return f"{self.wire}-{slug}"
-
-    def line(self) -> str:
-        """The row as it appears in the module docstring's table."""
-        committed = "1 group" if self.error is None else "none"
-        if self.error is None:
-            seen = "the turn"
-        else:
-            flag = "retryable" if self.retryable else "final"
-            seen = f"{self.error.__name__} {self.code}, {flag}"
-        return f"| {self.fault} | {self.wire} | {self.attempts} | {committed} | {seen} |"
-
-
-def _rows(wire: Wire) -> list[Row]:
-    ours = {"openai": "server_error", "anthropic": "api_error"}[wire]
-    rate = {"openai": "rate_limit_exceeded", "anthropic": "rate_limit_error"}[wire]
-    overloaded = {"openai": "server_error", "anthropic": "overloaded_error"}[wire]
-    auth = {"openai": "invalid_request_error", "anthropic": "authentication_error"}[wire]
-    denied = {"openai": "invalid_request_error", "anthropic": "permission_error"}[wire]
-    missing = {"openai": "invalid_request_error", "anthropic": "not_found_error"}[wire]
-    overflow = {"openai": "context_length_exceeded", "anthropic": "invalid_request_error"}[wire]
-    rows = [
-        Row("429 x1", wire, (_rate_limited(),), True, 2, waits_retry_after=True),
-        Row(
-            "429, exhausts",
-            wire,
-            (_rate_limited(),) * 2,
-            False,
-            2,
-            ProviderHTTPError,
-            f"429 {rate}",
-            True,
-            policy=TWO,
-            waits_retry_after=True,
-        ),
-        Row("500 x2", wire, (_error(500),) * 2, True, 3),
-        Row(
-            "500, exhausts",
-            wire,
-            (_error(500),) * 3,
-            False,
-            3,
-            ProviderHTTPError,
-            f"500 {ours}",
-            True,
-        ),
-    ]
-    for status, kind in ((502, ours), (503, ours), (529, overloaded)):
-        rows.append(Row(f"{status} x1", wire, (_error(status),), True, 2))
-        rows.append(
-            Row(
-                f"{status}, exhausts",
-                wire,
-                (_error(status),) * 2,
-                False,
-                2,
-                ProviderHTTPError,
-                f"{status} {kind}",
-                True,
-                policy=TWO,
-            )
-        )
-    rows += [
-        Row("read timeout x1", wire, (HangReply(),), True, 2, policy=SHORT_TIMEOUT),
-        Row(
-            "read timeout, exhausts",
-            wire,
-            (HangReply(),) * 2,
-            False,
-            2,
-            ProviderTimeoutError,
-            "-",
-            True,
-            policy=SHORT_TIMEOUT,
-        ),
-        Row("reset mid-body x1", wire, (_reset_json(),), True, 2),
-        Row(
-            "reset mid-body, exhausts",
-            wire,
-            (_reset_json(),) * 2,
-            False,
-            2,
-            ProviderConnectionError,
-            "-",
-            True,
-            policy=TWO,
-        ),
-        Row("SSE cut mid-event x1", wire, (_sse_cut(wire),), True, 2, stream=True),
-        Row(
-            "SSE cut mid-event, exhausts",
-            wire,
-            (_sse_cut(wire),) * 2,
-            False,
-            2,
-            ProviderConnectionError,
-            "-",
-            True,
-            stream=True,
-            policy=TWO,
-        ),
-        Row("503 x1, streamed", wire, (_error(503),), True, 2, stream=True),
-        Row(
-            "malformed SSE event",
-            wire,
-            (_malformed_event(wire),),
-            False,
-            1,
-            ProviderResponseError,
-            "-",
-            False,
-            stream=True,
-        ),
-        Row(
-            "malformed JSON body",
-            wire,
-            (_malformed(),),
-            False,
-            1,
-            ProviderResponseError,
-            "-",
-            False,
-        ),
-        Row(
-            "400 overflow",
-            wire,
-            (_overflow(wire),),
-            False,
-            1,
-            RequestCompositionError,
-            "REQUEST_TOO_LARGE",
-            False,
-        ),
-        Row("overflow x1, +ctx", wire, (_overflow(wire),), True, 2, droppable=True),
-        Row(
-            "overflow x2, +ctx",
-            wire,
-            (_overflow(wire),) * 2,
-            False,
-            2,
-            ContextOverflowError,
-            f"400 {overflow}",
-            False,
-            droppable=True,
-        ),
-        Row("401", wire, (_error(401),), False, 1, ProviderAuthError, f"401 {auth}", False),
-        Row("403", wire, (_error(403),), False, 1, ProviderAuthError, f"403 {denied}", False),
-        Row("404", wire, (_error(404),), False, 1, ProviderNotFoundError, f"404 {missing}", False),
-    ]
-    return rows
-
-
-ROWS = _rows("openai") + _rows("anthropic")
-
-
-def table() -> str:
-    """The docstring table of `ROWS`."""
-    return "\n".join(row.line() for row in ROWS)
-
-
-# --- fixtures: one database, one worker and both servers for the whole module -------------
-
-
-@dataclass
-class Stack:
-    worker: RunningWorker
-    pool: asyncpg.Pool
-    client: Client
-    servers: dict[Wire, LoopbackServer]
 
 
 @pytest_asyncio.fixture(scope="module")
 async def stack(
     temporal_env: WorkflowEnvironment, postgres_url: str, template_database: str
 ) -> AsyncIterator[Stack]:
-    name = f"crux_test_faults_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
-    finally:
-        await admin.close()
-    parts = urlsplit(postgres_url)
-    database_url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
-    try:
-        async with LoopbackOpenAIServer() as openai, LoopbackAnthropicServer() as anthropic:
-            settings = settings_for(
-                database_url, openai_base_url=openai.base_url, anthropic_base_url=anthropic.base_url
-            )
-            pool = await create_pool(database_url, min_size=1, max_size=8)
-            try:
-                async with new_worker(temporal_env.client, pool, settings) as worker:
-                    yield Stack(
-                        worker,
-                        pool,
-                        temporal_env.client,
-                        {"openai": openai, "anthropic": anthropic},
-                    )
-            finally:
-                await pool.close()
-    finally:
-        logging.getLogger().setLevel(logging.WARNING)
-        admin = await asyncpg.connect(postgres_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    async with fault_stack(temporal_env.client, postgres_url, template_database) as running:
+        yield running
 
 
 # --- the matrix ------------------------------------------------------------------------------
@@ -559,8 +236,8 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     else:
         assert type(outcome) is row.error, repr(outcome)
         error: CruxError = outcome
-        assert _code(error) == row.code
-        assert _retryable(error) is row.retryable
+        assert code_of(error) == row.code
+        assert retryable_of(error) is row.retryable
         assert messages == [] and groups == 0
         assert [s["kind"] for s in staged] == ["identity"]
         assert CANARY not in str(error) and CANARY not in repr(error.args)
@@ -574,16 +251,3 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     logs = capfd.readouterr()
     assert thread_id in logs.out + logs.err  # the worker's log lines were captured
     assert CANARY not in logs.out + logs.err
-
-
-def _code(error: CruxError) -> str:
-    if isinstance(error, ProviderHTTPError):
-        return f"{error.status_code} {error.error_type}"
-    code = getattr(error, "code", None)
-    return code if isinstance(code, str) else "-"
-
-
-def _retryable(error: CruxError) -> bool:
-    if isinstance(error, ProviderError):
-        return error.retryable
-    return isinstance(error, GenerationFailedError) and error.reason == "timed_out"
