@@ -366,6 +366,7 @@ async def fault_stack(
     postgres_url: str,
     template_database: str,
     responders: Sequence[Responder | None] = (None, None),
+    pool_size: int = 8,
 ) -> AsyncGenerator[Stack]:
     """A fresh database, both loopback servers and one worker, for a whole module."""
     name = f"crux_test_faults_{uuid.uuid4().hex[:8]}"
@@ -384,7 +385,7 @@ async def fault_stack(
             settings = settings_for(
                 database_url, openai_base_url=openai.base_url, anthropic_base_url=anthropic.base_url
             )
-            pool = await create_pool(database_url, min_size=1, max_size=8)
+            pool = await create_pool(database_url, min_size=1, max_size=pool_size)
             try:
                 async with new_worker(client, pool, settings) as worker:
                     yield Stack(worker, pool, client, {"openai": openai, "anthropic": anthropic})
