@@ -180,7 +180,25 @@ class Row:
         return f"| {self.fault} | {self.wire} | {self.attempts} | {committed} | {seen} |"
 
 
+def _ok(fault: str, wire: Wire, faults: list[Reply], **options: Any) -> Row:
+    """A row that recovers: the faults, then a success."""
+    return Row(fault, wire, tuple(faults), True, len(faults) + 1, **options)
+
+
+def _fails(
+    fault: str,
+    wire: Wire,
+    faults: list[Reply],
+    expected: tuple[type[CruxError], str, bool],
+    **options: Any,
+) -> Row:
+    """A row that fails: one fault per attempt, then the caller's error."""
+    error, code, retryable = expected
+    return Row(fault, wire, tuple(faults), False, len(faults), error, code, retryable, **options)
+
+
 def rows_of(wire: Wire) -> list[Row]:
+    """The matrix for one wire format."""
     ours = {"openai": "server_error", "anthropic": "api_error"}[wire]
     rate = {"openai": "rate_limit_exceeded", "anthropic": "rate_limit_error"}[wire]
     overloaded = {"openai": "server_error", "anthropic": "overloaded_error"}[wire]
@@ -188,141 +206,75 @@ def rows_of(wire: Wire) -> list[Row]:
     denied = {"openai": "invalid_request_error", "anthropic": "permission_error"}[wire]
     missing = {"openai": "invalid_request_error", "anthropic": "not_found_error"}[wire]
     overflow = {"openai": "context_length_exceeded", "anthropic": "invalid_request_error"}[wire]
+    http, unreachable, garbled = ProviderHTTPError, ProviderConnectionError, ProviderResponseError
     rows = [
-        Row("429 x1", wire, (rate_limited(),), True, 2, waits_retry_after=True),
-        Row(
+        _ok("429 x1", wire, [rate_limited()], waits_retry_after=True),
+        _fails(
             "429, exhausts",
             wire,
-            (rate_limited(),) * 2,
-            False,
-            2,
-            ProviderHTTPError,
-            f"429 {rate}",
-            True,
+            [rate_limited()] * 2,
+            (http, f"429 {rate}", True),
             policy=TWO,
             waits_retry_after=True,
         ),
-        Row("500 x2", wire, (error_reply(500),) * 2, True, 3),
-        Row(
-            "500, exhausts",
+        _ok("500 x2", wire, [error_reply(500)] * 2),
+        _fails("500, exhausts", wire, [error_reply(500)] * 3, (http, f"500 {ours}", True)),
+        _fails(
+            "500 x-should-retry: false",
             wire,
-            (error_reply(500),) * 3,
-            False,
-            3,
-            ProviderHTTPError,
-            f"500 {ours}",
-            True,
+            [error_reply(500, headers={"x-should-retry": "false"})],
+            (http, f"500 {ours}", False),
         ),
     ]
     for status, kind in ((502, ours), (503, ours), (529, overloaded)):
-        rows.append(Row(f"{status} x1", wire, (error_reply(status),), True, 2))
+        expected = (http, f"{status} {kind}", True)
+        rows.append(_ok(f"{status} x1", wire, [error_reply(status)]))
         rows.append(
-            Row(
-                f"{status}, exhausts",
-                wire,
-                (error_reply(status),) * 2,
-                False,
-                2,
-                ProviderHTTPError,
-                f"{status} {kind}",
-                True,
-                policy=TWO,
-            )
+            _fails(f"{status}, exhausts", wire, [error_reply(status)] * 2, expected, policy=TWO)
         )
+    timed_out = (ProviderTimeoutError, "-", True)
     rows += [
-        Row("read timeout x1", wire, (HangReply(),), True, 2, policy=SHORT_TIMEOUT),
-        Row(
-            "read timeout, exhausts",
-            wire,
-            (HangReply(),) * 2,
-            False,
-            2,
-            ProviderTimeoutError,
-            "-",
-            True,
-            policy=SHORT_TIMEOUT,
-        ),
-        Row("reset mid-body x1", wire, (reset_mid_body(),), True, 2),
-        Row(
+        _ok("read timeout x1", wire, [HangReply()], policy=SHORT_TIMEOUT),
+        _fails("read timeout, exhausts", wire, [HangReply()] * 2, timed_out, policy=SHORT_TIMEOUT),
+        _ok("reset mid-body x1", wire, [reset_mid_body()]),
+        _fails(
             "reset mid-body, exhausts",
             wire,
-            (reset_mid_body(),) * 2,
-            False,
-            2,
-            ProviderConnectionError,
-            "-",
-            True,
+            [reset_mid_body()] * 2,
+            (unreachable, "-", True),
             policy=TWO,
         ),
-        Row("SSE cut mid-event x1", wire, (sse_cut(wire),), True, 2, stream=True),
-        Row(
+        _ok("SSE cut mid-event x1", wire, [sse_cut(wire)], stream=True),
+        _fails(
             "SSE cut mid-event, exhausts",
             wire,
-            (sse_cut(wire),) * 2,
-            False,
-            2,
-            ProviderConnectionError,
-            "-",
-            True,
+            [sse_cut(wire)] * 2,
+            (unreachable, "-", True),
             stream=True,
             policy=TWO,
         ),
-        Row("503 x1, streamed", wire, (error_reply(503),), True, 2, stream=True),
-        Row(
-            "malformed SSE event",
-            wire,
-            (malformed_event(wire),),
-            False,
-            1,
-            ProviderResponseError,
-            "-",
-            False,
-            stream=True,
+        _ok("503 x1, streamed", wire, [error_reply(503)], stream=True),
+        _fails(
+            "malformed SSE event", wire, [malformed_event(wire)], (garbled, "-", False), stream=True
         ),
-        Row(
-            "malformed JSON body",
-            wire,
-            (malformed_body(),),
-            False,
-            1,
-            ProviderResponseError,
-            "-",
-            False,
-        ),
-        Row(
+        _fails("malformed JSON body", wire, [malformed_body()], (garbled, "-", False)),
+        _fails(
             "400 overflow",
             wire,
-            (overflow_reply(wire),),
-            False,
-            1,
-            RequestCompositionError,
-            "REQUEST_TOO_LARGE",
-            False,
+            [overflow_reply(wire)],
+            (RequestCompositionError, "REQUEST_TOO_LARGE", False),
         ),
-        Row("overflow x1, +ctx", wire, (overflow_reply(wire),), True, 2, droppable=True),
-        Row(
+        _ok("overflow x1, +ctx", wire, [overflow_reply(wire)], droppable=True),
+        _fails(
             "overflow x2, +ctx",
             wire,
-            (overflow_reply(wire),) * 2,
-            False,
-            2,
-            ContextOverflowError,
-            f"400 {overflow}",
-            False,
+            [overflow_reply(wire)] * 2,
+            (ContextOverflowError, f"400 {overflow}", False),
             droppable=True,
         ),
-        Row("401", wire, (error_reply(401),), False, 1, ProviderAuthError, f"401 {auth}", False),
-        Row("403", wire, (error_reply(403),), False, 1, ProviderAuthError, f"403 {denied}", False),
-        Row(
-            "404",
-            wire,
-            (error_reply(404),),
-            False,
-            1,
-            ProviderNotFoundError,
-            f"404 {missing}",
-            False,
-        ),
+        _fails("401", wire, [error_reply(401)], (ProviderAuthError, f"401 {auth}", False)),
+        _fails("403", wire, [error_reply(403)], (ProviderAuthError, f"403 {denied}", False)),
+        _fails("404", wire, [error_reply(404)], (ProviderNotFoundError, f"404 {missing}", False)),
     ]
     return rows
 

@@ -35,6 +35,7 @@ shows it unchanged.
 | 429, exhausts | openai | 2 | none | ProviderHTTPError 429 rate_limit_exceeded, retryable |
 | 500 x2 | openai | 3 | 1 group | the turn |
 | 500, exhausts | openai | 3 | none | ProviderHTTPError 500 server_error, retryable |
+| 500 x-should-retry: false | openai | 1 | none | ProviderHTTPError 500 server_error, final |
 | 502 x1 | openai | 2 | 1 group | the turn |
 | 502, exhausts | openai | 2 | none | ProviderHTTPError 502 server_error, retryable |
 | 503 x1 | openai | 2 | 1 group | the turn |
@@ -60,6 +61,7 @@ shows it unchanged.
 | 429, exhausts | anthropic | 2 | none | ProviderHTTPError 429 rate_limit_error, retryable |
 | 500 x2 | anthropic | 3 | 1 group | the turn |
 | 500, exhausts | anthropic | 3 | none | ProviderHTTPError 500 api_error, retryable |
+| 500 x-should-retry: false | anthropic | 1 | none | ProviderHTTPError 500 api_error, final |
 | 502 x1 | anthropic | 2 | 1 group | the turn |
 | 502, exhausts | anthropic | 2 | none | ProviderHTTPError 502 api_error, retryable |
 | 503 x1 | anthropic | 2 | 1 group | the turn |
