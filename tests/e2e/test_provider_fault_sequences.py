@@ -12,7 +12,9 @@ three calls, nothing committed and the typed error of the last fault (retryable)
 staged stays but identity fingerprints, and neither an error nor a log line names the canary
 carried by every question and every scripted provider body.
 
-CI runs 12 generations; `make soak` (CRUX_SOAK=1) runs 300.
+CI runs 12 generations; `make soak` (CRUX_SOAK=1) runs 300, and also a stream that stays
+silent longer than the 30 s heartbeat timeout before its first event (a reasoning model):
+it commits after one call instead of being cut off and paid for again.
 """
 
 from __future__ import annotations
@@ -211,3 +213,27 @@ async def test_random_fault_sequences_commit_each_accepted_turn_exactly_once(
     assert "thread.turn.committed" in logs.err + logs.out
     assert CANARY not in logs.err + logs.out
     print(f"fault sequences (seed {SEED}): {dict(tally)} over {GENERATIONS} generations")
+
+
+@pytest.mark.skipif(not SOAK, reason="about 40 s; runs under CRUX_SOAK=1 (make soak)")
+@pytest.mark.timeout(180)
+async def test_a_stream_silent_longer_than_the_heartbeat_timeout_commits_once(
+    stack: Stack,
+) -> None:
+    key = "q-silent-1"
+    SCRIPTS.add(Plan(key, "openai", True, []))
+    SCRIPTS.queues[key].append(TextReply(text=f"answer for {key}", delay_seconds=40))
+    updates = [
+        update
+        async for update in stack.worker.runtime.stream(
+            f"Question {key}?",
+            thread=f"sequences:{key}:{uuid.uuid4().hex[:6]}",
+            model=MODELS["openai"],
+            generation_id=key,
+            attempt_policy={"max_attempts": 2, "timeout_seconds": 120},
+        )
+    ]
+    final = updates[-1]
+    assert isinstance(final, crux.StreamCommitted)
+    assert final.generation.text == f"answer for {key}"
+    assert SCRIPTS.plans[key].calls == 1
