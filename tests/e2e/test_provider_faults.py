@@ -16,7 +16,9 @@ sees (exact class, code as `status error_type` for HTTP errors, retryable flag);
 canary is in none of the error's text, the worker's log lines or the workflow history; for
 the 429 rows, that the retry waited for `retry-after` (1 s) rather than the policy's 0.1 s;
 for the streamed rows, that text of the cut attempt reached the caller and a `StreamReset`
-followed before the committed result.
+followed before the committed result. A plain Temporal client (any language) reads the
+same failure as an `ApplicationError` whose type is the class name and whose keyed details
+carry the code, provider and model (checked for a 529 and an attempt timeout).
 
 "xN": the fault is scripted N times, then a success; "exhausts": on every attempt. "reset
 mid-body": the connection is reset (TCP RST) part-way through the JSON body; "SSE cut
@@ -94,6 +96,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 import crux
@@ -101,6 +105,7 @@ from crux.errors import CruxError, ProviderError
 from crux.logs import configure_logging
 from crux.models import workflow_id_for
 from providers.loopback import (
+    HangReply,
     LoopbackAnthropicServer,
     LoopbackOpenAIServer,
     RecordedRequest,
@@ -122,10 +127,12 @@ from tests.faults import (
     Stack,
     Wire,
     code_of,
+    error_reply,
     fault_stack,
     retryable_of,
     table,
 )
+from vocabulary.details import decode_details
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -253,3 +260,47 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     logs = capfd.readouterr()
     assert thread_id in logs.out + logs.err  # the worker's log lines were captured
     assert CANARY not in logs.out + logs.err
+
+
+@pytest.mark.parametrize(
+    ("wire", "fault", "error_type", "code"),
+    [
+        ("anthropic", "529", "ProviderHTTPError", "overloaded_error"),
+        ("openai", "hang", "ProviderTimeoutError", None),
+    ],
+)
+async def test_a_plain_client_sees_the_typed_failure_in_its_details(
+    stack: Stack, wire: Wire, fault: str, error_type: str, code: str | None
+) -> None:
+    """What a caller in another language reads: the type and the keyed details, no text."""
+    server = stack.servers[wire]
+    server.clear()
+    server.enqueue(HangReply() if fault == "hang" else error_reply(529))
+    thread_id = f"faults:plain-{wire}:{uuid.uuid4().hex[:6]}"
+    with pytest.raises(WorkflowFailureError) as raised:
+        await stack.client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {
+                "generation_id": "p1",
+                "thread_id": thread_id,
+                "model": MODELS[wire],
+                "input": QUESTION,
+                "attempt_policy": {"max_attempts": 1, "timeout_seconds": 3},
+            },
+            id=workflow_id_for("p1", thread_id),
+            task_queue=stack.worker.task_queue,
+        )
+    cause = raised.value.cause
+    if isinstance(cause, ActivityError):
+        cause = cause.cause
+    assert isinstance(cause, ApplicationError)
+    details = decode_details(cause.details, cause.type)
+    assert (cause.type, details.code, details.provider, details.model) == (
+        error_type,
+        code,
+        wire,
+        MODELS[wire],
+    )
+    assert not cause.non_retryable  # the fault is transient; the attempts ran out
+    assert CANARY not in cause.message
+    assert len(server.requests) == 1
