@@ -15,10 +15,11 @@ content-free identity fingerprint of the used generation id); the typed error th
 sees (exact class, code as `status error_type` for HTTP errors, retryable flag); that the
 canary is in none of the error's text, the worker's log lines or the workflow history; for
 the 429 rows, that the retry waited for `retry-after` (1 s) rather than the policy's 0.1 s;
-for the streamed rows, that text of the cut attempt reached the caller and a `StreamReset`
-followed before the committed result. A plain Temporal client (any language) reads the
-same failure as an `ApplicationError` whose type is the class name and whose keyed details
-carry the code, provider and model (checked for a 529 and an attempt timeout).
+for the SSE-cut rows, that text of the cut attempt reached the caller and a `StreamReset`
+followed before the committed result (other streamed rows: the deltas are the answer
+alone). A plain Temporal client (any language) reads the same failure as an
+`ApplicationError` whose type is the class name and whose keyed details carry the code,
+provider and model (checked for a 529 and an attempt timeout).
 
 "xN": the fault is scripted N times, then a success; "exhausts": on every attempt. "reset
 mid-body": the connection is reset (TCP RST) part-way through the JSON body; "SSE cut
