@@ -103,6 +103,12 @@ def error_reply(status: int, **options: Any) -> ErrorReply:
     return ErrorReply(status=status, message=f"scripted failure quoting {CANARY}", **options)
 
 
+def gateway_page() -> ErrorReply:
+    """A proxy's HTML error page instead of the provider's JSON."""
+    page = f"<html><body><h1>502 Bad Gateway</h1><p>{CANARY}</p></body></html>"
+    return ErrorReply(status=502, body=page.encode(), headers={"content-type": "text/html"})
+
+
 def rate_limited() -> ErrorReply:
     return error_reply(429, headers={"retry-after": f"{RETRY_AFTER_SECONDS:g}"})
 
@@ -232,6 +238,15 @@ def rows_of(wire: Wire) -> list[Row]:
         rows.append(
             _fails(f"{status}, exhausts", wire, [error_reply(status)] * 2, expected, policy=TWO)
         )
+    rows.append(
+        _fails(
+            "502 proxy HTML, exhausts",
+            wire,
+            [gateway_page()] * 2,
+            (http, "502 None", True),
+            policy=TWO,
+        )
+    )
     timed_out = (ProviderTimeoutError, "-", True)
     rows += [
         _ok("read timeout x1", wire, [HangReply()], policy=SHORT_TIMEOUT),

@@ -45,6 +45,7 @@ shows it unchanged.
 | 503, exhausts | openai | 2 | none | ProviderHTTPError 503 server_error, retryable |
 | 529 x1 | openai | 2 | 1 group | the turn |
 | 529, exhausts | openai | 2 | none | ProviderHTTPError 529 server_error, retryable |
+| 502 proxy HTML, exhausts | openai | 2 | none | ProviderHTTPError 502 None, retryable |
 | read timeout x1 | openai | 2 | 1 group | the turn |
 | read timeout, exhausts | openai | 2 | none | ProviderTimeoutError -, retryable |
 | reset mid-body x1 | openai | 2 | 1 group | the turn |
@@ -71,6 +72,7 @@ shows it unchanged.
 | 503, exhausts | anthropic | 2 | none | ProviderHTTPError 503 api_error, retryable |
 | 529 x1 | anthropic | 2 | 1 group | the turn |
 | 529, exhausts | anthropic | 2 | none | ProviderHTTPError 529 overloaded_error, retryable |
+| 502 proxy HTML, exhausts | anthropic | 2 | none | ProviderHTTPError 502 None, retryable |
 | read timeout x1 | anthropic | 2 | 1 group | the turn |
 | read timeout, exhausts | anthropic | 2 | none | ProviderTimeoutError -, retryable |
 | reset mid-body x1 | anthropic | 2 | 1 group | the turn |
