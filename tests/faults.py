@@ -41,7 +41,9 @@ from providers.loopback import (
     Reply,
     ResetReply,
     Responder,
+    ScriptedToolCall,
     TextReply,
+    tool_call_reply,
 )
 from storage import create_pool
 from tests.helpers import RunningWorker, new_worker, settings_for
@@ -103,6 +105,28 @@ def error_reply(status: int, **options: Any) -> ErrorReply:
     return ErrorReply(status=status, message=f"scripted failure quoting {CANARY}", **options)
 
 
+LOOKUPS: list[str] = []
+"""Every run of the `lookup` tool, in order."""
+
+
+async def _lookup(arguments: dict[str, Any]) -> str:
+    LOOKUPS.append(str(arguments.get("key")))
+    return f"found {CANARY}"
+
+
+LOOKUP = crux.tool(
+    "lookup",
+    _lookup,
+    description="Look a key up",
+    parameters={"type": "object", "properties": {"key": {"type": "string"}}},
+)
+
+
+def asks_for_lookup() -> TextReply:
+    """The model's first reply in a tool-round row: one call of `lookup`."""
+    return tool_call_reply(ScriptedToolCall(name="lookup", arguments={"key": "k"}))
+
+
 def gateway_page() -> ErrorReply:
     """A proxy's HTML error page instead of the provider's JSON."""
     page = f"<html><body><h1>502 Bad Gateway</h1><p>{CANARY}</p></body></html>"
@@ -153,6 +177,8 @@ class Row:
         policy: The call's attempt policy.
         waits_retry_after: The second attempt must come `retry-after` after the first.
         droppable: The prompt carries a droppable context the overflow recovery can drop.
+        tool_round: The prompt offers `LOOKUP`; the first call asks for it (its reply is the
+            first of `faults`), the faults hit the call after the tool round.
     """
 
     fault: str
@@ -167,6 +193,7 @@ class Row:
     policy: crux.AttemptPolicySpec = FAST
     waits_retry_after: bool = False
     droppable: bool = False
+    tool_round: bool = False
 
     @property
     def id(self) -> str:
@@ -247,6 +274,22 @@ def rows_of(wire: Wire) -> list[Row]:
             policy=TWO,
         )
     )
+    rows += [
+        _ok(
+            "500 after tools x1",
+            wire,
+            [asks_for_lookup(), error_reply(500)],
+            tool_round=True,
+        ),
+        _fails(
+            "500 after tools, exhausts",
+            wire,
+            [asks_for_lookup(), error_reply(500), error_reply(500)],
+            (http, f"500 {ours}", True),
+            policy=TWO,
+            tool_round=True,
+        ),
+    ]
     timed_out = (ProviderTimeoutError, "-", True)
     rows += [
         _ok("read timeout x1", wire, [HangReply()], policy=SHORT_TIMEOUT),
@@ -334,6 +377,7 @@ async def fault_stack(
     template_database: str,
     responders: Sequence[Responder | None] = (None, None),
     pool_size: int = 8,
+    tools: Sequence[crux.Tool] = (),
 ) -> AsyncGenerator[Stack]:
     """A fresh database, both loopback servers and one worker, for a whole module."""
     name = f"crux_test_faults_{uuid.uuid4().hex[:8]}"
@@ -354,7 +398,7 @@ async def fault_stack(
             )
             pool = await create_pool(database_url, min_size=1, max_size=pool_size)
             try:
-                async with new_worker(client, pool, settings) as worker:
+                async with new_worker(client, pool, settings, tools=tools) as worker:
                     yield Stack(worker, pool, client, {"openai": openai, "anthropic": anthropic})
             finally:
                 await pool.close()

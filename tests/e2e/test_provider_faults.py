@@ -23,14 +23,16 @@ provider and model (checked for a 529 and an attempt timeout).
 
 "xN": the fault is scripted N times, then a success; "exhausts": on every attempt. "reset
 mid-body": the connection is reset (TCP RST) part-way through the JSON body; "SSE cut
-mid-event": part-way through a stream event. "1 group": one user+assistant causal group
-committed; "none": no message, no group. Every 429 carries `retry-after: 1`. The context
-overflow (the provider's real 400 body) makes the workflow plan one linked recovery
-request under a stricter ceiling: a one-message request cannot shrink, so the caller gets
-`REQUEST_TOO_LARGE` without a second call; with a droppable context ("+ctx") the recovery
-call goes out without it, and a second overflow is final. The table is rendered from
-`tests.faults.ROWS`, which the test is parametrised over; a test checks that this docstring
-shows it unchanged.
+mid-event": part-way through a stream event. "after tools": the first call asks for a tool,
+which runs exactly once; the fault hits the call after the tool round (attempts count both
+calls). "1 group": one causal group committed (user and answer; after tools: user, tool
+call, tool result, answer); "none": no message, no group. Every 429 carries
+`retry-after: 1`. The context overflow (the provider's real 400 body) makes the workflow
+plan one linked recovery request under a stricter ceiling: a one-message request cannot
+shrink, so the caller gets `REQUEST_TOO_LARGE` without a second call; with a droppable
+context ("+ctx") the recovery call goes out without it, and a second overflow is final. The
+table is rendered from `tests.faults.ROWS`, which the test is parametrised over; a test
+checks that this docstring shows it unchanged.
 
 | fault | wire | attempts | committed | caller sees: class, code, retryable |
 | --- | --- | --- | --- | --- |
@@ -46,6 +48,8 @@ shows it unchanged.
 | 529 x1 | openai | 2 | 1 group | the turn |
 | 529, exhausts | openai | 2 | none | ProviderHTTPError 529 server_error, retryable |
 | 502 proxy HTML, exhausts | openai | 2 | none | ProviderHTTPError 502 None, retryable |
+| 500 after tools x1 | openai | 3 | 1 group | the turn |
+| 500 after tools, exhausts | openai | 3 | none | ProviderHTTPError 500 server_error, retryable |
 | read timeout x1 | openai | 2 | 1 group | the turn |
 | read timeout, exhausts | openai | 2 | none | ProviderTimeoutError -, retryable |
 | reset mid-body x1 | openai | 2 | 1 group | the turn |
@@ -73,6 +77,8 @@ shows it unchanged.
 | 529 x1 | anthropic | 2 | 1 group | the turn |
 | 529, exhausts | anthropic | 2 | none | ProviderHTTPError 529 overloaded_error, retryable |
 | 502 proxy HTML, exhausts | anthropic | 2 | none | ProviderHTTPError 502 None, retryable |
+| 500 after tools x1 | anthropic | 3 | 1 group | the turn |
+| 500 after tools, exhausts | anthropic | 3 | none | ProviderHTTPError 500 api_error, retryable |
 | read timeout x1 | anthropic | 2 | 1 group | the turn |
 | read timeout, exhausts | anthropic | 2 | none | ProviderTimeoutError -, retryable |
 | reset mid-body x1 | anthropic | 2 | 1 group | the turn |
@@ -120,6 +126,8 @@ from tests.faults import (
     CANARY,
     FAQ,
     GENERATION_PATHS,
+    LOOKUP,
+    LOOKUPS,
     MODELS,
     QUESTION,
     RETRY_AFTER_SECONDS,
@@ -142,7 +150,9 @@ from vocabulary.details import decode_details
 async def stack(
     temporal_env: WorkflowEnvironment, postgres_url: str, template_database: str
 ) -> AsyncIterator[Stack]:
-    async with fault_stack(temporal_env.client, postgres_url, template_database) as running:
+    async with fault_stack(
+        temporal_env.client, postgres_url, template_database, tools=[LOOKUP]
+    ) as running:
         yield running
 
 
@@ -181,6 +191,9 @@ async def _run(stack: Stack, row: Row, thread_id: str) -> tuple[Any, list[Any]]:
     if row.droppable:
         prompt = crux.prompt(id="with-faq", use=[crux.droppable(crux.context("faq", FAQ))])
         options["input"] = QUESTION
+    if row.tool_round:
+        prompt = crux.prompt(id="with-lookup", use=[LOOKUP])
+        options["input"] = QUESTION
     updates: list[Any] = []
     try:
         if not row.stream:
@@ -203,7 +216,10 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     server.enqueue(*row.faults, *((success,) if row.recovers else ()))
     thread_id = f"faults:{row.id}:{uuid.uuid4().hex[:6]}"
 
+    lookups = len(LOOKUPS)
     outcome, updates = await _run(stack, row, thread_id)
+    # The tool ran once, however often the call after it failed.
+    assert len(LOOKUPS) - lookups == (1 if row.tool_round else 0)
 
     calls = [r for r in server.requests if r.path.split("?")[0] == GENERATION_PATHS[row.wire]]
     assert len(calls) == row.attempts, [r.path for r in server.requests]
@@ -231,7 +247,10 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
     if row.error is None:
         assert isinstance(outcome, crux.Generation), outcome
         assert outcome.text == success.text
-        assert [m["role"] for m in messages] == ["user", "assistant"]
+        turn = (
+            ["user", "assistant", "tool", "assistant"] if row.tool_round else ["user", "assistant"]
+        )
+        assert [m["role"] for m in messages] == turn
         assert groups == 1
         # Only the content-free fingerprint of the used generation id stays staged.
         assert [s["kind"] for s in staged] == ["identity"]
