@@ -16,15 +16,16 @@ async def test_a_silent_stream_keeps_heartbeating_and_stops_with_it() -> None:
     environment.on_heartbeat = lambda *details: beats.append(details)
 
     async def silent_call() -> int:
-        # No event arrives for ten intervals (a model thinking before its first token).
+        # No event arrives for 25 intervals (a model thinking before its first token).
         async with heartbeating(0.02):
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
         during = len(beats)
         await asyncio.sleep(0.1)
         assert len(beats) == during  # the beat ends with the stream
         return during
 
-    assert await environment.run(silent_call) >= 5
+    # A loaded machine delays the beats, never stops them.
+    assert await environment.run(silent_call) >= 3
 
 
 def test_the_beat_is_well_inside_the_heartbeat_timeout_of_an_attempt() -> None:
