@@ -13,7 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -300,10 +300,15 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
         """Return the stored receipt of a request, from any process and after restarts.
 
         Raises:
-            KeyError: No receipt is stored under `request_id`.
+            KeyError: No request receipt is stored under `request_id` (support calls of
+                summaries keep their own receipts, listed in the inspection).
         """
         receipt, _ = await self._generations.get_receipt(request_id)
-        return RequestReceipt.model_validate(receipt)
+        try:
+            return RequestReceipt.model_validate(receipt)
+        except ValidationError:
+            # Not a request receipt (a support call's): say so without quoting the row.
+            raise KeyError(request_id) from None
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).
