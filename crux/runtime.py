@@ -33,6 +33,7 @@ from contracts.generation import (
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._approvals import ApprovalMethods
+from crux._lifecycle import RuntimeLifecycle
 from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
@@ -79,7 +80,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
