@@ -31,6 +31,7 @@ from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
 from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
+from workflows._arity import SingleInputInterceptor
 
 _log = get_logger(__name__)
 
@@ -106,6 +107,8 @@ def build_worker(
         # A domain error raised in workflow code (an unknown model, an invalid budget) can
         # never succeed on a retried task: it fails the workflow, typed, instead.
         workflow_failure_exception_types=[CruxError],
+        # A start with extra arguments fails the workflow, typed, instead of its task.
+        interceptors=[SingleInputInterceptor()],
         # The provider call is taken by this worker straight from the workflow task that
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.

@@ -13,6 +13,7 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from vocabulary.errors import ConfigurationError
@@ -28,6 +29,10 @@ _JSON_ENCODINGS = (b"json/plain",)
 _FIELD = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+NO_INPUT = RawValue(Payload())
+"""The run parameter's default: a client that starts a workflow without an argument gets a
+typed `ConfigurationError`, not a `TypeError` that would fail the workflow task forever."""
 
 
 def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
@@ -79,6 +84,8 @@ def describe_invalid(error: ValidationError) -> str:
 def _json_value(raw: object, *, what: str) -> Any:
     if not isinstance(raw, RawValue):
         return raw
+    if raw is NO_INPUT:
+        raise ConfigurationError(f"{what} is missing: pass one JSON object")
     payload = raw.payload
     if payload.metadata.get("encoding", b"") not in _JSON_ENCODINGS:
         raise ConfigurationError(f"{what} must be JSON (encoding json/plain)")
