@@ -31,6 +31,7 @@ from providers.loopback import (
 )
 from tests.helpers import new_worker, settings_for
 from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
+from workflows._arity import SingleInputInterceptor
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
@@ -46,6 +47,8 @@ async def test_recorded_history_replays(path: Path) -> None:
     replayer = Replayer(
         workflows=[ManagedGenerationWorkflow, SummaryWorkflow, ParallelGenerationWorkflow],
         data_converter=pydantic_data_converter,
+        # As on the worker: a start with extra arguments fails the workflow, typed.
+        interceptors=[SingleInputInterceptor()],
     )
     await replayer.replay_workflow(history)
 
