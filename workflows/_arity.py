@@ -1,16 +1,22 @@
 """Refuse a start with more than one argument: a typed failure, never a wedged task.
 
 The project's workflows take one JSON object. A client that sends two or more arguments
-would otherwise make the SDK call `run` with too many, a `TypeError` that fails the
-workflow *task* and is retried forever. This interceptor fails the workflow instead, with a
-content-free `ConfigurationError`, before the run starts.
+would otherwise make the SDK decode them without type hints (an undecodable one fails the
+workflow *task*, retried forever) and call `run` with too many (a `TypeError`, the same).
+The worker's payload converter leaves such arguments raw (`raw_extras_converter`), and
+its interceptor fails the workflow instead, with a content-free `ConfigurationError`,
+before the run starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import (
     ExecuteWorkflowInput,
@@ -46,3 +52,27 @@ class SingleInputInterceptor(Interceptor):
     ) -> type[WorkflowInboundInterceptor] | None:
         """The inbound interceptor that checks the argument count."""
         return _SingleInput
+
+
+_RAW_EXTRAS: dict[type[PayloadConverter], type[PayloadConverter]] = {}
+
+
+def raw_extras_converter(base: type[PayloadConverter]) -> type[PayloadConverter]:
+    """`base`, except that several payloads decoded without type hints stay raw.
+
+    The SDK decodes a start's arguments without hints only when their count differs from
+    the run method's; left raw, they cannot fail the task, and the interceptor refuses
+    them. Every call that has hints (activity results, updates, queries) is unchanged.
+    """
+    if base not in _RAW_EXTRAS:
+
+        class _RawExtras(base):
+            def from_payloads(
+                self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+            ) -> list[Any]:
+                if type_hints is None and len(payloads) > 1:
+                    return [RawValue(payload) for payload in payloads]
+                return super().from_payloads(payloads, type_hints)  # pyright: ignore[reportAbstractUsage]
+
+        _RAW_EXTRAS[base] = _RawExtras
+    return _RAW_EXTRAS[base]

@@ -40,7 +40,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from crux.errors import CruxError
+from crux.errors import CruxError, ThreadError
 from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
 from tests.hostile import (
@@ -333,7 +333,12 @@ async def test_raw_payloads_and_argument_counts_end_typed(
             outcome = await _run_hostile(client, running_worker, pool, workflow, raw)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
         # No argument at all, and two arguments where one is expected.
-        for args in ((), (_base(workflow, "a"), _base(workflow, "b"))):
+        for args in (
+            (),
+            (_base(workflow, "a"), _base(workflow, "b")),
+            (_base(workflow, "a"), _raw(b"\xff\xfe")),
+            (_raw(b"{}", b"binary/unknown"), _raw(b"[")),
+        ):
             outcome = await _run_hostile(client, running_worker, pool, workflow, *args)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
     print(f"\nraw-payload outcomes: {dict(sorted(outcomes.items()))}")
@@ -363,6 +368,26 @@ async def test_a_refused_request_leaves_its_generation_id_free(
     await handle.result()
     view = await ThreadStore(pool).read_history_view("hostile-fix")
     assert [m.role for m in view.messages] == ["user", "assistant"]
+
+
+async def test_an_unregistered_owner_is_refused_before_any_provider_call(
+    running_worker: RunningWorker, pool: asyncpg.Pool
+) -> None:
+    runtime = running_worker.runtime
+    await runtime.generate("first", thread="hostile-owner", generation_id="o1")
+    receipts = await pool.fetchval("SELECT count(*) FROM crux_request_receipts")
+    with pytest.raises(ThreadError) as raised:
+        await runtime.generate(
+            "second", thread="hostile-owner", owner="reviewer", generation_id="o2"
+        )
+    assert raised.value.code == "invalid_message"
+    # Nothing was planned or sent for a turn no commit could publish.
+    assert await pool.fetchval("SELECT count(*) FROM crux_request_receipts") == receipts
+    await ThreadStore(pool).register_owner("hostile-owner", "reviewer")
+    generation = await runtime.generate(
+        "second", thread="hostile-owner", owner="reviewer", generation_id="o2"
+    )
+    assert generation.text
 
 
 # --- the Runtime with hostile arguments ---------------------------------------------------
