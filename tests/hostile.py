@@ -4,7 +4,8 @@ Every string carries `CANARY`, so a test can assert that no error message, failu
 log line repeats what the caller sent. Large and deep values are built once and sampled, so
 an example costs the same whatever it holds.
 
-`CRUX_FUZZ_EXAMPLES` scales the example counts (`examples(default)`).
+`CRUX_FUZZ_EXAMPLES` sets the example counts; `CRUX_SOAK=1` (`make soak`) multiplies the
+defaults by ten.
 """
 
 from __future__ import annotations
@@ -26,9 +27,15 @@ DEEP = 1200
 """Nesting depth of the deep values (deeper than Python's default recursion limit)."""
 
 
+SOAK_FACTOR = 10
+"""How many times more examples a `CRUX_SOAK=1` run (`make soak`) tries."""
+
+
 def examples(default: int) -> int:
-    """Number of examples per test: `CRUX_FUZZ_EXAMPLES` or `default`."""
-    return int(os.environ.get("CRUX_FUZZ_EXAMPLES", default))
+    """Number of examples per test: `CRUX_FUZZ_EXAMPLES`, else `default` (times ten in soak)."""
+    if "CRUX_FUZZ_EXAMPLES" in os.environ:
+        return int(os.environ["CRUX_FUZZ_EXAMPLES"])
+    return default * SOAK_FACTOR if os.environ.get("CRUX_SOAK") == "1" else default
 
 
 def deep_list(depth: int = DEEP) -> list[Any]:
