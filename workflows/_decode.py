@@ -13,6 +13,7 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
@@ -24,6 +25,10 @@ MAX_INPUT_BYTES = 2 * 1024 * 1024
 
 MAX_NESTING = 64
 """Deepest accepted JSON nesting (well inside pydantic's own recursion limit)."""
+
+NON_FINITE_PATCH = "refuse-non-finite-json"
+"""Runs that record this marker refuse NaN and infinities in their input (JSON has none;
+the SDK's default converter writes them, and passed on they would silently become null)."""
 
 _JSON_ENCODINGS = (b"json/plain",)
 _FIELD = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -104,7 +109,7 @@ def _json_value(raw: object, *, what: str) -> Any:
 
 
 def _check_tree(value: object, *, what: str) -> None:
-    """Reject nesting deeper than `MAX_NESTING` and strings PostgreSQL cannot store."""
+    """Reject deep nesting, strings PostgreSQL cannot store, NaN and infinities."""
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         node, depth = stack.pop()
@@ -115,6 +120,10 @@ def _check_tree(value: object, *, what: str) -> None:
                 raise ConfigurationError(
                     f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)"
                 )
+        elif isinstance(node, float) and not _finite(node) and _refuse_non_finite():
+            raise ConfigurationError(
+                f"{what} contains a number JSON cannot carry (NaN or infinity)"
+            )
         elif isinstance(node, dict):
             items: dict[object, object] = node  # pyright: ignore[reportUnknownVariableType]
             for key, child in items.items():
@@ -123,3 +132,13 @@ def _check_tree(value: object, *, what: str) -> None:
         elif isinstance(node, list):
             children: list[object] = node  # pyright: ignore[reportUnknownVariableType]
             stack.extend((child, depth + 1) for child in children)
+
+
+def _refuse_non_finite() -> bool:
+    # Runs recorded before the refusal replay as they ran; outside a workflow (the facade's
+    # own checks) the refusal always applies.
+    return not workflow.in_workflow() or workflow.patched(NON_FINITE_PATCH)
+
+
+def _finite(number: float) -> bool:
+    return number == number and abs(number) != float("inf")  # NaN is unequal to itself

@@ -341,6 +341,16 @@ async def test_raw_payloads_and_argument_counts_end_typed(
         ):
             outcome = await _run_hostile(client, running_worker, pool, workflow, *args)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    # NaN is not JSON: refused at once, not passed on to become a silent null.
+    handle = await client.start_workflow(
+        "ManagedGenerationWorkflow",
+        _raw(b'{"generation_id":"nan","input":{"message":"hi","x":NaN}}'),
+        id=f"crux/hostile/{uuid.uuid4().hex}",
+        task_queue=running_worker.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as raised:
+        await handle.result()
+    assert "NaN or infinity" in str(raised.value.cause)
     print(f"\nraw-payload outcomes: {dict(sorted(outcomes.items()))}")
     await _ordinary_generation_still_completes(running_worker)
 

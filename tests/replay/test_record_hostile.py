@@ -1,4 +1,4 @@
-"""Record histories of hostile starts: refused after the read, no argument, two arguments.
+"""Record histories of hostile starts: refused after the read, no or two arguments, NaN.
 
 Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_hostile_*` histories, which
 `test_replay.py` then replays with every other recorded history.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RawValue
 
 from tests.helpers import new_worker, record_history, settings_for
 from tests.replay.test_replay import RECORD
@@ -23,6 +25,15 @@ async def test_record_hostile_histories(
         "v2_hostile_refused_after_read": [{"generation_id": "h1", "thread_id": "hostile"}],
         "v2_hostile_no_argument": [],
         "v2_hostile_two_arguments": [{"generation_id": "h3"}, {"generation_id": "h4"}],
+        # Written by the SDK's default converter as a bare NaN literal.
+        "v2_hostile_non_finite": [
+            RawValue(
+                Payload(
+                    metadata={"encoding": b"json/plain"},
+                    data=b'{"generation_id":"h5","input":{"message":"hi","x":NaN}}',
+                )
+            )
+        ],
     }
     async with new_worker(client, pool, settings_for(database_url)) as worker:
         for name, args in starts.items():
