@@ -37,7 +37,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError
 
 from crux.errors import CruxError, ThreadError
@@ -202,6 +202,19 @@ def _payloads(draw: st.DrawFn) -> tuple[str, Any]:
 # --- running one hostile start ------------------------------------------------------------
 
 
+def _typed_cause(failure: WorkflowFailureError) -> ApplicationError:
+    """The run's typed failure: its cause, or (a failed activity or child) the cause's cause.
+
+    A run that fails because an activity failed keeps the `ActivityError` on top, as the
+    facade expects, with the activity's typed `ApplicationError` under it.
+    """
+    cause = failure.cause
+    if isinstance(cause, ActivityError | ChildWorkflowError):
+        cause = cause.cause
+    assert isinstance(cause, ApplicationError), f"untyped failure {type(cause).__name__}"
+    return cause
+
+
 async def _workflow_task_failures(client: Client, workflow_id: str) -> int:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events)
@@ -234,9 +247,9 @@ async def _run_hostile(
         outcome = "completed"
         _tried["completed"] += 1
     except WorkflowFailureError as failure:
-        cause = failure.cause
-        assert isinstance(cause, ApplicationError), f"untyped failure {type(cause).__name__}"
+        cause = _typed_cause(failure)
         assert cause.type in CRUX_TYPES, f"failure type {cause.type} is not a CruxError"
+        assert_content_free(failure.cause)
         assert_content_free(cause)
         assert CANARY not in repr(cause.details)
         outcome = cause.type or "failed"
