@@ -41,6 +41,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.service import RPCError
 
 from crux.errors import CruxError, ThreadError
+from crux.runtime import ParallelRun
 from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
 from tests.hostile import (
@@ -295,7 +296,7 @@ async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
     client: Client, default_client: Client, running_worker: RunningWorker, pool: asyncpg.Pool
 ) -> None:
     outcomes: dict[str, int] = {}
-    for index, (workflow, payload) in enumerate(_drawn(_payloads(), examples(40))):
+    for index, (workflow, payload) in enumerate(_drawn(_payloads(), examples(60))):
         # Alternate the project's pydantic converter and the SDK's default JSON converter.
         chosen = client if index % 2 else default_client
         outcome = await _run_hostile(chosen, running_worker, pool, workflow, payload)
@@ -448,6 +449,20 @@ _PREVIEW = (
     "output",
 )
 
+_PARALLEL = (
+    "id",
+    "agents",
+    "context",
+    "thread",
+    "threads",
+    "model",
+    "history",
+    "input_budget",
+    "owner",
+    "settings",
+    "output",
+)
+
 
 def _marked_id(value: Any) -> Any:
     """`value` for an id slot: an error may name a valid id, so strings carry the id mark."""
@@ -456,10 +471,20 @@ def _marked_id(value: Any) -> Any:
 
 @st.composite
 def _runtime_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
-    method = draw(st.sampled_from(["generate", "generate", "generate", "preview", "lookup"]))
+    method = draw(
+        st.sampled_from(["generate", "generate", "generate", "preview", "parallel", "lookup"])
+    )
     value = draw(_json_values | st.sampled_from([math.nan, object(), b"\xff", (CANARY,)]))
     if method == "lookup":
         return method, {"value": _marked_id(value)}
+    if method == "parallel":
+        name = draw(st.sampled_from(_PARALLEL))
+        if name in ("id", "owner", "model", "thread"):
+            value = _marked_id(value)
+        elif name == "agents":
+            value = draw(st.sampled_from([value, {_marked_id(str(value))[:80]: "hello"}]))
+        base = {"id": f"par-{uuid.uuid4().hex[:8]}", "agents": {"a": "hello", "b": "hi"}}
+        return method, {**base, name: value}
     name = draw(st.sampled_from(("prompt", *(_KWARGS if method == "generate" else _PREVIEW))))
     if name in ("thread", "generation_id", "owner", "model"):
         value = _marked_id(value)
@@ -498,16 +523,23 @@ async def test_hostile_runtime_arguments_raise_only_typed_errors(
     running_worker: RunningWorker, pool: asyncpg.Pool
 ) -> None:
     runtime = running_worker.runtime
-    for method, kwargs in _drawn(_runtime_calls(), examples(40)):
+    for method, kwargs in _drawn(_runtime_calls(), examples(60)):
         if method == "lookup":
             await _lookups(running_worker, kwargs["value"])
             continue
         _tried["inputs"] += 1
         before = await table_digest(pool)
-        call = runtime.generate if method == "generate" else runtime.preview
+        call = {
+            "generate": runtime.generate,
+            "preview": runtime.preview,
+            "parallel": runtime.parallel,
+        }[method]
         try:
-            await asyncio.wait_for(call(**kwargs), RUN_BOUND_SECONDS)
+            result = await asyncio.wait_for(call(**kwargs), RUN_BOUND_SECONDS)
             _tried["completed"] += 1
+            if isinstance(result, ParallelRun):
+                for member_error in result.errors.values():
+                    assert_content_free(member_error)
         except CruxError as error:
             _tried["refused"] += 1
             assert_content_free(error)
