@@ -338,6 +338,21 @@ _RAW_PAYLOADS: tuple[RawValue, ...] = (
 )
 
 
+async def test_every_field_with_a_huge_list_ends_typed_with_a_small_message(
+    client: Client, running_worker: RunningWorker, pool: asyncpg.Pool
+) -> None:
+    # One defect repeated 10^5 times must be named once: the failure message is written
+    # into history and must stay far below Temporal's payload limits.
+    outcomes: dict[str, int] = {}
+    for path in _PATHS:
+        payload = _mutated(_base("ManagedGenerationWorkflow", "big"), path, [0] * 100_000)
+        outcome = await _run_hostile(
+            client, running_worker, pool, "ManagedGenerationWorkflow", payload
+        )
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    print(f"\nhuge-list outcomes: {dict(sorted(outcomes.items()))}")
+
+
 async def test_raw_payloads_and_argument_counts_end_typed(
     client: Client, running_worker: RunningWorker, pool: asyncpg.Pool
 ) -> None:

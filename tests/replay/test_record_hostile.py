@@ -1,4 +1,4 @@
-"""Record histories of hostile starts: refused after the read, no or two arguments, NaN.
+"""Record histories of hostile starts: refused late, no or two arguments, NaN, too many values.
 
 Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_hostile_*` histories, which
 `test_replay.py` then replays with every other recorded history.
@@ -25,6 +25,7 @@ async def test_record_hostile_histories(
         "v2_hostile_refused_after_read": [{"generation_id": "h1", "thread_id": "hostile"}],
         "v2_hostile_no_argument": [],
         "v2_hostile_two_arguments": [{"generation_id": "h3"}, {"generation_id": "h4"}],
+        "v2_hostile_too_many_values": [{"generation_id": "h6", "tools": [0] * 100_000}],
         # Written by the SDK's default converter as a bare NaN literal.
         "v2_hostile_non_finite": [
             RawValue(
