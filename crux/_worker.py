@@ -24,6 +24,7 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
+from crux._health import readiness_file
 from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
@@ -210,7 +211,16 @@ async def run_worker(
             namespace=settings.temporal_namespace,
         )
         try:
-            async with worker:
+            # The readiness file (CRUX_HEALTH_FILE) exists only while the worker polls.
+            async with (
+                worker,
+                readiness_file(
+                    settings.health_file,
+                    lambda: worker.is_running,
+                    task_queue=settings.task_queue,
+                    namespace=settings.temporal_namespace,
+                ),
+            ):
                 if started is not None:
                     started.set()
                 await (stop or asyncio.Event()).wait()

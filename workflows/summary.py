@@ -107,7 +107,7 @@ class SummaryWorkflow:
                     request,
                     result_type=PrepareSummaryResult,
                     **_options.with_summary(
-                        _options.PREPARE_SUMMARY, f"summary {request.strategy}"
+                        _options.PREPARE_SUMMARY_RUN, f"summary {request.strategy}"
                     ),
                 )
             except ActivityError as error:
