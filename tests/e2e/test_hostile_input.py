@@ -293,7 +293,11 @@ def _drawn(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
 
 
 async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
-    client: Client, default_client: Client, running_worker: RunningWorker, pool: asyncpg.Pool
+    client: Client,
+    default_client: Client,
+    running_worker: RunningWorker,
+    pool: asyncpg.Pool,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     outcomes: dict[str, int] = {}
     for index, (workflow, payload) in enumerate(_drawn(_payloads(), examples(60))):
@@ -307,8 +311,13 @@ async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
                 # The hostile-but-valid id addressed its own Thread: one whole turn in it.
                 view = await ThreadStore(pool).read_history_view(thread_id)
                 assert [m.role for m in view.messages] == ["user", "assistant"]
-    print(f"\nplain-client outcomes: {dict(sorted(outcomes.items()))}")
     await _ordinary_generation_still_completes(running_worker)
+    # The worker's log lines (failed activities and runs included) repeat no hostile content.
+    captured = capfd.readouterr()
+    logged = captured.out + captured.err
+    assert "thread.turn.committed" in logged  # the worker's lines were captured
+    assert CANARY not in logged
+    print(f"\nplain-client outcomes: {dict(sorted(outcomes.items()))}")
 
 
 def _raw(data: bytes, encoding: bytes | None = b"json/plain") -> RawValue:
