@@ -14,6 +14,7 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 from temporalio.converter import DataConverter
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -25,11 +26,13 @@ from crux._checks import (
     ensure_search_attributes,
 )
 from crux._health import readiness_file
+from crux._telemetry import worker_interceptors
 from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
+from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -54,13 +57,17 @@ PASSTHROUGH_MODULES = (
 )
 
 
-async def connect_client(settings: Settings) -> Client:
+async def connect_client(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal with the pydantic data converter.
+
+    Args:
+        settings: Address and namespace.
+        runtime: The Temporal runtime; the default one when omitted.
 
     Raises:
         StartupCheckError: Temporal is unreachable (the message names TEMPORAL_ADDRESS).
     """
-    return await connect_temporal(settings)
+    return await connect_temporal(settings, runtime=runtime)
 
 
 def build_worker(
@@ -113,12 +120,13 @@ def build_worker(
         # A domain error raised in workflow code (an unknown model, an invalid budget) can
         # never succeed on a retried task: it fails the workflow, typed, instead.
         workflow_failure_exception_types=[CruxError],
-        # A start with extra arguments fails the workflow, typed, instead of its task.
-        interceptors=[SingleInputInterceptor()],
         # The provider call is taken by this worker straight from the workflow task that
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.
         max_eager_activity_reservations_per_workflow_task=3,
+        # Spans and metrics when telemetry is configured; nothing otherwise. Innermost, a
+        # start with extra arguments fails the workflow, typed, instead of its task.
+        interceptors=[*worker_interceptors(client), SingleInputInterceptor()],
     )
 
 
@@ -197,7 +205,14 @@ async def run_worker(
     if settings.migrate_on_start:
         await migrate_url(database_url)
     await check_database(database_url)
-    client = client or await connect_client(settings)
+    if settings.otel_endpoint and not telemetry_setup.enabled():
+        # Before connecting, so the client traces its calls too.
+        telemetry_setup.configure_otlp(settings.otel_endpoint)
+    runtime = None
+    if settings.prometheus_address:
+        # Only a worker binds the endpoint (CLI commands sharing its environment do not).
+        runtime = telemetry_setup.serve_prometheus(settings.prometheus_address)
+    client = client or await connect_client(settings, runtime=runtime)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
@@ -228,6 +243,8 @@ async def run_worker(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            # Flush what the OTLP exporters still hold (a no-op unless they were built here).
+            telemetry_setup.shutdown()
         _log.info("worker.stopped", task_queue=settings.task_queue)
 
 

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -58,6 +58,7 @@ from vocabulary.ids import check_wire_id, generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 from vocabulary.staging import StagingKind
+from workflows._ui import generation_details, generation_summary
 
 __all__ = [
     "STREAM_POLL_SECONDS",
@@ -278,7 +279,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
             result_type=Finished,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=attributes,
-            static_summary=f"generation {request.generation_id}",
+            # What the Temporal UI lists: kind, model and Thread; the ids in the details.
+            static_summary=generation_summary(request),
+            static_details=generation_details(request),
             # When a worker for this task queue runs in this process, its first task
             # starts without a round trip through the server.
             request_eager_start=True,
@@ -297,12 +300,17 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
         """Return the stored receipt of a request, from any process and after restarts.
 
         Raises:
-            KeyError: No receipt is stored under `request_id`.
+            KeyError: No request receipt is stored under `request_id` (support calls of
+                summaries keep their own receipts, listed in the inspection).
             ConfigurationError: `request_id` is not a request id (not a string, empty,
                 over-long, or holding control characters or unstorable text).
         """
         receipt, _ = await self._generations.get_receipt(_request_id(request_id))
-        return RequestReceipt.model_validate(receipt)
+        try:
+            return RequestReceipt.model_validate(receipt)
+        except ValidationError:
+            # Not a request receipt (a support call's): say so without quoting the row.
+            raise KeyError(request_id) from None
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).

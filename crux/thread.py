@@ -51,7 +51,7 @@ def _as_message(value: object, thread_id: str) -> Message:
     try:
         return Message.model_validate(dict(value))  # pyright: ignore[reportUnknownArgumentType]
     except ValidationError:
-        # Not chained: pydantic's message quotes the input, and a traceback would log it.
+        # Not chained: pydantic's error quotes the rejected values, message text included.
         raise ThreadError("invalid_message", "malformed message", thread_id=thread_id) from None
 
 

@@ -67,7 +67,7 @@ async def edit(
     try:
         message = Message(id=replacement_id, role="user", content=content, metadata=metadata)
     except ValidationError:
-        # Not chained: pydantic's message quotes the input, and a traceback would log it.
+        # Not chained: pydantic's error quotes the rejected values, message text included.
         raise ThreadError("invalid_message", "invalid edit content", thread_id=thread_id) from None
     [prepared] = prepare_batch([message], thread_id=thread_id)
     async with write_transaction(pool, thread_id) as connection:
