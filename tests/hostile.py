@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 import os
+import uuid
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 CANARY = "zq-hostile-canary"
@@ -201,3 +203,59 @@ async def table_digest(pool: Any) -> dict[str, str]:
                 f"SELECT count(*) || ':' || coalesce(md5({rows}), '') FROM \"{name}\" t"
             )
         return digest
+
+
+# Large and slow examples are the point; one fixture serves every example.
+ALL_CHECKS = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.large_base_example,
+    HealthCheck.function_scoped_fixture,
+]
+
+_json_scalars = (
+    st.sampled_from(HOSTILE_STRINGS)
+    | st.sampled_from(HOSTILE_IDS)
+    | st.sampled_from(HOSTILE_NUMBERS)
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.none()
+)
+_json_big = st.sampled_from(
+    [deep_list(), deep_dict(), [0] * 100_000, [CANARY] * 100_000, {CANARY: CANARY}, [], {}]
+)
+json_values = st.recursive(
+    _json_scalars | _json_big,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(HOSTILE_STRINGS) | st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=4,
+)
+"""JSON-encodable hostile values (what a plain Temporal client can send)."""
+
+
+def drawn(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
+    """`count` examples of `strategy`, drawn up front so that one worker serves them all."""
+    drawn: list[Any] = []
+
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        suppress_health_check=ALL_CHECKS,
+    )
+    @given(strategy)
+    def collect(value: Any) -> None:
+        drawn.append(value)
+
+    collect()
+    return drawn
+
+
+async def ordinary_generation_still_completes(worker: Any) -> None:
+    """The worker still serves: an ordinary generation on a fresh Thread completes."""
+    generation = await worker.runtime.generate(
+        "an ordinary question", thread=f"after-{uuid.uuid4().hex[:6]}", generation_id="after"
+    )
+    assert generation.text

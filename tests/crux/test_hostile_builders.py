@@ -21,13 +21,14 @@ from typing import Any
 
 import asyncpg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crux
 import planner
 from crux.errors import CruxError
 from tests.hostile import (
+    ALL_CHECKS,
     CANARY,
     HOSTILE_IDS,
     HOSTILE_NUMBERS,
@@ -40,14 +41,6 @@ from tests.hostile import (
     texts,
     values,
 )
-
-# Large and slow examples are the point; one fixture serves every example.
-_ALL_CHECKS = [
-    HealthCheck.too_slow,
-    HealthCheck.data_too_large,
-    HealthCheck.large_base_example,
-    HealthCheck.function_scoped_fixture,
-]
 
 _tried = {"inputs": 0}
 
@@ -114,7 +107,7 @@ def test_every_hostile_constant_is_refused_or_accepted_cleanly() -> None:
         _call(crux.prompt, id="p", input_budget={"optimize_at": value, "max": 10})
 
 
-@settings(max_examples=examples(120), deadline=None, suppress_health_check=_ALL_CHECKS)
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=ALL_CHECKS)
 @given(a=values, b=values, c=values, d=values, i=ids, t=texts)
 def test_hostile_builder_arguments_raise_only_typed_content_free_errors(
     a: Any, b: Any, c: Any, d: Any, i: str, t: str
@@ -222,7 +215,7 @@ async def _apply(
     return await other.delete()
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=_ALL_CHECKS)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=ALL_CHECKS)
 @given(operation=_operations, a=_any_message, b=values, i=ids)
 async def test_hostile_thread_operations_are_refused_typed_and_write_nothing(
     pool: asyncpg.Pool, seeded: crux.Thread, operation: str, a: Any, b: Any, i: str

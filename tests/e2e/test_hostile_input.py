@@ -1,4 +1,4 @@
-"""Hostile workflow input from plain Temporal clients, and hostile arguments to the Runtime.
+"""Hostile workflow input from plain Temporal clients: every run ends typed, nothing written.
 
 Every client-startable workflow (`ManagedGenerationWorkflow`, `SummaryWorkflow`,
 `ParallelGenerationWorkflow`) is started from a plain `temporalio` client, with the
@@ -15,23 +15,21 @@ wrong types. Every run must:
   its failure message or details;
 - leave the worker serving: an ordinary generation completes afterwards.
 
-The `Runtime` methods (`generate`, `preview`, `receipt`, `inspect`, the operator and
-approval commands) get the same treatment with hostile arguments. Examples share one worker;
-`CRUX_FUZZ_EXAMPLES` sets the counts, and the module prints how many hostile inputs it tried.
+The `Runtime` methods get the same treatment in `test_hostile_runtime.py`. Examples share
+one worker; `CRUX_FUZZ_EXAMPLES` sets the counts, and the module prints how many hostile
+inputs it tried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
@@ -40,23 +38,21 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError
 
-from crux.errors import CruxError, ThreadError
-from crux.runtime import ParallelRun
+from crux.errors import ThreadError
 from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
 from tests.hostile import (
     CANARY,
-    HOSTILE_IDS,
-    HOSTILE_NUMBERS,
     HOSTILE_STRINGS,
     ID_MARK,
     MEGABYTE,
     STORABLE_IDS,
     assert_content_free,
-    deep_dict,
     deep_json,
-    deep_list,
+    drawn,
     examples,
+    json_values,
+    ordinary_generation_still_completes,
     table_digest,
 )
 from vocabulary.errors import ErrorType
@@ -67,14 +63,6 @@ RUN_BOUND_SECONDS = 60.0
 CRUX_TYPES = {member.value for member in ErrorType}
 WORKFLOWS = ("ManagedGenerationWorkflow", "SummaryWorkflow", "ParallelGenerationWorkflow")
 
-# Large and slow examples are the point; one fixture serves every example.
-_ALL_CHECKS = [
-    HealthCheck.too_slow,
-    HealthCheck.data_too_large,
-    HealthCheck.large_base_example,
-    HealthCheck.function_scoped_fixture,
-]
-
 _tried = {"inputs": 0, "completed": 0, "refused": 0, "client": 0}
 
 
@@ -82,7 +70,7 @@ _tried = {"inputs": 0, "completed": 0, "refused": 0, "client": 0}
 def _report() -> Iterator[None]:
     yield
     print(
-        f"\nhostile workflow and Runtime inputs tried: {_tried['inputs']} "
+        f"\nhostile workflow inputs tried: {_tried['inputs']} "
         f"(completed {_tried['completed']}, failed typed {_tried['refused']}, "
         f"refused by the client or server {_tried['client']})"
     )
@@ -103,26 +91,6 @@ async def default_client(client: Client) -> Client:
 
 
 # --- hostile payloads ---------------------------------------------------------------------
-
-_json_scalars = (
-    st.sampled_from(HOSTILE_STRINGS)
-    | st.sampled_from(HOSTILE_IDS)
-    | st.sampled_from(HOSTILE_NUMBERS)
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.none()
-)
-_json_big = st.sampled_from(
-    [deep_list(), deep_dict(), [0] * 100_000, [CANARY] * 100_000, {CANARY: CANARY}, [], {}]
-)
-_json_values = st.recursive(
-    _json_scalars | _json_big,
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(HOSTILE_STRINGS) | st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=4,
-)
 
 _PATHS: tuple[tuple[str, ...], ...] = (
     ("generation_id",),
@@ -167,6 +135,23 @@ _PATHS: tuple[tuple[str, ...], ...] = (
 )
 
 
+_ID_FIELDS = frozenset(
+    {
+        "generation_id",
+        "thread_id",
+        "owner",
+        "model",
+        "prompt_id",
+        "input_ref",
+        "messages_ref",
+        "agent_id",
+        "prepare_step",
+        "through_id",
+        "parallel_id",
+    }
+)
+
+
 def _base(workflow: str, tag: str) -> dict[str, Any]:
     if workflow == "SummaryWorkflow":
         return {"thread_id": f"hostile-{tag}", "through_id": "m1", "model": "offline:echo"}
@@ -190,13 +175,16 @@ def _payloads(draw: st.DrawFn) -> tuple[str, Any]:
     base = _base(workflow, uuid.uuid4().hex[:8])
     shape = draw(st.sampled_from(["field", "field", "field", "extra", "whole"]))
     # Valid-but-hostile ids and texts (SQL metacharacters, path separators) run to the end.
-    value = draw(_json_values | st.sampled_from(STORABLE_IDS))
+    value = draw(json_values | st.sampled_from(STORABLE_IDS))
     if shape == "whole":
         return workflow, value
     if shape == "extra":
         return workflow, {**base, draw(st.sampled_from(HOSTILE_STRINGS)): value}
     keys = tuple(sorted(base)) if workflow != "ManagedGenerationWorkflow" else ()
     path = draw(st.sampled_from([(k,) for k in keys] + [(CANARY,)] if keys else _PATHS))
+    if path[0] in _ID_FIELDS and isinstance(value, str):
+        # Ids are named in logs and errors (they are not content): mark them as ids.
+        value = value.replace(CANARY, ID_MARK)
     return workflow, _mutated(base, path, value)
 
 
@@ -264,32 +252,7 @@ async def _run_hostile(
     return outcome
 
 
-async def _ordinary_generation_still_completes(worker: RunningWorker) -> None:
-    generation = await worker.runtime.generate(
-        "an ordinary question", thread=f"after-{uuid.uuid4().hex[:6]}", generation_id="after"
-    )
-    assert generation.text
-
-
 # --- the tests ----------------------------------------------------------------------------
-
-
-def _drawn(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
-    """`count` examples of `strategy`, drawn up front so that one worker serves them all."""
-    drawn: list[Any] = []
-
-    @settings(
-        max_examples=count,
-        database=None,
-        deadline=None,
-        suppress_health_check=_ALL_CHECKS,
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(value)
-
-    collect()
-    return drawn
 
 
 async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
@@ -300,7 +263,7 @@ async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     outcomes: dict[str, int] = {}
-    for index, (workflow, payload) in enumerate(_drawn(_payloads(), examples(60))):
+    for index, (workflow, payload) in enumerate(drawn(_payloads(), examples(60))):
         # Alternate the project's pydantic converter and the SDK's default JSON converter.
         chosen = client if index % 2 else default_client
         outcome = await _run_hostile(chosen, running_worker, pool, workflow, payload)
@@ -311,7 +274,7 @@ async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
                 # The hostile-but-valid id addressed its own Thread: one whole turn in it.
                 view = await ThreadStore(pool).read_history_view(thread_id)
                 assert [m.role for m in view.messages] == ["user", "assistant"]
-    await _ordinary_generation_still_completes(running_worker)
+    await ordinary_generation_still_completes(running_worker)
     # The worker's log lines (failed activities and runs included) repeat no hostile content.
     captured = capfd.readouterr()
     logged = captured.out + captured.err
@@ -390,7 +353,7 @@ async def test_raw_payloads_and_argument_counts_end_typed(
         await handle.result()
     assert "NaN or infinity" in str(raised.value.cause)
     print(f"\nraw-payload outcomes: {dict(sorted(outcomes.items()))}")
-    await _ordinary_generation_still_completes(running_worker)
+    await ordinary_generation_still_completes(running_worker)
 
 
 async def test_a_refused_request_leaves_its_generation_id_free(
@@ -436,137 +399,3 @@ async def test_an_unregistered_owner_is_refused_before_any_provider_call(
         "second", thread="hostile-owner", owner="reviewer", generation_id="o2"
     )
     assert generation.text
-
-
-# --- the Runtime with hostile arguments ---------------------------------------------------
-
-_KWARGS = (
-    "input",
-    "thread",
-    "model",
-    "messages",
-    "generation_id",
-    "history",
-    "input_budget",
-    "max_output_tokens",
-    "owner",
-    "tool_choice",
-    "max_tool_rounds",
-    "on_revision_moved",
-    "storage_wait_seconds",
-    "settings",
-    "attempt_policy",
-    "approval_timeout_seconds",
-    "output",
-)
-
-_PREVIEW = (
-    "input",
-    "thread",
-    "model",
-    "messages",
-    "history",
-    "input_budget",
-    "max_output_tokens",
-    "owner",
-    "settings",
-    "output",
-)
-
-_PARALLEL = (
-    "id",
-    "agents",
-    "context",
-    "thread",
-    "threads",
-    "model",
-    "history",
-    "input_budget",
-    "owner",
-    "settings",
-    "output",
-)
-
-
-def _marked_id(value: Any) -> Any:
-    """`value` for an id slot: an error may name a valid id, so strings carry the id mark."""
-    return value.replace(CANARY, ID_MARK) if isinstance(value, str) else value
-
-
-@st.composite
-def _runtime_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
-    method = draw(
-        st.sampled_from(["generate", "generate", "generate", "preview", "parallel", "lookup"])
-    )
-    value = draw(_json_values | st.sampled_from([math.nan, object(), b"\xff", (CANARY,)]))
-    if method == "lookup":
-        return method, {"value": _marked_id(value)}
-    if method == "parallel":
-        name = draw(st.sampled_from(_PARALLEL))
-        if name in ("id", "owner", "model", "thread"):
-            value = _marked_id(value)
-        elif name == "agents":
-            value = draw(st.sampled_from([value, {_marked_id(str(value))[:80]: "hello"}]))
-        base = {"id": f"par-{uuid.uuid4().hex[:8]}", "agents": {"a": "hello", "b": "hi"}}
-        return method, {**base, name: value}
-    name = draw(st.sampled_from(("prompt", *(_KWARGS if method == "generate" else _PREVIEW))))
-    if name in ("thread", "generation_id", "owner", "model"):
-        value = _marked_id(value)
-    kwargs: dict[str, Any] = {"prompt": "hello", name: value}
-    if name != "generation_id" and method == "generate":
-        kwargs["generation_id"] = f"rt-{uuid.uuid4().hex[:8]}"
-    return method, kwargs
-
-
-async def _lookups(worker: RunningWorker, value: Any) -> None:
-    runtime = worker.runtime
-    for call in (
-        lambda: runtime.receipt(value),
-        lambda: runtime.inspect(value),
-        lambda: runtime.generation_status(value),
-        lambda: runtime.generation_status("g", thread=value),
-        lambda: runtime.retry_generation(value),
-        lambda: runtime.abandon_generation(value),
-        lambda: runtime.pending_approvals(value),
-        lambda: runtime.pending_approvals(workflow_id=value),
-        lambda: runtime.approve(value, "g"),
-        lambda: runtime.approve("c", "g", thread=value),
-        lambda: runtime.deny("c", value),
-        lambda: runtime.deny("c", "g", reason_code=value),
-    ):
-        _tried["inputs"] += 1
-        try:
-            await asyncio.wait_for(call(), RUN_BOUND_SECONDS)
-        except KeyError:
-            pass  # the documented error of `receipt` and `inspect` for an unknown id
-        except CruxError as error:
-            assert_content_free(error)
-
-
-async def test_hostile_runtime_arguments_raise_only_typed_errors(
-    running_worker: RunningWorker, pool: asyncpg.Pool
-) -> None:
-    runtime = running_worker.runtime
-    for method, kwargs in _drawn(_runtime_calls(), examples(60)):
-        if method == "lookup":
-            await _lookups(running_worker, kwargs["value"])
-            continue
-        _tried["inputs"] += 1
-        before = await table_digest(pool)
-        call = {
-            "generate": runtime.generate,
-            "preview": runtime.preview,
-            "parallel": runtime.parallel,
-        }[method]
-        try:
-            result = await asyncio.wait_for(call(**kwargs), RUN_BOUND_SECONDS)
-            _tried["completed"] += 1
-            if isinstance(result, ParallelRun):
-                for member_error in result.errors.values():
-                    assert_content_free(member_error)
-        except CruxError as error:
-            _tried["refused"] += 1
-            assert_content_free(error)
-            if method == "preview" or isinstance(error, TypeError):
-                assert await table_digest(pool) == before, f"refused {method} wrote rows"
-    await _ordinary_generation_still_completes(running_worker)
