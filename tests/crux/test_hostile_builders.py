@@ -165,7 +165,11 @@ _messages = st.fixed_dictionaries(
 )
 _any_message = _messages | values
 _operations = st.sampled_from(
-    ["append", "append-batch", "read", "edit", "select", "redact", "history", "for_owner", "open"]
+    [
+        *("append", "append-batch", "read", "edit", "select", "redact", "history"),
+        *("for_owner", "open", "register-owner", "close-owner", "release-owner"),
+        *("load-messages", "path-ids", "history-view"),
+    ]
 )
 
 
@@ -210,6 +214,20 @@ async def _apply(
         return await conversation.history(encoding=a)
     if operation == "for_owner":
         return await conversation.for_owner(i).read()
+    # The store's own public methods, reached through `conversation.store`.
+    store = conversation.store
+    if operation == "register-owner":
+        return await store.register_owner("hostile", _as_id(a, i), state=b)
+    if operation == "close-owner":
+        return await store.close_owner("hostile", _as_id(a, i))
+    if operation == "release-owner":
+        return await store.release_owner("hostile", _as_id(a, i))
+    if operation == "load-messages":
+        return await store.load_messages("hostile", _as_id(a, i))
+    if operation == "path-ids":
+        return await store.path_ids("hostile", owner=_as_id(a, i))
+    if operation == "history-view":
+        return await store.read_history_view("hostile", owner=_as_id(a, i), encoding=b)
     other = crux.thread(id=i, storage=pool)
     await other.revision()
     return await other.delete()
