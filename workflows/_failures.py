@@ -9,8 +9,10 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     FailureError,
+    TimeoutType,
     is_cancelled_exception,
 )
+from temporalio.exceptions import TimeoutError as AttemptTimeout
 
 from contracts.activities import (
     ACTIVITY_DISCARD_GENERATION,
@@ -25,6 +27,7 @@ from vocabulary.errors import (
     CruxError,
     ErrorType,
     OutputValidationError,
+    ProviderTimeoutError,
     RequestCompositionError,
     ThreadError,
 )
@@ -72,6 +75,29 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
         error_type = ErrorType.INTERNAL
     return ApplicationError(
         str(error), encode_details(details), type=error_type, non_retryable=True
+    )
+
+
+def attempt_timed_out(request: GenerationInput, error: ActivityError) -> ApplicationError | None:
+    """`ProviderTimeoutError` when a provider attempt outlived its attempt timeout.
+
+    Temporal ends such an attempt from outside, so the activity cannot classify it; without
+    this the caller would see a bare workflow timeout instead of the provider's typed,
+    retryable error. `None` for every other failure (a heartbeat timeout is a lost worker,
+    not a slow provider).
+    """
+    cause = error.cause
+    if not isinstance(cause, AttemptTimeout) or cause.type != TimeoutType.START_TO_CLOSE:
+        return None
+    provider = request.model.partition(":")[0]
+    timed_out = ProviderTimeoutError(
+        provider, "no answer within the attempt timeout", model=request.model
+    )
+    return ApplicationError(
+        timed_out.explain(),
+        encode_details(ErrorDetails(provider=provider, model=request.model)),
+        type=ErrorType.PROVIDER_TIMEOUT,
+        non_retryable=False,
     )
 
 

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows._approvals import ApprovalHandlers, Approvals
     from workflows._decode import NO_INPUT
     from workflows._failures import (
+        attempt_timed_out,
         commit_rejected,
         decision_failure,
         discard_after,
@@ -326,6 +327,9 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         except ActivityError as error:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
+            timed_out = attempt_timed_out(request, error)
+            if timed_out is not None:
+                raise timed_out from error
             raise
         if invoked.revision_moved:
             return "revision-moved", invoked, None
