@@ -55,7 +55,7 @@ from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError
-from vocabulary.ids import generation_key, workflow_id_for
+from vocabulary.ids import check_wire_id, generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 from vocabulary.staging import StagingKind
@@ -303,8 +303,10 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
         Raises:
             KeyError: No request receipt is stored under `request_id` (support calls of
                 summaries keep their own receipts, listed in the inspection).
+            ConfigurationError: `request_id` is not a request id (not a string, empty,
+                over-long, or holding control characters or unstorable text).
         """
-        receipt, _ = await self._generations.get_receipt(request_id)
+        receipt, _ = await self._generations.get_receipt(_request_id(request_id))
         try:
             return RequestReceipt.model_validate(receipt)
         except ValidationError:
@@ -322,8 +324,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
 
         Raises:
             KeyError: No inspection is stored for that request.
+            ConfigurationError: `request` is neither a receipt nor a request id.
         """
-        request_id = request if isinstance(request, str) else request.id
+        request_id = _request_id(request.id if isinstance(request, RequestReceipt) else request)
         _, inspection = await self._generations.get_receipt(request_id)
         if inspection is None:
             raise KeyError(request_id)
@@ -376,3 +379,12 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
             message = staged.message
         value = output.parse(message.text) if output is not None else None
         return Generation(text=message.text, message=message, result=result, output=value)
+
+
+MAX_REQUEST_ID_LENGTH = 256
+"""Longest request id looked up (the workflow's ids are far shorter)."""
+
+
+def _request_id(value: object) -> str:
+    """`value` if it can be a request id; a malformed one is refused before any query."""
+    return check_wire_id(value, "request id", limit=MAX_REQUEST_ID_LENGTH)

@@ -137,8 +137,20 @@ async def discard_after(
         await workflow.execute_activity(
             ACTIVITY_DISCARD_GENERATION,
             DiscardGenerationInput(
-                generation_id=request.generation_id, thread_id=request.thread_id
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                refused=_refused(error),
             ),
             result_type=DiscardGenerationResult,
             **_options.with_summary(_options.DISCARD_GENERATION, "discard staging"),
         )
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether the run failed because its request was invalid (a `ConfigurationError`)."""
+    if isinstance(error, ConfigurationError):
+        return True
+    if isinstance(error, ActivityError | ApplicationError):
+        cause = application_cause(error)
+        return cause is not None and cause.type == ErrorType.CONFIGURATION
+    return False

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import ApprovalHandlers, Approvals
+    from workflows._decode import NO_INPUT
     from workflows._failures import (
         attempt_timed_out,
         commit_rejected,
@@ -109,7 +110,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         return self._stages.stage.value
 
     @workflow.run
-    async def run(self, raw: RawValue) -> GenerationOutcome | GenerationResult:
+    async def run(self, raw: RawValue = NO_INPUT) -> GenerationOutcome | GenerationResult:
         """Run the generation and return its content-free outcome (ids and figures).
 
         The input is taken raw and decoded and validated here rather than by the data
