@@ -96,6 +96,24 @@ async def start_temporal(
     binary = temporal_cli_path()
     if log_file is not None:
         binary = _logging_launcher(binary, log_file)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return await _start_local(binary, ui=ui, ui_port=ui_port, log_level=log_level)
+        except RuntimeError as error:
+            # The SDK waits only a few seconds for the server to answer; on a busy host a
+            # healthy server can take longer, so a slow start is tried again on a new port.
+            if "did not start" not in str(error) or attempt == START_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+START_ATTEMPTS = 3
+"""Times `start_temporal` tries a dev server that is slow to answer."""
+
+
+async def _start_local(
+    binary: str, *, ui: bool, ui_port: int | None, log_level: str
+) -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_local(  # pyright: ignore[reportUnknownMemberType]
         dev_server_existing_path=binary,
         data_converter=pydantic_data_converter,

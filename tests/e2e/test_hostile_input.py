@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +41,7 @@ from temporalio.service import RPCError
 
 from crux.errors import ThreadError
 from storage import ThreadStore
+from telemetry.logs import configure_logging
 from tests.helpers import RunningWorker, new_worker, settings_for
 from tests.hostile import (
     CANARY,
@@ -256,6 +258,25 @@ async def _run_hostile(
 
 
 async def test_hostile_inputs_from_plain_clients_end_typed_and_write_nothing(
+    client: Client,
+    default_client: Client,
+    running_worker: RunningWorker,
+    pool: asyncpg.Pool,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # The worker logs through the root logger: configure it here, whatever an earlier test
+    # left behind (its level, or a stream captured then), and put that back afterwards.
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    configure_logging(log_format="json", level="info")
+    try:
+        await _hostile_plain_client_runs(client, default_client, running_worker, pool, capfd)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
+async def _hostile_plain_client_runs(
     client: Client,
     default_client: Client,
     running_worker: RunningWorker,

@@ -52,6 +52,7 @@ from providers.loopback import (
 )
 from providers.loopback._shared import echo_text
 from storage import GenerationStore, ThreadStore
+from telemetry import setup
 from tests.helpers import settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,6 +302,9 @@ async def test_every_readme_block_runs_against_the_embedded_stack(
         finally:
             for runtime in opened:
                 await runtime.close()
+            # The observability snippet turns process-wide telemetry on: the next tests
+            # start with it off, as they would in a process of their own.
+            setup.reset()
     assert len(ran) >= 13, ran
     assert len(opened) >= 1
     # The snippets' `openai:` calls reached the stand-in model, tool rounds included.
