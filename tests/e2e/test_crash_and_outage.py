@@ -254,7 +254,7 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
             await asyncio.sleep(OUTAGE_AT_SECONDS + 2)
             while "seconds" not in outage:
                 stages = await asyncio.gather(
-                    *(_stage_of(handle) for _, handle in list(in_flight.values())),
+                    *(_stage_of(handle) for _, handle in list(in_flight.values())[:12]),
                 )
                 stages_seen.update(stage for stage in stages if stage is not None)
                 # ... and the Temporal UI's view of them.
