@@ -52,7 +52,7 @@ test-fast: $(STAMP) ## Run the tests only
 fuzz: $(STAMP) ## Longer property-based runs
 	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
-soak: $(STAMP) ## Longer suites: worker kills and a PostgreSQL outage; history bytes on a 10,000-message Thread
+soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills and a PostgreSQL outage; history bytes on a 10,000-message Thread
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py $(PYTEST_ARGS)
 
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
