@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ReadRequestResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
-    from planner import SealedPlan, conservative_profile
+    from planner import SealedPlan, conservative_profile, inline_preparations
     from planner.steps import (
         CountAuthoritatively,
         Dispatched,
@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         Seal,
         next_action,
     )
-    from vocabulary.errors import CruxError, ErrorType
+    from vocabulary.errors import CruxError, ErrorType, RequestCompositionError
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search
     from workflows._approvals import ApprovalHandlers, Approvals
@@ -76,6 +76,8 @@ STAGE = _search.STAGE
 # Versioning marker of the second generation path. Runs whose history lacks it started on
 # the first path and are carried on, unchanged, by `workflows.legacy`.
 GENERATION_V2_PATCH = "generation-v2"
+SUMMARY_PER_STEP_PATCH = "summary-per-step"
+"""Runs with this marker prepare an inline summary per step, not once per generation."""
 
 
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
@@ -222,6 +224,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         """Plan the next provider call, carrying out what planning asks for first."""
         self._stages.set(Stage.PLANNING)
         state = self._planning(request, read, progress)
+        prepared_here = False
         while True:
             action = next_action(state)
             if isinstance(action, Seal):
@@ -231,12 +234,17 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 progress.summary = await prepare_summary(self._stages, request, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
+                prepared_here = True
             elif isinstance(action, CountAuthoritatively):
                 counted = await self._count(request, read, action, progress)
                 plan_request = state.request
                 if counted is not None:
                     plan_request = plan_request.model_copy(update={"counted_input_tokens": counted})
                 state = replace(state, request=plan_request, counted=True)
+            elif not prepared_here and _needs_fresh_summary(state, action):
+                # The summary prepared for an earlier step no longer fits this one (the
+                # Thread moved meanwhile, or the turn grew): prepare the one it needs.
+                state = replace(state, summary_prepared=False)
             else:
                 if action.refresh is not None:
                     await start_summary(self._stages, request, action.refresh)
@@ -378,6 +386,16 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             await start_summary(self._stages, request, need)
         self._stages.set(Stage.COMPLETED)
         return committed.result
+
+
+def _needs_fresh_summary(state: Planning, action: Fail) -> bool:
+    """Whether planning failed only for a summary an earlier step's preparation cannot give."""
+    return (
+        state.summary_prepared
+        and isinstance(action.error, RequestCompositionError)
+        and bool(inline_preparations(action.error))
+        and workflow.patched(SUMMARY_PER_STEP_PATCH)
+    )
 
 
 def _error_type(error: ActivityError) -> str | None:

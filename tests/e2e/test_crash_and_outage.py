@@ -395,6 +395,7 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
             "stages_seen_during_outage": dict(stages_seen),
         }
         print("\ncrash-and-outage figures:", json.dumps(figures))
+        tampered = await _tamper_and_verify(Runtime(client, pool), pool, results)
         report = os.environ.get("CRUX_CHAOS_REPORT")
         if report:
             Path(report).write_text(json.dumps(figures, indent=2) + "\n")
@@ -407,6 +408,9 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
     assert figures["broken_groups"] == 0, figures
     assert figures["receipt_mismatches"] == 0, (figures, check["mismatch_examples"])
     assert figures["tool_rounds_committed"] == figures["tool_round_generations"], figures
+    # The comparison is not blind: one request receipt field and one commit receipt field
+    # changed in PostgreSQL afterwards are both found.
+    assert tampered == 2, tampered
     assert fleet.kills >= (10 if SOAK else 3), figures
     assert figures["kills_during_commit"] >= 1, figures
     assert figures["kills_during_summary"] >= 1, figures
@@ -419,6 +423,27 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
     # worker killed during the outage cannot start again until it ends).
     blocked = ("storage_blocked", "commit_blocked", "visible_blocked_max")
     assert sum(stages_seen[name] for name in blocked) > 0, figures
+
+
+async def _tamper_and_verify(
+    runtime: Runtime, pool: asyncpg.Pool, results: dict[tuple[str, str], GenerationOutcome]
+) -> int:
+    """Change one stored receipt and one stored commit, and count what `_verify` finds."""
+    (thread_id, generation_id), outcome = next(iter(sorted(results.items())))
+    assert outcome.thread_commit is not None and outcome.request_ids
+    await pool.execute(
+        "UPDATE crux_request_receipts SET receipt = jsonb_set(receipt, '{input_tokens}',"
+        " to_jsonb((receipt->>'input_tokens')::int + 1)) WHERE request_id = $1",
+        outcome.request_ids[0],
+    )
+    await pool.execute(
+        "UPDATE crux_thread_groups SET committed_at = committed_at + interval '1 second'"
+        " WHERE thread_id = $1 AND group_id = $2",
+        thread_id,
+        outcome.thread_commit.message_ids[0],
+    )
+    check = await _verify(runtime, pool, [thread_id], {(thread_id, generation_id): outcome})
+    return check["receipt_mismatches"]
 
 
 async def _stage_of(handle: WorkflowHandle[Any, GenerationOutcome]) -> str | None:
