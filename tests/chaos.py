@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import asyncpg
-import psutil
 
 from crux.stack import EmbeddedPostgres
 
@@ -53,6 +52,22 @@ def pause_postgres(server: EmbeddedPostgres) -> None:
 def resume_postgres(server: EmbeddedPostgres) -> None:
     """Start the stopped server again on the same data directory and socket."""
     server._server.ensure_postgres_running()
+
+
+def _socket_inodes(local_port: int, remote_port: int) -> set[str]:
+    """Inodes of the TCP sockets from `local_port` to `remote_port` (Linux)."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, remote, inode = fields[1], fields[2], fields[9]
+                if (
+                    int(local.rsplit(":", 1)[1], 16) == local_port
+                    and int(remote.rsplit(":", 1)[1], 16) == remote_port
+                ):
+                    found.add(inode)
+    return found
 
 
 def _tagged(url: str, application_name: str) -> str:
@@ -180,19 +195,20 @@ class WorkerFleet:
         return None if process is None or process.poll() is not None else process.pid
 
     def pid_of_peer(self, local_port: int, remote_port: int) -> int | None:
-        """The running worker that owns the TCP connection `local_port` -> `remote_port`."""
+        """The running worker that owns the TCP connection `local_port` -> `remote_port`.
+
+        Reads Linux's socket tables (`/proc/net/tcp*`) and the workers' descriptors;
+        `None` elsewhere, or when no worker owns that connection.
+        """
+        inodes = {f"socket:[{inode}]" for inode in _socket_inodes(local_port, remote_port)}
         for slot in self._running():
             process = self._processes[slot]
             assert process is not None
-            with contextlib.suppress(psutil.Error):
-                for connection in psutil.Process(process.pid).net_connections(kind="tcp"):
-                    remote: Any = connection.raddr
-                    if (
-                        connection.laddr.port == local_port
-                        and remote
-                        and remote.port == remote_port
-                    ):
-                        return process.pid
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{process.pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{process.pid}/fd/{fd}") in inodes:
+                            return process.pid
         return None
 
     def revive(self) -> None:
