@@ -4,21 +4,35 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The exact, tested versions: runtime (the container image) and everything `make` needs.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo dev worker test test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
+.PHONY: help install lock docs demo dev worker test test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
+	@# -qq: setuptools reports how an editable install works, as a warning.
+	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create the virtual environment and install the project with its dev tools
+install: $(STAMP) ## Create the virtual environment from the lock file, with the dev tools
+
+lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_ARGS=--upgrade for newer releases)
+	$(UV_COMPILE) --extra dev $(UV_ARGS) -o $(DEV_LOCK)
+	$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+
+docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
+	@# Not --quiet: it hides the warnings that --strict turns into a failure.
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
 	$(BIN)/crux demo $(DEMO_ARGS)
@@ -43,7 +57,7 @@ fmt: $(STAMP) ## Format and autofix
 typecheck: $(STAMP) ## pyright, strict on the packages
 	$(BIN)/pyright
 
-test: lint typecheck ## Lint, type-check and run the whole test suite against real servers
+test: lint typecheck docs ## Lint, type-check, build the docs and run the whole test suite against real servers
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## Run the tests only
@@ -52,8 +66,8 @@ test-fast: $(STAMP) ## Run the tests only
 fuzz: $(STAMP) ## Longer property-based runs
 	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
-soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills and a PostgreSQL outage; history bytes on a 10,000-message Thread
-	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py $(PYTEST_ARGS)
+soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills, PostgreSQL outages and crashes in every stage, canary leaks; history bytes on a 10,000-message Thread
+	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py tests/e2e/test_storage_faults.py tests/e2e/test_canary_leaks.py $(PYTEST_ARGS)
 
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)
@@ -64,4 +78,4 @@ bench: $(STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against 
 all: test ## Everything CI runs
 
 clean: ## Remove the virtual environment and local stack state
-	rm -rf $(VENV) .stack
+	rm -rf $(VENV) .stack site

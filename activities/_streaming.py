@@ -33,7 +33,8 @@ async def stream_to_staging(
     run = activity.info().attempt
     sequence = 0
     pending: list[str] = []
-    flushed = time.monotonic()
+    # The first text goes out at once: time to first delta is what a reader waits on most.
+    flushed = float("-inf")
     final: ChatResponse | None = None
     async for event in provider.stream(chat_request):
         if isinstance(event, TextDelta):

@@ -7,10 +7,14 @@ enters the Thread.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from activities._outage import Unstaged, keeping_side_effect
 from activities._providers import ProviderRegistry
 from contracts.activities import PrepareSummaryInput
 from planner import ModelProfile, SupportRequestRecord, derive_budget
@@ -135,6 +139,8 @@ class SupportCalls:
     profile: ModelProfile
     records: list[SupportRequestRecord] = field(default_factory=lambda: [])
     reused: list[SupportRequestRecord] = field(default_factory=lambda: [])
+    answer_keys: list[str] = field(default_factory=lambda: [])
+    """Keys of the answers this preparation holds until its artifact is stored."""
 
     @property
     def linked(self) -> list[SupportRequestRecord]:
@@ -142,8 +148,30 @@ class SupportCalls:
         return [*self.reused, *self.records]
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """A paid support answer, with its record and content-free receipt."""
+
+    text: str
+    record: SupportRequestRecord
+    receipt: dict[str, Any]
+
+
+def _answer_key(model: str, output_cap: int, messages: Sequence[Message]) -> str:
+    """The identity of a support call: the same model, cap and prompt ask the same thing."""
+    body = json.dumps(
+        [model, output_cap, [m.model_dump(mode="json") for m in messages]], sort_keys=True
+    )
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class SupportCaller:
     """Makes the support calls of a preparation and records their receipts.
+
+    Answers are held in this process until the summary they serve is stored: a storage
+    fault after the call (its receipt, a chunk summary or the artifact cannot be written)
+    fails the preparation, and its next attempt on this worker reuses what was paid for
+    instead of asking the summary model again.
 
     Args:
         providers: Model id to provider client.
@@ -153,6 +181,12 @@ class SupportCaller:
     def __init__(self, providers: ProviderRegistry, generations: GenerationStore) -> None:
         self._providers = providers
         self._generations = generations
+        self._answers: Unstaged[str, _Answer] = Unstaged()
+
+    def stored(self, calls: SupportCalls) -> None:
+        """Forget the answers of a preparation whose artifact is stored now."""
+        for key in calls.answer_keys:
+            self._answers.staged(key)
 
     async def summarise(
         self, calls: SupportCalls, messages: Sequence[Message], previous: str | None
@@ -195,35 +229,54 @@ class SupportCaller:
                     "max_input_tokens": sizing.input_max,
                 },
             )
+        key = _answer_key(request.model, sizing.output_cap, messages)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = await self._call(calls, messages, measured)
+            self._answers.keep(key, answer)
+        calls.answer_keys.append(key)
+        calls.records.append(answer.record)
+        # Idempotent (keyed by the call's id): an answer reused after a failed write is
+        # recorded once. A short fault is waited out here; a longer one fails the attempt.
+        await keeping_side_effect(
+            lambda: self._generations.record_support_request(
+                answer.record.id,
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                receipt=answer.receipt,
+            )
+        )
+        return answer.text
+
+    async def _call(
+        self, calls: SupportCalls, messages: Sequence[Message], measured: int
+    ) -> _Answer:
+        """Ask the summary model once."""
+        request, sizing = calls.request, calls.sizing
         provider, model_name = self._providers.resolve(request.model)
         response = await provider.complete(
-            ChatRequest(model=model_name, messages=messages, max_output_tokens=sizing.output_cap)
+            ChatRequest(
+                model=model_name, messages=list(messages), max_output_tokens=sizing.output_cap
+            )
         )
         text = response.message.text.strip()
         if not text:
             raise ProviderResponseError(
                 request.model.split(":", 1)[0], "the summary model returned an empty summary"
             )
-        support_id = f"support_{uuid.uuid4().hex}"
         record = SupportRequestRecord(
-            id=support_id,
+            id=f"support_{uuid.uuid4().hex}",
             model=request.model,
             input_tokens=measured,
             max_input_tokens=sizing.input_max,
             measurement=calls.counter.confidence,
         )
-        calls.records.append(record)
-        await self._generations.record_support_request(
-            support_id,
-            generation_id=request.generation_id,
-            thread_id=request.thread_id,
-            receipt={
-                **record.model_dump(mode="json"),
-                "kind": "history-summary",
-                "max_output_tokens": sizing.output_cap,
-                "provider_input_tokens": response.usage.input_tokens,
-                "output_tokens": response.usage.output_tokens,
-                "finish_reason": response.finish_reason,
-            },
-        )
-        return text
+        receipt = {
+            **record.model_dump(mode="json"),
+            "kind": "history-summary",
+            "max_output_tokens": sizing.output_cap,
+            "provider_input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "finish_reason": response.finish_reason,
+        }
+        return _Answer(text=text, record=record, receipt=receipt)

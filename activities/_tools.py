@@ -18,7 +18,9 @@ from contracts.settings import ToolPolicySpec
 from planner import ModelCatalog
 from providers import TokenCounter
 from storage import GenerationStore
+from telemetry import tracing
 from telemetry.logs import get_logger
+from telemetry.tracing import GEN_AI_TOOL_NAME
 from vocabulary.errors import ThreadError
 from vocabulary.ids import turn_message_id
 from vocabulary.messages import Message
@@ -59,6 +61,9 @@ class ToolRunner:
             call = call_message.message.tool_calls[request.call_index]
             entry = self._tools.get(call.tool_name)
             failed = entry is None
+            if entry is not None:
+                # Only a registered name: an invented one is the model's text.
+                tracing.annotate({GEN_AI_TOOL_NAME: call.tool_name, "crux.tool.known": True})
             if request.denied is not None:
                 # An operator denied the call: the handler never runs; the model sees why.
                 text, failed = denial_result(request.denied), True

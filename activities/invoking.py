@@ -227,6 +227,7 @@ class ModelInvoker:
             ],
             # Same content as the output, already counted.
             turn_tokens=output_tokens if call_message is not None else 0,
+            retried=_retried(),
         )
         await self._stage_answer(request, _Answer(output, call_message, result, tuple(sources)))
         await self._refuse_if_sources_redacted(request, sources)
@@ -270,6 +271,7 @@ class ModelInvoker:
             finish_reason=response.finish_reason,
             output_tokens=output_tokens,
             defects=defects,
+            retried=_retried(),
         )
 
     async def _stage_answer(self, request: InvokeModelInput, answer: _Answer) -> InvokeModelResult:
@@ -367,3 +369,8 @@ async def _with_heartbeat(call: Awaitable[_T]) -> _T:
         if done:
             return task.result()
         activity.heartbeat()
+
+
+def _retried() -> int:
+    """Tries of the current activity that failed before this one (0 outside an activity)."""
+    return activity.info().attempt - 1 if activity.in_activity() else 0

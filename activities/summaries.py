@@ -14,6 +14,7 @@ steps and never enter the Thread.
 
 from __future__ import annotations
 
+from activities._outage import keeping_side_effect
 from activities._providers import ProviderRegistry
 from activities._support import (
     SupportCaller,
@@ -159,7 +160,12 @@ class SummaryPreparer:
             support_request_ids=[record.id for record in calls.linked],
             support_requests=[record.model_dump(mode="json") for record in calls.linked],
         )
-        stored = await self._summaries.put(request.thread_id, artifact, sources)
+        # A short storage fault is waited out; a longer one fails this attempt, and the
+        # next one on this worker reuses the support answers instead of paying again.
+        stored = await keeping_side_effect(
+            lambda: self._summaries.put(request.thread_id, artifact, sources)
+        )
+        self._support.stored(calls)
         _log.info(
             "history.summary.prepared",
             thread_id=request.thread_id,
@@ -216,19 +222,18 @@ class SummaryPreparer:
         before = len(calls.records)
         text = await self._support.summarise(calls, [by_id[i] for i in chunk.message_ids], None)
         made = calls.records[before:]
-        await self._summaries.put(
-            request.thread_id,
-            SummaryArtifact(
-                artifact_id=key,
-                through_id=last,
-                covers=len(chunk.message_ids),
-                tokens=0,
-                strategy=f"{request.strategy}:chunk",
-                model=request.model,
-                text=text,
-                support_request_ids=[record.id for record in made],
-                support_requests=[record.model_dump(mode="json") for record in made],
-            ),
-            list(chunk.message_ids),
+        chunk_artifact = SummaryArtifact(
+            artifact_id=key,
+            through_id=last,
+            covers=len(chunk.message_ids),
+            tokens=0,
+            strategy=f"{request.strategy}:chunk",
+            model=request.model,
+            text=text,
+            support_request_ids=[record.id for record in made],
+            support_requests=[record.model_dump(mode="json") for record in made],
+        )
+        await keeping_side_effect(
+            lambda: self._summaries.put(request.thread_id, chunk_artifact, list(chunk.message_ids))
         )
         return text

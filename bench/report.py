@@ -58,6 +58,12 @@ BENCHMARKS = (
         "Temporal; the transcript-in-payload pattern",
     ),
     Benchmark(
+        "bench_streaming.py",
+        "Streaming time to first delta",
+        "the provider's own first byte (raw httpx on the same loopback server) and the "
+        "project's adapter without Temporal, interleaved call by call",
+    ),
+    Benchmark(
         "bench_tokens.py",
         "Token counting",
         "raw tiktoken on the same texts; re-tokenizing the whole history every turn",

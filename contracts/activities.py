@@ -167,6 +167,9 @@ class InvokeModelResult(CompactWireModel):
     tool_names: list[str] = []
     """Tool name of each call in `tool_call_ids`, when it names a tool offered to the
     model; `""` for a name the model invented (it could carry anything it was shown)."""
+    retried: int = 0
+    """Failed tries of this call that Temporal retried before this one answered (provider
+    errors, timeouts, a lost worker); the Temporal UI counts them with the attempts."""
 
     @classmethod
     def moved(cls) -> InvokeModelResult:

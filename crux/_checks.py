@@ -22,7 +22,9 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 
+from crux._telemetry import client_interceptors
 from storage.migrate import available_migrations
 from telemetry.logs import get_logger
 from vocabulary.errors import ConfigurationError
@@ -141,8 +143,12 @@ async def check_database(url: str) -> None:
         )
 
 
-async def connect_temporal(settings: Settings) -> Client:
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal, failing within a bounded time when it is unreachable.
+
+    Args:
+        settings: Address and namespace.
+        runtime: The Temporal runtime (a worker's serves Prometheus); the default otherwise.
 
     Raises:
         StartupCheckError: Naming `TEMPORAL_ADDRESS` (and `TEMPORAL_NAMESPACE`).
@@ -154,6 +160,9 @@ async def connect_temporal(settings: Settings) -> Client:
                 namespace=settings.temporal_namespace,
                 data_converter=pydantic_data_converter,
                 connect_timeout=timedelta(seconds=TEMPORAL_CONNECT_TIMEOUT_SECONDS),
+                # Tracing starts at the client when telemetry is on.
+                interceptors=client_interceptors(),
+                runtime=runtime,
             ),
             timeout=TEMPORAL_CONNECT_TIMEOUT_SECONDS + 5,
         )

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -22,11 +23,14 @@ from crux._checks import (
     connect_temporal,
     ensure_search_attributes,
 )
+from crux._health import readiness_file
+from crux._telemetry import worker_interceptors
 from crux.hooks import HookRegistry, StepHook
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
+from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -50,13 +54,17 @@ PASSTHROUGH_MODULES = (
 )
 
 
-async def connect_client(settings: Settings) -> Client:
+async def connect_client(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal with the pydantic data converter.
+
+    Args:
+        settings: Address and namespace.
+        runtime: The Temporal runtime; the default one when omitted.
 
     Raises:
         StartupCheckError: Temporal is unreachable (the message names TEMPORAL_ADDRESS).
     """
-    return await connect_temporal(settings)
+    return await connect_temporal(settings, runtime=runtime)
 
 
 def build_worker(
@@ -110,6 +118,8 @@ def build_worker(
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.
         max_eager_activity_reservations_per_workflow_task=3,
+        # Spans and metrics when telemetry is configured; nothing otherwise.
+        interceptors=worker_interceptors(client),
     )
 
 
@@ -188,7 +198,14 @@ async def run_worker(
     if settings.migrate_on_start:
         await migrate_url(database_url)
     await check_database(database_url)
-    client = client or await connect_client(settings)
+    if settings.otel_endpoint and not telemetry_setup.enabled():
+        # Before connecting, so the client traces its calls too.
+        telemetry_setup.configure_otlp(settings.otel_endpoint)
+    runtime = None
+    if settings.prometheus_address:
+        # Only a worker binds the endpoint (CLI commands sharing its environment do not).
+        runtime = telemetry_setup.serve_prometheus(settings.prometheus_address)
+    client = client or await connect_client(settings, runtime=runtime)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
         worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
@@ -202,7 +219,16 @@ async def run_worker(
             namespace=settings.temporal_namespace,
         )
         try:
-            async with worker:
+            # The readiness file (CRUX_HEALTH_FILE) exists only while the worker polls.
+            async with (
+                worker,
+                readiness_file(
+                    settings.health_file,
+                    lambda: worker.is_running,
+                    task_queue=settings.task_queue,
+                    namespace=settings.temporal_namespace,
+                ),
+            ):
                 if started is not None:
                     started.set()
                 await (stop or asyncio.Event()).wait()
@@ -210,6 +236,8 @@ async def run_worker(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            # Flush what the OTLP exporters still hold (a no-op unless they were built here).
+            telemetry_setup.shutdown()
         _log.info("worker.stopped", task_queue=settings.task_queue)
 
 

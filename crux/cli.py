@@ -42,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("worker", help="run a worker against TEMPORAL_ADDRESS/CRUX_DATABASE_URL")
 
+    health = commands.add_parser(
+        "health", help="exit 0 while a worker on this host polls (reads CRUX_HEALTH_FILE)"
+    )
+    health.add_argument("--file", default=None, help="readiness file (CRUX_HEALTH_FILE by default)")
+    health.add_argument(
+        "--max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="oldest refresh still healthy (three refresh intervals by default)",
+    )
+
     thread = commands.add_parser("thread", help="inspect Threads")
     thread_commands = thread.add_subparsers(dest="thread_command", required=True)
     show = thread_commands.add_parser("show", help="print a Thread's selected path")
@@ -128,6 +140,10 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
 
         await run_worker(settings, stop=_stop_event())
         return 0
+    if arguments.command == "health":
+        from crux._health import health_command
+
+        return health_command(settings, file=arguments.file, max_age_seconds=arguments.max_age)
     if arguments.command == "thread":
         return await _commands.thread_show(settings, arguments.thread_id, arguments.stack_dir)
     if arguments.command == "generation" and arguments.generation_command in APPROVAL_COMMANDS:

@@ -58,6 +58,7 @@ from vocabulary.ids import generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 from vocabulary.staging import StagingKind
+from workflows._ui import generation_details, generation_summary
 
 __all__ = [
     "STREAM_POLL_SECONDS",
@@ -278,7 +279,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
             result_type=Finished,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=attributes,
-            static_summary=f"generation {request.generation_id}",
+            # What the Temporal UI lists: kind, model and Thread; the ids in the details.
+            static_summary=generation_summary(request),
+            static_details=generation_details(request),
             # When a worker for this task queue runs in this process, its first task
             # starts without a round trip through the server.
             request_eager_start=True,

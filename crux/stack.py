@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sysconfig
 import tempfile
 from dataclasses import dataclass
@@ -50,8 +51,28 @@ def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
     return [SearchAttributeKey.for_keyword(name) for name in SEARCH_ATTRIBUTES]
 
 
+def _logging_launcher(binary: str, log_file: Path) -> str:
+    """A launcher script that runs `binary` with its stdout and stderr appended to `log_file`.
+
+    The dev server is spawned by the SDK's core, which offers no way to redirect its output;
+    `exec` keeps the process id, so the core still stops the server itself.
+    """
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    launcher = log_file.with_name(f"{log_file.name}.launch.sh")
+    launcher.write_text(
+        f'#!/bin/sh\nexec {shlex.quote(binary)} "$@" >>{shlex.quote(str(log_file))} 2>&1\n',
+        encoding="utf-8",
+    )
+    launcher.chmod(0o700)
+    return str(launcher)
+
+
 async def start_temporal(
-    *, ui: bool = True, ui_port: int | None = None, log_level: str = "error"
+    *,
+    ui: bool = True,
+    ui_port: int | None = None,
+    log_level: str = "error",
+    log_file: Path | None = None,
 ) -> WorkflowEnvironment:
     """Start a Temporal dev server from the local binary (never downloads).
 
@@ -59,12 +80,17 @@ async def start_temporal(
         ui: Serve the Temporal UI as well.
         ui_port: Port of the UI; the dev server picks one when `None`.
         log_level: The dev server's own log level.
+        log_file: Append the dev server's output (stdout and stderr) to this file instead
+            of inheriting the caller's.
 
     Returns:
         A started environment whose `client` uses the pydantic data converter.
     """
+    binary = temporal_cli_path()
+    if log_file is not None:
+        binary = _logging_launcher(binary, log_file)
     return await WorkflowEnvironment.start_local(  # pyright: ignore[reportUnknownMemberType]
-        dev_server_existing_path=temporal_cli_path(),
+        dev_server_existing_path=binary,
         data_converter=pydantic_data_converter,
         search_attributes=search_attribute_keys(),
         ui=ui,

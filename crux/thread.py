@@ -48,8 +48,9 @@ def _as_message(value: MessageInput, thread_id: str) -> Message:
         return value
     try:
         return Message.model_validate(dict(value))
-    except ValidationError as exc:
-        raise ThreadError("invalid_message", "malformed message", thread_id=thread_id) from exc
+    except ValidationError:
+        # Not chained: pydantic's error quotes the rejected values, message text included.
+        raise ThreadError("invalid_message", "malformed message", thread_id=thread_id) from None
 
 
 class Thread:

@@ -1,1 +1,5 @@
-"""Logging for workers and tools: structured, content-free, configured once per process."""
+"""Logs, traces and metrics: structured, content-free, configured once per process.
+
+`telemetry.logs` configures logging; `telemetry.tracing` and `telemetry.metrics` record the
+Crux spans and metrics once `telemetry.setup` installed providers (off, and free, otherwise).
+"""

@@ -29,7 +29,11 @@ def configure_logging(*, log_format: str = "auto", level: str = "info") -> None:
     numeric = _LEVELS.get(level.lower(), logging.INFO)
     use_console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=False)
+        # The plain formatter: structlog's default (rich, when installed) prints every
+        # frame's local variables, and a frame's locals can hold message or tool text.
+        structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
         if use_console
         else structlog.processors.JSONRenderer(sort_keys=True)
     )

@@ -101,17 +101,40 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
         await created.close()
 
 
+@pytest.fixture(scope="session")
+def temporal_log() -> Iterator[Path | None]:
+    """The file the session's Temporal dev server writes its output to.
+
+    `None` when the tests run against an external server (`TEMPORAL_TEST_ADDRESS`), whose
+    output this process cannot see. The level is `CRUX_TEMPORAL_LOG_LEVEL` (`info` by
+    default, so the log shows what the server records of each workflow).
+    """
+    if os.environ.get("TEMPORAL_TEST_ADDRESS"):
+        yield None
+        return
+    log_dir = Path(tempfile.mkdtemp(prefix="crux-test-temporal-"))
+    try:
+        yield log_dir / "dev-server.log"
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
 @pytest_asyncio.fixture(scope="session")
-async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+async def temporal_env(temporal_log: Path | None) -> AsyncIterator[WorkflowEnvironment]:
     """A real Temporal dev server for the whole session (`TEMPORAL_TEST_ADDRESS` overrides)."""
     address = os.environ.get("TEMPORAL_TEST_ADDRESS")
-    if address:
+    if address or temporal_log is None:
         from temporalio.contrib.pydantic import pydantic_data_converter
 
+        assert address is not None
         client = await Client.connect(address, data_converter=pydantic_data_converter)
         yield WorkflowEnvironment.from_client(client)
         return
-    env = await start_temporal(ui=False)
+    env = await start_temporal(
+        ui=False,
+        log_level=os.environ.get("CRUX_TEMPORAL_LOG_LEVEL", "info"),
+        log_file=temporal_log,
+    )
     try:
         yield env
     finally:

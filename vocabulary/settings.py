@@ -46,6 +46,12 @@ class Settings(BaseModel):
             finished is swept (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
         sweep_interval_seconds: How often a worker sweeps (`CRUX_SWEEP_INTERVAL_SECONDS`;
             0 turns the periodic sweep off, `crux db sweep` still works).
+        health_file: Readiness file a worker writes once it polls and refreshes while it
+            runs (`CRUX_HEALTH_FILE`); `crux health` checks it. Unset, no file is written.
+        otel_endpoint: OTLP/HTTP collector base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`): when
+            set, workers export OpenTelemetry spans and metrics there; off when `None`.
+        prometheus_address: `host:port` on which a worker serves the Crux metrics and the
+            Temporal SDK's for Prometheus (`CRUX_PROMETHEUS_ADDRESS`); off when `None`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,6 +72,9 @@ class Settings(BaseModel):
     register_search_attributes: Literal["auto", "true", "false"] = "auto"
     staging_retention_seconds: float = Field(default=86_400.0, gt=0)
     sweep_interval_seconds: float = Field(default=3_600.0, ge=0)
+    health_file: str | None = None
+    otel_endpoint: str | None = None
+    prometheus_address: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -97,6 +106,9 @@ class Settings(BaseModel):
             "CRUX_REGISTER_SEARCH_ATTRIBUTES": "register_search_attributes",
             "CRUX_STAGING_RETENTION_SECONDS": "staging_retention_seconds",
             "CRUX_SWEEP_INTERVAL_SECONDS": "sweep_interval_seconds",
+            "CRUX_HEALTH_FILE": "health_file",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "otel_endpoint",
+            "CRUX_PROMETHEUS_ADDRESS": "prometheus_address",
         }
         for variable, field in names.items():
             raw = env.get(variable)

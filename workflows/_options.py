@@ -86,6 +86,18 @@ PREPARE_SUMMARY = ActivityConfig(
     ),
 )
 
+PREPARE_SUMMARY_RUN = ActivityConfig(
+    # `SummaryWorkflow`'s preparation: as above, except that a storage outage is waited out
+    # by the run itself, visibly (`storage_blocked`), instead of in hidden activity retries.
+    start_to_close_timeout=timedelta(minutes=15),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=5,
+        non_retryable_error_types=_WORKFLOW_HANDLES,
+    ),
+)
+
 COUNT_REQUEST = ActivityConfig(
     # One small provider call; a failure only means the estimate's verdict stands.
     start_to_close_timeout=timedelta(seconds=30),

@@ -37,6 +37,10 @@ class TurnProgress:
         """Replies rejected by output validation so far."""
         self.epoch_reset = False
         """The next call starts a new epoch although its model and budget stay the same."""
+        self.adaptations: list[str] = []
+        """Representation of every adapted contributor of the calls sent so far."""
+        self.retried = 0
+        """Tries of answered calls that failed and were retried by Temporal."""
 
     @property
     def replans(self) -> int:
@@ -67,6 +71,8 @@ class TurnProgress:
 
     def accept(self, sealed: SealedPlan, invoked: InvokeModelResult) -> None:
         """Record a provider call that answered."""
+        self.adaptations.extend(a.representation for a in sealed.receipt.adaptations)
+        self.retried += invoked.retried
         self.steps.append(
             StepFigures(
                 attempt=self.attempt,

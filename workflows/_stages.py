@@ -9,10 +9,11 @@ stage changed: stages passed within one workflow task were never observable anyw
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
+from temporalio.common import MetricHistogramTimedelta, SearchAttributeUpdate
 
 from contracts.generation import GenerationInput
 from vocabulary.stages import Stage
@@ -25,6 +26,8 @@ class StageReporter:
 
     def __init__(self) -> None:
         self.stage = Stage.STARTING
+        self._entered: datetime | None = None
+        self._durations: MetricHistogramTimedelta | None = None
         self._published: Stage | None = None
         self._identity: list[SearchAttributeUpdate[Any]] = []
         self.details: str | None = None
@@ -48,9 +51,47 @@ class StageReporter:
 
     def set(self, stage: Stage, details: str | None = None) -> None:
         """Enter `stage`; `details` (content-free) says which step of it."""
+        self._time(stage)
         self.stage = stage
         self.details = details
         workflow.set_current_details(f"stage: {stage}" + (f" ({details})" if details else ""))
+
+    def conclude(self, stage: Stage, summary: str, text: str) -> None:
+        """End in `stage`; `text` (multi-line, content-free) becomes the final current details.
+
+        Args:
+            stage: `completed`, `failed` or `cancelled`.
+            summary: The one-line details the status query reports.
+            text: What the Temporal UI shows once the run ended (figures, commit status).
+        """
+        self._time(stage)
+        self.stage = stage
+        self.details = summary
+        workflow.set_current_details(text)
+        run_time = workflow.now() - workflow.info().start_time
+        self._histogram().record(run_time, {"stage": "run", "outcome": stage.value})
+
+    def _time(self, stage: Stage) -> None:
+        """Record how long the stage being left lasted (workflow time, waits included).
+
+        Through the workflow's metric meter: nothing is recorded on replay, and nothing at
+        all unless the worker's Temporal runtime exports metrics (`CRUX_PROMETHEUS_ADDRESS`).
+        """
+        now = workflow.now()
+        if stage == self.stage and self._entered is not None:
+            return
+        if self._entered is not None:
+            self._histogram().record(now - self._entered, {"stage": self.stage.value})
+        self._entered = now
+
+    def _histogram(self) -> MetricHistogramTimedelta:
+        if self._durations is None:
+            self._durations = workflow.metric_meter().create_histogram_timedelta(
+                "crux_workflow_stage_duration",
+                "Time a generation spent in each stage, waits included",
+                "ms",
+            )
+        return self._durations
 
     def publish(self) -> None:
         """Upsert `CruxStage` (with the identity, the first time) if it changed."""

@@ -31,7 +31,7 @@ from contracts.generation import GenerationInput
 from planner import HistorySummary, Preparation
 from vocabulary.errors import ErrorType
 from vocabulary.stages import Stage
-from workflows import _options
+from workflows import _options, _ui
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
@@ -96,6 +96,8 @@ async def start_summary(stages: StageReporter, request: GenerationInput, need: P
             summary_input,
             id=summary_workflow_id(summary_input),
             parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=_ui.summary_run_summary(summary_input, inline=False),
+            static_details=_ui.summary_run_details(summary_input),
         )
 
 
@@ -116,7 +118,12 @@ async def prepare_summary(
     try:
         try:
             prepared = await workflow.execute_child_workflow(
-                SUMMARY_WORKFLOW, summary_input, id=child_id, result_type=PrepareSummaryResult
+                SUMMARY_WORKFLOW,
+                summary_input,
+                id=child_id,
+                result_type=PrepareSummaryResult,
+                static_summary=_ui.summary_run_summary(summary_input, inline=True),
+                static_details=_ui.summary_run_details(summary_input),
             )
             origin = "joined" if prepared.reused else "inline"
         except WorkflowAlreadyStartedError:

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from vocabulary.errors import CruxError, ErrorType, RequestCompositionError
     from vocabulary.stages import Stage
-    from workflows import _inputs, _options, _search
+    from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import ApprovalHandlers, Approvals
     from workflows._failures import (
         commit_rejected,
@@ -129,6 +129,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             result = await self._generate(request)
         except BaseException as error:
             await discard_after(self._stages, request, error)
+            _ui.conclude_failed(self._stages, error)
             raise
         self._stages.publish()
         return result
@@ -197,7 +198,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 progress.next_step(sealed)
                 hooks.reason = "tool-round"
         # The generation id was committed before: return what that commit published.
-        self._stages.set(Stage.COMPLETED)
+        _ui.conclude_replayed(self._stages, read.existing)
         return read.existing
 
     async def _read(
@@ -384,7 +385,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             raise commit_rejected(self._stages, error) from None
         for need in progress.maintenance:
             await start_summary(self._stages, request, need)
-        self._stages.set(Stage.COMPLETED)
+        _ui.conclude_completed(self._stages, committed.result, progress)
         return committed.result
 
 

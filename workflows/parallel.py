@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.details import decode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import member_workflow_id, parallel_workflow_id
+    from workflows import _ui
     from workflows._decode import decode_input
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
@@ -117,7 +118,8 @@ class ParallelGenerationWorkflow:
                 # A parent that ends (cancelled, terminated, timed out) asks its children to
                 # stop, so they discard their staged output instead of running on alone.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"parallel member {member.name}",
+                static_summary=_ui.generation_summary(generation),
+                static_details=_ui.generation_details(generation),
             )
         except WorkflowAlreadyStartedError:
             self._states[member.name] = "failed"

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import summary_key
     from vocabulary.stages import Stage
-    from workflows import _options, _search
+    from workflows import _options, _search, _ui
     from workflows._decode import decode_input
 
 
@@ -71,7 +71,7 @@ class SummaryWorkflow:
             raise ApplicationError(
                 str(error), type=ErrorType.CONFIGURATION, non_retryable=True
             ) from None
-        workflow.set_current_details(f"summarising through {request.through_id}")
+        workflow.set_current_details(f"stage: summarising (through {request.through_id})")
         own_attributes = workflow.patched(_search.PATCH)
         if own_attributes:
             _search.upsert(
@@ -86,10 +86,14 @@ class SummaryWorkflow:
             prepared = await self._prepare(request, own_attributes)
         except BaseException as error:
             # Failures and cancellations only: an eviction must unwind without commands.
-            if own_attributes and (isinstance(error, Exception) or is_cancelled_exception(error)):
+            if isinstance(error, Exception) or is_cancelled_exception(error):
                 stage = Stage.CANCELLED if is_cancelled_exception(error) else Stage.FAILED
-                _search.upsert([_search.STAGE.value_set(stage.value)])
+                # Not "summarising ..." forever: the UI shows how the run ended.
+                workflow.set_current_details(_ui.failure_details(stage.value, error))
+                if own_attributes:
+                    _search.upsert([_search.STAGE.value_set(stage.value)])
             raise
+        workflow.set_current_details(_ui.summary_completion_details(prepared))
         if own_attributes:
             _search.upsert([_search.STAGE.value_set(Stage.COMPLETED.value)])
         return prepared
@@ -107,7 +111,7 @@ class SummaryWorkflow:
                     request,
                     result_type=PrepareSummaryResult,
                     **_options.with_summary(
-                        _options.PREPARE_SUMMARY, f"summary {request.strategy}"
+                        _options.PREPARE_SUMMARY_RUN, f"summary {request.strategy}"
                     ),
                 )
             except ActivityError as error:
@@ -129,7 +133,7 @@ class SummaryWorkflow:
                     non_retryable=True,
                 )
             workflow.set_current_details(
-                f"{Stage.STORAGE_BLOCKED}: summarising through {request.through_id}"
+                f"stage: {Stage.STORAGE_BLOCKED} (summarising through {request.through_id})"
             )
             if own_attributes:
                 _search.upsert([_search.STAGE.value_set(Stage.STORAGE_BLOCKED.value)])

@@ -136,6 +136,13 @@ class LoopbackServer:
             return self._responder(request)
         return self.default_reply(request)
 
+    async def before_reply(self, request: RecordedRequest) -> None:
+        """Awaited before each reply is sent (default: returns at once).
+
+        A subclass may wait here to hold a request outstanding until the test lets it go.
+        """
+        del request
+
     def problem(self, request: RecordedRequest) -> str | None:
         """Why the real API would reject `request` (subclasses override), or `None`."""
         del request
@@ -191,6 +198,7 @@ class LoopbackServer:
                     break
                 self.requests.append(request)
                 reply = self.next_reply(request)
+                await self.before_reply(request)
                 if reply.delay_seconds:
                     await asyncio.sleep(reply.delay_seconds)
                 if isinstance(reply, DisconnectReply):

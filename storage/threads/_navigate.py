@@ -66,8 +66,9 @@ async def edit(
     check_id(owner, "owner", thread_id=thread_id)
     try:
         message = Message(id=replacement_id, role="user", content=content, metadata=metadata)
-    except ValidationError as exc:
-        raise ThreadError("invalid_message", "invalid edit content", thread_id=thread_id) from exc
+    except ValidationError:
+        # Not chained: pydantic's error quotes the rejected values, message text included.
+        raise ThreadError("invalid_message", "invalid edit content", thread_id=thread_id) from None
     [prepared] = prepare_batch([message], thread_id=thread_id)
     async with write_transaction(pool, thread_id) as connection:
         control = await lock_live_control(connection, thread_id)

@@ -1,0 +1,207 @@
+"""Streaming: time to the first delta a caller sees vs the provider's own first byte.
+
+A loopback server speaking the OpenAI chat-completions wire format answers every streamed
+request after a fixed think time (its first byte), then sends the reply as many small SSE
+events. Measured in the same run, interleaved call by call:
+- anchor: the provider's first byte, a raw `httpx` streamed POST timed to its first body
+  bytes (what any client could get at best);
+- adapter: the first `TextDelta` of the project's OpenAI adapter without Temporal (wire
+  decoding only);
+- managed: the first `StreamDelta` of `Runtime.stream` on the embedded stack (workflow start,
+  Thread read, planning, receipt, the invoke activity, staging in PostgreSQL, notification to
+  the follower), and the time until the committed turn.
+
+The overhead of a durable stream is the managed first delta minus the first byte, paid once
+per generation before any text shows; once text flows, deltas follow the provider's pace in
+batches (see `STREAM_FLUSH_SECONDS`).
+
+Run: `.venv/bin/python bench/bench_streaming.py [calls]`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+import crux
+from crux._worker import build_worker, worker_resources
+from crux.runtime import Runtime
+from crux.stack import start_postgres_sync, start_temporal
+from providers import ChatRequest, OpenAIChatProvider, TextDelta
+from providers.loopback import LoopbackOpenAIServer, RecordedRequest, TextReply
+from storage import create_pool, migrate
+from vocabulary.messages import Message
+from vocabulary.settings import Settings
+
+THINK_TIMES = (0.0, 0.25)
+"""The provider's time to first byte, in seconds, for each table row."""
+
+REPLY = " ".join(f"word{n}" for n in range(120))
+MODEL = "gpt-4o-mini"
+
+
+async def _database(url: str) -> str:
+    admin = await asyncpg.connect(url)
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return url.replace("/postgres?", f"/{name}?")
+
+
+async def _first_byte(http: httpx.AsyncClient, base_url: str) -> float:
+    """The anchor: seconds from sending a streamed request to its first body bytes."""
+    body = {
+        "model": MODEL,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Say something long."}],
+    }
+    started = time.perf_counter()
+    first: float | None = None
+    async with http.stream("POST", f"{base_url}/chat/completions", json=body) as response:
+        async for _ in response.aiter_raw():  # read to the end, so the connection is reused
+            if first is None:
+                first = time.perf_counter() - started
+    assert first is not None
+    return first
+
+
+async def _adapter_first_delta(provider: OpenAIChatProvider) -> float:
+    """Seconds to the adapter's first text delta, without Temporal or storage."""
+    request = ChatRequest(
+        model=MODEL,
+        messages=[Message(id="u", role="user", content="Say something long.")],
+        max_output_tokens=512,
+        stream=True,
+    )
+    started = time.perf_counter()
+    first: float | None = None
+    async for event in provider.stream(request):
+        if first is None and isinstance(event, TextDelta):
+            first = time.perf_counter() - started
+    assert first is not None
+    return first
+
+
+async def _managed_first_delta(runtime: Runtime, turn: int) -> tuple[float, float]:
+    """Seconds to the first `StreamDelta` of a managed stream, and to its committed turn."""
+    started = time.perf_counter()
+    first: float | None = None
+    async for update in runtime.stream(
+        "Say something long.",
+        thread=f"stream-bench:{uuid.uuid4().hex[:8]}",
+        model=f"openai:{MODEL}",
+        generation_id=f"s{turn}",
+        max_output_tokens=512,
+    ):
+        if first is None and isinstance(update, crux.StreamDelta):
+            first = time.perf_counter() - started
+    assert first is not None
+    return first, time.perf_counter() - started
+
+
+async def main(calls: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
+    server = None
+    base_url = os.environ.get("CRUX_DATABASE_URL")
+    if not base_url:
+        server = start_postgres_sync(tmp / "pgdata")
+        base_url = server.url
+    url = await _database(base_url)
+    pool = await create_pool(url, max_size=8)
+    async with pool.acquire() as connection:
+        await migrate(connection)
+    env = await start_temporal(ui=False)
+    think = {"seconds": 0.0}
+
+    def respond(_request: RecordedRequest) -> TextReply:
+        return TextReply(text=REPLY, delay_seconds=think["seconds"], sse_chunk_size=48)
+
+    rows: list[tuple[float, dict[str, list[float]]]] = []
+    async with LoopbackOpenAIServer(responder=respond) as loopback:
+        settings = Settings.model_validate(
+            {
+                "database_url": url,
+                "task_queue": "bench-stream",
+                "log_level": "error",
+                "openai_base_url": loopback.base_url,
+                "openai_api_key": "sk-bench-not-a-secret",
+            }
+        )
+        async with (
+            worker_resources(settings, pool=pool) as activities,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            provider = OpenAIChatProvider(http, base_url=loopback.base_url, api_key="sk-bench")
+            worker = build_worker(env.client, task_queue="bench-stream", activities=activities)
+            async with worker:
+                runtime = Runtime(env.client, pool, task_queue="bench-stream")
+                await _managed_first_delta(runtime, -1)  # warm the worker and the pools
+                turn = 0
+                for seconds in THINK_TIMES:
+                    think["seconds"] = seconds
+                    figures: dict[str, list[float]] = {
+                        "first_byte": [],
+                        "adapter": [],
+                        "managed": [],
+                        "committed": [],
+                    }
+                    for _ in range(calls):
+                        figures["first_byte"].append(await _first_byte(http, loopback.base_url))
+                        figures["adapter"].append(await _adapter_first_delta(provider))
+                        first, committed = await _managed_first_delta(runtime, turn)
+                        figures["managed"].append(first)
+                        figures["committed"].append(committed)
+                        turn += 1
+                    rows.append((seconds, figures))
+
+    await pool.close()
+    await env.shutdown()
+    if server is not None:
+        server.stop()
+
+    def p50(values: list[float]) -> float:
+        return statistics.median(values) * 1000
+
+    def p99(values: list[float]) -> float:
+        return statistics.quantiles(values, n=100, method="inclusive")[98] * 1000
+
+    print(f"streaming, OpenAI wire format over loopback HTTP, {calls} calls per row")
+    print("  time to first text, ms          p50       p99   (each row interleaved call by call)")
+    for seconds, figures in rows:
+        print(f"  provider think time {seconds * 1000:.0f} ms")
+        print(
+            f"    provider first byte    {p50(figures['first_byte']):8.2f}  "
+            f"{p99(figures['first_byte']):8.2f}   (anchor: raw httpx)"
+        )
+        print(
+            f"    adapter first delta    {p50(figures['adapter']):8.2f}  "
+            f"{p99(figures['adapter']):8.2f}   (no Temporal, no storage)"
+        )
+        print(
+            f"    managed first delta    {p50(figures['managed']):8.2f}  "
+            f"{p99(figures['managed']):8.2f}   (Runtime.stream, durable)"
+        )
+        print(
+            f"    managed committed      {p50(figures['committed']):8.2f}  "
+            f"{p99(figures['committed']):8.2f}   (turn in PostgreSQL)"
+        )
+        overhead = [m - f for m, f in zip(figures["managed"], figures["first_byte"], strict=True)]
+        print(
+            f"    first delta - first byte {p50(overhead):6.2f}  {p99(overhead):8.2f}   "
+            f"ratio managed/first byte {p50(figures['managed']) / p50(figures['first_byte']):.2f}x"
+        )
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30))
