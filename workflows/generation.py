@@ -88,6 +88,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
 
     def __init__(self) -> None:
         self._stages = StageReporter()
+        self._summarised: set[tuple[str | None, int | None]] = set()  # inline, this run
         self._legacy: LegacyGeneration | None = None
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
@@ -232,6 +233,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 progress.maintenance = action.maintenance
                 return progress.link(action.plan)
             if isinstance(action, PrepareSummary):
+                self._summarised.add((action.need.through_id, action.need.through_position))
                 progress.summary = await prepare_summary(self._stages, request, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
@@ -242,7 +244,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 if counted is not None:
                     plan_request = plan_request.model_copy(update={"counted_input_tokens": counted})
                 state = replace(state, request=plan_request, counted=True)
-            elif not prepared_here and _needs_fresh_summary(state, action):
+            elif not prepared_here and _needs_fresh_summary(state, action, self._summarised):
                 # The summary prepared for an earlier step no longer fits this one (the
                 # Thread moved meanwhile, or the turn grew): prepare the one it needs.
                 state = replace(state, summary_prepared=False)
@@ -389,12 +391,16 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         return committed.result
 
 
-def _needs_fresh_summary(state: Planning, action: Fail) -> bool:
-    """Whether planning failed only for a summary an earlier step's preparation cannot give."""
+def _needs_fresh_summary(
+    state: Planning, action: Fail, prepared: set[tuple[str | None, int | None]]
+) -> bool:
+    """Whether planning failed only for a summary no earlier step of this run prepared."""
+    if not state.summary_prepared or not isinstance(action.error, RequestCompositionError):
+        return False
+    needs = inline_preparations(action.error)
     return (
-        state.summary_prepared
-        and isinstance(action.error, RequestCompositionError)
-        and bool(inline_preparations(action.error))
+        bool(needs)
+        and (needs[0].through_id, needs[0].through_position) not in prepared
         and workflow.patched(SUMMARY_PER_STEP_PATCH)
     )
 

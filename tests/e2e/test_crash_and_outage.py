@@ -331,10 +331,17 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
         threads = [f"chaos:{n:03d}:{uuid.uuid4().hex[:4]}" for n in range(THREADS)]
         started = time.monotonic()
         aimer = asyncio.ensure_future(aim_at_commits())
+        stuck: dict[str, Any] = {}
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*(converse(t) for t in threads)), RUN_TIMEOUT_SECONDS
-            )
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(*(converse(t) for t in threads)), RUN_TIMEOUT_SECONDS
+                )
+            except TimeoutError:
+                # Say where the unfinished runs wait (content-free), then fail below.
+                for generation_id, (_, handle) in list(in_flight.items())[:10]:
+                    stuck[generation_id] = await _where_it_waits(handle)
+                raise AssertionError(f"unfinished runs (seed {SEED}): {stuck}") from None
             await outage_task
             await watcher
         finally:
@@ -444,6 +451,25 @@ async def _tamper_and_verify(
     )
     check = await _verify(runtime, pool, [thread_id], {(thread_id, generation_id): outcome})
     return check["receipt_mismatches"]
+
+
+async def _where_it_waits(handle: WorkflowHandle[Any, GenerationOutcome]) -> dict[str, Any]:
+    """A running generation's stage, pending activities and children, and last events."""
+    try:
+        description = (await handle.describe()).raw_description
+        events = [event async for event in handle.fetch_history_events()]
+    except Exception as error:
+        return {"error": type(error).__name__}
+    return {
+        "stage": description.workflow_execution_info.search_attributes.indexed_fields[
+            "CruxStage"
+        ].data.decode(),
+        "activities": [
+            (a.activity_type.name, a.state, a.attempt) for a in description.pending_activities
+        ],
+        "children": [(c.workflow_id, c.workflow_type_name) for c in description.pending_children],
+        "last_events": [event.event_type for event in events[-6:]],
+    }
 
 
 async def _stage_of(handle: WorkflowHandle[Any, GenerationOutcome]) -> str | None:
