@@ -90,6 +90,9 @@ PREPARE_SUMMARY_RUN = ActivityConfig(
     # `SummaryWorkflow`'s preparation: as above, except that a storage outage is waited out
     # by the run itself, visibly (`storage_blocked`), instead of in hidden activity retries.
     start_to_close_timeout=timedelta(minutes=15),
+    # The activity heartbeats while it works: a worker lost mid-preparation is noticed
+    # within this, not after the fifteen minutes.
+    heartbeat_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=60),
