@@ -18,8 +18,8 @@ help: ## Show the targets
 $(STAMP): pyproject.toml $(DEV_LOCK)
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install -qq --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -qq --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
 	@# -qq: setuptools reports how an editable install works, as a warning.
 	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
@@ -66,8 +66,8 @@ test-fast: $(STAMP) ## Run the tests only
 fuzz: $(STAMP) ## Longer property-based runs
 	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
-soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills, PostgreSQL outages and crashes in every stage, canary leaks; history bytes on a 10,000-message Thread
-	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py tests/e2e/test_storage_faults.py tests/e2e/test_canary_leaks.py $(PYTEST_ARGS)
+soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills, PostgreSQL outages and crashes in every stage, canary leaks, 300 random provider fault sequences, hostile input; history bytes on a 10,000-message Thread
+	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py tests/e2e/test_storage_faults.py tests/e2e/test_canary_leaks.py tests/e2e/test_provider_fault_sequences.py tests/e2e/test_hostile_input.py tests/e2e/test_hostile_runtime.py tests/crux/test_hostile_builders.py $(PYTEST_ARGS)
 
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)

@@ -216,7 +216,13 @@ def _provider_error(error: ProviderError) -> ApplicationError:
         error.explain(),
         encode_details(
             ErrorDetails(
-                provider=error.provider, status=error.status, host=error.host, model=error.model
+                # The provider's error type (`rate_limit_error`, `overloaded_error`, ...) is
+                # an identifier the classifier vetted, never its message text.
+                code=error.error_type if isinstance(error, ProviderHTTPError) else None,
+                provider=error.provider,
+                status=error.status,
+                host=error.host,
+                model=error.model,
             )
         ),
         type=error_type,

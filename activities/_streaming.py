@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager
 
 from temporalio import activity
 
@@ -16,6 +19,9 @@ from vocabulary.errors import ProviderResponseError
 
 STREAM_FLUSH_SECONDS = 0.05
 """Streamed text is written to PostgreSQL in batches at most this far apart."""
+
+STREAM_HEARTBEAT_SECONDS = 5.0
+"""Heartbeats during a stream, events or not, well inside the workflow's 30 s timeout."""
 
 
 async def stream_to_staging(
@@ -30,6 +36,40 @@ async def stream_to_staging(
     Keys are `<attempt>:<activity attempt>:<seq>`, so a follower sees a retried call as
     a new stream (and resets) instead of concatenating partial and retried output.
     """
+    async with heartbeating(STREAM_HEARTBEAT_SECONDS):
+        return await _stream(provider, chat_request, request, generations, sources)
+
+
+@asynccontextmanager
+async def heartbeating(interval: float) -> AsyncGenerator[None]:
+    """Heartbeat every `interval` seconds while the block runs.
+
+    A stream can be silent far longer than the heartbeat timeout (a reasoning model before
+    its first token, a long tool call streamed without text); the beat says the worker is
+    alive, and the attempt timeout, not the heartbeat, bounds a provider that stalls.
+    """
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat()
+
+    task = asyncio.ensure_future(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _stream(
+    provider: StreamingChatProvider,
+    chat_request: ChatRequest,
+    request: InvokeModelInput,
+    generations: GenerationStore,
+    sources: Sequence[str],
+) -> ChatResponse:
     run = activity.info().attempt
     sequence = 0
     pending: list[str] = []

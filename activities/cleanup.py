@@ -38,7 +38,9 @@ class StagingCleanup:
     async def discard_generation(self, request: DiscardGenerationInput) -> DiscardGenerationResult:
         """Delete everything staged for a generation that produced no turn."""
         key = generation_key(request.generation_id, request.thread_id)
-        deleted = await self._generations.discard_unfinished(key, request.thread_id)
+        deleted = await self._generations.discard_unfinished(
+            key, request.thread_id, refused=request.refused
+        )
         _log.info(
             "generation.staging.discarded",
             generation_id=request.generation_id,

@@ -364,11 +364,17 @@ class ModelInvoker:
 
 async def _with_heartbeat(call: Awaitable[_T]) -> _T:
     task = asyncio.ensure_future(call)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_INTERVAL_SECONDS)
-        if done:
-            return task.result()
-        activity.heartbeat()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_INTERVAL_SECONDS)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        # A cancelled activity (worker shutdown, Ctrl-C) must not leave the provider call
+        # running on its own, to fail later as an unretrieved task exception.
+        if not task.done():
+            task.cancel()
 
 
 def _retried() -> int:

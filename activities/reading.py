@@ -24,7 +24,9 @@ from contracts.settings import ToolPolicySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from providers import TokenCounter, ToolSpec
 from storage import GenerationStore, SummaryStore, ThreadStore
+from storage.threads import MAIN_OWNER
 from telemetry.logs import get_logger
+from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
 _log = get_logger(__name__)
@@ -185,12 +187,30 @@ class RequestReader:
         self._tool_policies = tool_policies
         self._approval_tools = approval_tools
 
+    async def _check_owner(self, request: ReadRequestInput) -> None:
+        """Refuse an owner that could never commit, before anything is staged or sent.
+
+        Only `main` and registered open owners publish to a Thread; an unknown owner would
+        otherwise pay for a provider call whose turn the commit then refuses.
+
+        Raises:
+            ThreadError: `invalid_message` for an unregistered or closed owner.
+        """
+        if request.thread_id is None or request.owner == MAIN_OWNER or request.messages_ref:
+            return
+        owners = await self._threads.owners(request.thread_id)
+        if owners.get(request.owner) != "open":
+            raise ThreadError(
+                "invalid_message", "the owner is not registered open", thread_id=request.thread_id
+            )
+
     async def read(self, request: ReadRequestInput) -> ReadRequestResult:
         """Stage the user turn, read one exact Thread revision and size everything."""
         await self._inputs.check_identity(request)
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
             return ReadRequestResult(existing=GenerationOutcome.of(replayed(existing)))
+        await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)
         user, system = await self._inputs.stage(request)

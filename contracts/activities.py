@@ -356,10 +356,14 @@ class DiscardGenerationInput(CompactWireModel):
     Attributes:
         generation_id: The generation.
         thread_id: Its Thread (`None` ad hoc).
+        refused: The run was refused as invalid (`ConfigurationError`) and produced
+            nothing, so its identity claim goes too: the corrected request may reuse the
+            generation id.
     """
 
     generation_id: str
     thread_id: str | None = None
+    refused: bool = False
 
 
 class DiscardGenerationResult(CompactWireModel):

@@ -154,13 +154,22 @@ class ModelSettingsSpec(WireModel):
 
 
 def _depth(value: object) -> int:
-    if isinstance(value, Mapping):
-        children: Mapping[object, object] = value  # pyright: ignore[reportUnknownVariableType]
-        return 1 + max((_depth(child) for child in children.values()), default=0)
-    if isinstance(value, list | tuple):
-        items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-        return 1 + max((_depth(child) for child in items), default=0)
-    return 0
+    """Nesting depth of containers in `value`, without recursion (any depth is measured)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Mapping[object, object] = node  # pyright: ignore[reportUnknownVariableType]
+            stack.extend((child, depth + 1) for child in children.values())
+        elif isinstance(node, list | tuple):
+            items: list[object] = list(node)  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend((child, depth + 1) for child in items)
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
 
 
 def merge_settings(*layers: ModelSettingsSpec | None) -> ModelSettingsSpec | None:

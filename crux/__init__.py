@@ -2,6 +2,7 @@
 
 Durable workflows on Temporal, with PostgreSQL as the canonical store.
 
+`await crux.connect(...)` returns a ready `Runtime` (Temporal client and PostgreSQL pool).
 The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
@@ -19,6 +20,7 @@ from contracts.generation import (
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
+from crux.connect import connect
 from crux.context import (
     ContextContributor,
     context,
@@ -152,6 +154,7 @@ __all__ = [
     "agent",
     "attempt_policy",
     "configure_logging",
+    "connect",
     "context",
     "droppable",
     "history",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from vocabulary.settings import Settings
@@ -16,25 +17,37 @@ APPROVAL_COMMANDS = ("pending", "approve", "deny")
 """The `crux generation` subcommands defined here."""
 
 
-def add_approval_commands(generation_commands: Any) -> None:
-    """Add `pending`, `approve` and `deny` to the `crux generation` subparsers."""
-    pending = generation_commands.add_parser(
-        "pending", help="list the tool calls a run waits on (tool name and call id)"
-    )
+def add_approval_commands(
+    generation_commands: Any,
+    add: Callable[[str, str], argparse.ArgumentParser] | None = None,
+) -> None:
+    """Add `pending`, `approve` and `deny` to the `crux generation` subparsers.
+
+    Args:
+        generation_commands: The subparsers of `crux generation`.
+        add: Builds a subcommand from its name and help text (adds the shared epilog);
+            plain `add_parser` when omitted.
+    """
+
+    def build(name: str, text: str) -> argparse.ArgumentParser:
+        if add is not None:
+            return add(name, text)
+        parser: argparse.ArgumentParser = generation_commands.add_parser(name, help=text)
+        return parser
+
+    pending = build("pending", "list the tool calls a run waits on (tool name and call id)")
     _run_arguments(pending)
-    approve = generation_commands.add_parser("approve", help="let a pending tool call run")
-    approve.add_argument("call_id")
+    approve = build("approve", "let a pending tool call run")
+    approve.add_argument("call_id", help="the call id `crux generation pending` printed")
     _run_arguments(approve)
-    deny = generation_commands.add_parser(
-        "deny", help="deny a pending tool call; the model sees the reason code"
-    )
-    deny.add_argument("call_id")
+    deny = build("deny", "deny a pending tool call; the model sees the reason code")
+    deny.add_argument("call_id", help="the call id `crux generation pending` printed")
     _run_arguments(deny)
     deny.add_argument("--reason", default=None, help="short reason code (default: denied)")
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("generation_id", nargs="?", default=None)
+    parser.add_argument("generation_id", nargs="?", default=None, help="the run's generation id")
     parser.add_argument("--thread", default=None, help="the generation's Thread id")
     parser.add_argument("--workflow-id", default=None, help="name the run by workflow id")
 

@@ -20,7 +20,13 @@ from contracts.approvals import (
     check_reason_code,
 )
 from vocabulary.errors import ConfigurationError
-from vocabulary.ids import workflow_id_for
+from vocabulary.ids import (
+    MAX_GENERATION_ID_LENGTH,
+    MAX_SCOPE_ID_LENGTH,
+    MAX_WORKFLOW_ID_BYTES,
+    check_wire_id,
+    workflow_id_for,
+)
 
 
 def approval_workflow_id(
@@ -34,11 +40,14 @@ def approval_workflow_id(
     if (workflow_id is None) == (generation_id is None):
         raise ConfigurationError("name the run by generation id (and thread) or workflow id")
     if workflow_id is not None:
-        return workflow_id
+        return check_wire_id(workflow_id, "workflow_id", limit=MAX_WORKFLOW_ID_BYTES)
     assert generation_id is not None
     thread_id = thread if thread is None or isinstance(thread, str) else getattr(thread, "id", None)
     if thread is not None and not isinstance(thread_id, str):
         raise ConfigurationError("thread must be a Thread handle or an id")
+    check_wire_id(generation_id, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
+    if thread_id is not None:
+        check_wire_id(thread_id, "thread", limit=MAX_SCOPE_ID_LENGTH)
     return workflow_id_for(generation_id, thread_id)
 
 
@@ -62,8 +71,7 @@ async def decide(
     """
     if reason_code is not None:
         check_reason_code(reason_code)
-    if not isinstance(call_id, str) or not call_id or len(call_id) > 256:  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise ConfigurationError("a call id is a non-empty string of at most 256 characters")
+    check_wire_id(call_id, "call id", limit=256)
     decision = ApprovalDecision(call_id=call_id, reason_code=reason_code)
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
     try:

@@ -12,7 +12,7 @@ import asyncio
 import ipaddress
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 from temporalio.api.enums.v1 import IndexedValueType
@@ -51,6 +51,10 @@ class StartupCheckError(ConfigurationError):
 def describe_database(url: str) -> str:
     """`host:port/database` of a PostgreSQL URL (no user, no password)."""
     parts = urlsplit(url)
+    socket_dir = parse_qs(parts.query).get("host")
+    if not parts.hostname and socket_dir:
+        # A Unix socket (the embedded stack's): its directory says where the server is.
+        return f"{socket_dir[0]} (socket){parts.path or '/'}"
     host = parts.hostname or "localhost"
     port = parts.port or 5432
     return f"{host}:{port}{parts.path or '/'}"

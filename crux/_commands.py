@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shutil
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +15,7 @@ from typing import Any
 import asyncpg
 
 from crux._checks import StartupCheckError, check_database, check_providers, describe_database
+from crux._demo_render import demo_console, print_turn
 from crux._embedded import embedded_stack
 from crux.context import context, droppable, prefer
 from crux.prompts import history, prompt, summarize
@@ -19,6 +23,7 @@ from crux.runtime import Runtime
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
 from storage import GenerationStore, ThreadStore, create_pool, migrate_url
+from vocabulary.errors import ConfigurationError, CruxError
 from vocabulary.settings import Settings
 
 DEMO_MAX_OUTPUT_TOKENS = 400
@@ -50,7 +55,24 @@ DEMO_QUESTIONS = (
 )
 
 
-def _banner(stack_ui: str | None, settings: Settings) -> None:
+def crux_command() -> str:
+    """How to run `crux` from here: `crux` when it is on the PATH, else its path."""
+    return _venv_command("crux")
+
+
+def _venv_command(name: str) -> str:
+    """`name` when the PATH finds this environment's binary, else its (relative) path."""
+    installed = Path(sys.executable).parent / name
+    on_path = shutil.which(name)
+    if on_path and Path(on_path).resolve() == installed.resolve():
+        return name
+    try:
+        return str(installed.relative_to(Path.cwd()))
+    except ValueError:
+        return str(installed)
+
+
+def _banner(stack_ui: str | None, settings: Settings, stack_dir: Path) -> None:
     print("Crux embedded stack")
     print(f"  Temporal address : {settings.temporal_address}")
     print(f"  Temporal UI      : {stack_ui or 'disabled'}")
@@ -58,15 +80,27 @@ def _banner(stack_ui: str | None, settings: Settings) -> None:
     print(f"  Task queue       : {settings.task_queue}")
     print(f"  Database URL     : {settings.database_url}")
     print(f"  Model            : {settings.default_model}")
+    print(f"  Server logs      : {stack_dir / 'temporal.log'}, {stack_dir / 'postgres.log'}")
 
 
-async def dev(settings: Settings, *, stack_dir: Path, stop: asyncio.Event) -> int:
+async def dev(
+    settings: Settings,
+    *,
+    stack_dir: Path,
+    stop: asyncio.Event,
+    port: int | None = None,
+    ui_port: int | None = None,
+) -> int:
     """Run the embedded stack with a worker until interrupted."""
-    async with embedded_stack(settings, stack_dir=stack_dir) as stack:
-        _banner(stack.ui_url, stack.settings)
+    async with embedded_stack(settings, stack_dir=stack_dir, port=port, ui_port=ui_port) as stack:
+        _banner(stack.ui_url, stack.settings, stack_dir)
         print("\nExport these to point other processes at this stack:")
         print(f"  export TEMPORAL_ADDRESS={stack.settings.temporal_address}")
         print(f"  export CRUX_DATABASE_URL='{stack.settings.database_url}'")
+        print(
+            f"Then, e.g.: {_venv_command('temporal')} workflow list"
+            f" --address {stack.settings.temporal_address}"
+        )
         print("Press Ctrl-C to stop.", flush=True)
         await stop.wait()
     return 0
@@ -116,19 +150,39 @@ def demo_weather_tool() -> Tool:
 
 
 async def demo(
-    settings: Settings, *, stack_dir: Path, turns: int, keep: bool, stop: asyncio.Event
+    settings: Settings,
+    *,
+    stack_dir: Path,
+    turns: int,
+    keep: bool,
+    stop: asyncio.Event,
+    port: int | None = None,
+    ui_port: int | None = None,
 ) -> int:
     """Run a multi-turn managed conversation on the embedded stack and print receipts."""
     check_providers(settings)
     weather = demo_weather_tool()
-    async with embedded_stack(settings, stack_dir=stack_dir, tools=[weather]) as stack:
-        _banner(stack.ui_url, stack.settings)
+    async with embedded_stack(
+        settings, stack_dir=stack_dir, tools=[weather], port=port, ui_port=ui_port
+    ) as stack:
+        _banner(stack.ui_url, stack.settings, stack_dir)
         runtime = Runtime.from_settings(stack.client, stack.pool, stack.settings)
-        thread_id = await converse(
-            runtime, model=stack.settings.default_model, turns=turns, weather=weather
+        conversation = asyncio.create_task(
+            converse(runtime, model=stack.settings.default_model, turns=turns, weather=weather)
         )
+        interrupted = asyncio.create_task(stop.wait())
+        await asyncio.wait({conversation, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        if not conversation.done():
+            # Ctrl-C mid-conversation: stop the turn in flight, then the stack, in order.
+            conversation.cancel()
+            with contextlib.suppress(asyncio.CancelledError, CruxError):
+                await conversation
+            print("Interrupted; the stack is stopping.", flush=True)
+            return 130
+        interrupted.cancel()
+        thread_id = conversation.result()
         print(f"Temporal UI: {stack.ui_url}  (workflow ids start with crux/gen/{thread_id}/)")
-        print(f"Show the thread later: crux thread show {thread_id}")
+        print(f"Show the Thread later: {crux_command()} thread show {thread_id}")
         if keep:
             print("Stack kept running; press Ctrl-C to stop.", flush=True)
             await stop.wait()
@@ -165,10 +219,13 @@ async def converse(runtime: Runtime, *, model: str, turns: int, weather: Tool) -
         input_budget={"optimize_at": budget.optimize_at, "max": budget.max},
         prompt=lambda value: str(value["message"]),
     )
-    print(f"\nThread {thread_id} (model {model})")
-    print(
+    console = demo_console()
+    console.print(f"\nThread {thread_id} (model {model})", markup=False)
+    console.print(
         f"Budget from the model profile: optimize_at={budget.optimize_at} max={budget.max} "
-        f"input tokens, {budget.max_output_tokens} output tokens per turn\n"
+        f"input tokens, {budget.max_output_tokens} output tokens per turn\n",
+        markup=False,
+        soft_wrap=True,
     )
     generation_ids: list[str] = []
     for number, question in enumerate(DEMO_QUESTIONS[:turns], start=1):
@@ -182,20 +239,16 @@ async def converse(runtime: Runtime, *, model: str, turns: int, weather: Tool) -
             generation_id=generation_id,
             max_output_tokens=budget.max_output_tokens,
         )
-        print(f"--- turn {number} " + "-" * 60)
-        print(f"user      : {question}")
-        print(f"assistant : {result.text}")
-        print("commit receipt :", _json(result.thread_commit))
-        for step in result.steps:
-            print(f"request receipt (attempt {step.attempt}):", _json(step.request))
-            for adaptation in step.request.adaptations:
-                print(
-                    f"  adaptation: {adaptation.contributor} -> {adaptation.representation}"
-                    f" ({adaptation.contributor_full_tokens} ->"
-                    f" {adaptation.contributor_selected_tokens} tokens)"
-                )
-        print()
+        print_turn(
+            console,
+            f"turn {number}",
+            question=question,
+            answer=result.text,
+            commit=result.thread_commit,
+            steps=result.steps,
+        )
 
+    weather_question = "Will it rain in Lisbon tomorrow?"
     forecast = await runtime.generate(
         prompt(
             id="demo-weather",
@@ -203,22 +256,21 @@ async def converse(runtime: Runtime, *, model: str, turns: int, weather: Tool) -
             input_budget={"optimize_at": budget.optimize_at, "max": budget.max},
             prompt=lambda value: str(value),
         ),
-        input="Will it rain in Lisbon tomorrow?",
+        input=weather_question,
         thread=thread_id,
         model=model,
         generation_id=f"{thread_id}:weather",
         tool_choice="required",
         max_output_tokens=budget.max_output_tokens,
     )
-    print("--- a tool round " + "-" * 60)
-    print(f"assistant : {forecast.text}")
-    print("commit receipt :", _json(forecast.thread_commit))
-    for step in forecast.steps:
-        print(
-            f"request receipt (attempt {step.attempt}, finish {step.finish_reason}):",
-            _json(step.request),
-        )
-    print()
+    print_turn(
+        console,
+        "tool round (get_weather runs on the worker)",
+        question=weather_question,
+        answer=forecast.text,
+        commit=forecast.thread_commit,
+        steps=forecast.steps,
+    )
 
     again = await runtime.generate(
         support,
@@ -229,9 +281,13 @@ async def converse(runtime: Runtime, *, model: str, turns: int, weather: Tool) -
         max_output_tokens=budget.max_output_tokens,
     )
     commit = again.thread_commit
-    print("Starting turn 1 again with the same generation_id returns the stored turn:")
-    print(
-        f"  replayed={again.result.replayed} message_ids={commit.message_ids if commit else None}\n"
+    console.rule("idempotency", align="left")
+    console.print(
+        "Starting turn 1 again with the same generation_id returns the stored turn:\n"
+        f"  replayed={again.result.replayed} "
+        f"message_ids={list(commit.message_ids) if commit else None}\n",
+        markup=False,
+        soft_wrap=True,
     )
     return thread_id
 
@@ -241,25 +297,42 @@ async def thread_show(settings: Settings, thread_id: str, stack_dir: Path) -> in
     if settings.database_url:
         return await _print_thread(settings.database_url, thread_id)
     if not (stack_dir / "pgdata").exists():
-        print("crux: set CRUX_DATABASE_URL (or run `crux demo`/`crux dev` first)")
+        print("crux: set CRUX_DATABASE_URL (or run `crux demo`/`crux dev` first)", file=sys.stderr)
         return 1
+    from crux._devserver import lock_stack_dir
     from crux._embedded import STACK_DATABASE
     from crux.stack import start_postgres
 
-    postgres = await start_postgres(stack_dir / "pgdata")
     try:
-        return await _print_thread(postgres.database_url(STACK_DATABASE), thread_id)
+        lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
+    except ConfigurationError:
+        lock = None  # a running `crux dev`/`crux demo` holds it: read, and leave it running
+    try:
+        postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
+        try:
+            return await _print_thread(postgres.database_url(STACK_DATABASE), thread_id)
+        finally:
+            if lock is not None:
+                await asyncio.to_thread(postgres.stop)
     finally:
-        await asyncio.to_thread(postgres.stop)
+        if lock is not None:
+            lock.close()
 
 
 async def _print_thread(database_url: str, thread_id: str) -> int:
     await check_database(database_url)
-    pool = await create_pool(database_url)
+    pool = await create_pool(database_url, min_size=1, max_size=1)
     try:
-        snapshot = await ThreadStore(pool).read(thread_id)
+        known = await pool.fetchval("SELECT 1 FROM crux_threads WHERE thread_id = $1", thread_id)
+        snapshot = await ThreadStore(pool).read(thread_id) if known else None
     finally:
         await pool.close()
+    if snapshot is None:
+        # Only the id the caller typed is echoed: the message stays content-free.
+        print(
+            f"crux: no Thread {thread_id!r} in {describe_database(database_url)}", file=sys.stderr
+        )
+        return 1
     print(f"thread {thread_id}  revision {snapshot.revision[:16]}  head {snapshot.head}")
     for entry in snapshot.entries:
         data: dict[str, Any] = entry.model_dump(mode="json")
@@ -309,9 +382,3 @@ async def db_sweep(settings: Settings, *, older_than: float | None) -> int:
 def _demo_weather(arguments: dict[str, Any]) -> dict[str, Any]:
     """A stand-in forecast so the demo runs offline."""
     return {"city": arguments.get("city") or "Lisbon", "rain_probability": 0.1, "high_c": 23}
-
-
-def _json(value: Any) -> str:
-    if value is None:
-        return "null"
-    return json.dumps(value.model_dump(mode="json"), sort_keys=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -11,12 +10,12 @@ from pathlib import Path
 
 import asyncpg
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from crux._checks import check_providers
+from crux._devserver import DevServer, check_ports, lock_stack_dir, start_dev_server
 from crux._worker import run_worker
 from crux.hooks import StepHook
-from crux.stack import DEFAULT_UI_PORT, EmbeddedPostgres, start_postgres, start_temporal
+from crux.stack import EmbeddedPostgres, start_postgres, temporal_cli_path
 from crux.tools import Tool
 from storage import create_pool, migrate
 from vocabulary.settings import Settings
@@ -39,11 +38,6 @@ class EmbeddedStack:
     client: Client
     pool: asyncpg.Pool
     ui_url: str | None
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 async def _ensure_database(postgres: EmbeddedPostgres) -> str:
@@ -79,21 +73,53 @@ async def embedded_stack(
     with_worker: bool = True,
     tools: Iterable[Tool] = (),
     hooks: Iterable[StepHook] = (),
+    port: int | None = None,
+    ui_port: int | None = None,
 ) -> AsyncGenerator[EmbeddedStack]:
     """Run PostgreSQL, a Temporal dev server (with UI) and a worker until the block exits.
 
+    Both servers keep their state under `stack_dir` (`pgdata/`, `temporal.db`) and write
+    their output to `postgres.log` and `temporal.log` there, never to the terminal.
+
     Args:
         base: Settings to start from (provider settings and the model are kept).
-        stack_dir: Where PostgreSQL keeps its data between runs.
+        stack_dir: Where PostgreSQL and Temporal keep their data between runs.
         ui: Serve the Temporal UI (on 8233 when that port is free).
+        port: Temporal frontend port (7233 when free, another free port otherwise).
+        ui_port: Temporal UI port (8233 when free, another free port otherwise).
         with_worker: Also run a Crux worker in this process.
         tools: Tools registered on that worker.
         hooks: `prepare_step` / `prepare_invocation` hooks registered on that worker.
     """
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
-    postgres = await start_postgres(stack_dir / "pgdata")
-    env: WorkflowEnvironment | None = None
+    check_ports(port, ui_port if ui else None)
+    temporal_cli_path()  # the `embedded` extra is installed
+    lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
+    try:
+        async with _stack(
+            base, stack_dir=stack_dir, ui=ui, with_worker=with_worker, tools=tools, hooks=hooks,
+            port=port, ui_port=ui_port,
+        ) as stack:  # fmt: skip
+            yield stack
+    finally:
+        lock.close()
+
+
+@asynccontextmanager
+async def _stack(
+    base: Settings,
+    *,
+    stack_dir: Path,
+    ui: bool,
+    with_worker: bool,
+    tools: Iterable[Tool],
+    hooks: Iterable[StepHook],
+    port: int | None,
+    ui_port: int | None,
+) -> AsyncGenerator[EmbeddedStack]:
+    postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
+    server: DevServer | None = None
     stop = asyncio.Event()
     worker_task: asyncio.Task[None] | None = None
     pool: asyncpg.Pool | None = None
@@ -104,22 +130,21 @@ async def embedded_stack(
             await migrate(connection)
         finally:
             await connection.close()
-        ui_port = DEFAULT_UI_PORT if ui and _port_free(DEFAULT_UI_PORT) else None
-        env = await start_temporal(ui=ui, ui_port=ui_port)
-        address = env.client.service_client.config.target_host
+        server = await start_dev_server(stack_dir, ui=ui, port=port, ui_port=ui_port)
         settings = base.model_copy(
-            update={"temporal_address": address, "database_url": database_url}
+            update={
+                "temporal_address": server.address,
+                "temporal_namespace": "default",
+                "database_url": database_url,
+            }
         )
-        ui_url = f"http://127.0.0.1:{ui_port}" if ui and ui_port else None
-        if ui and ui_url is None:
-            ui_url = "(Temporal UI on a free port; see the dev server's output)"
         pool = await create_pool(database_url)
         if with_worker:
             started = asyncio.Event()
             worker_task = asyncio.create_task(
                 run_worker(
                     settings,
-                    client=env.client,
+                    client=server.client,
                     stop=stop,
                     tools=tools,
                     started=started,
@@ -127,7 +152,9 @@ async def embedded_stack(
                 )
             )
             await _until_started(worker_task, started)
-        yield EmbeddedStack(settings=settings, client=env.client, pool=pool, ui_url=ui_url)
+        yield EmbeddedStack(
+            settings=settings, client=server.client, pool=pool, ui_url=server.ui_url
+        )
     finally:
         stop.set()
         if worker_task is not None:
@@ -135,6 +162,6 @@ async def embedded_stack(
                 await asyncio.wait_for(worker_task, timeout=30)
         if pool is not None:
             await pool.close()
-        if env is not None:
-            await env.shutdown()
+        if server is not None:
+            await server.stop()
         await asyncio.to_thread(postgres.stop)

@@ -14,17 +14,34 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from contracts.operator import GenerationStatus
 from vocabulary.details import decode_details
-from vocabulary.errors import ErrorType, OperatorError
-from vocabulary.ids import workflow_id_for
+from vocabulary.errors import ConfigurationError, ErrorType, OperatorError
+from vocabulary.ids import (
+    MAX_SCOPE_ID_LENGTH,
+    MAX_WORKFLOW_ID_BYTES,
+    check_wire_id,
+    workflow_id_for,
+)
 
 _WORKFLOW_PREFIX = "crux/gen/"
 
 
 def resolve_workflow_id(run: str, thread: str | None = None) -> str:
-    """The workflow id of `run`: a workflow id as given, a generation id resolved."""
+    """The workflow id of `run`: a workflow id as given, a generation id resolved.
+
+    Raises:
+        ConfigurationError: `run` or `thread` is not an id (not a string, empty, padded,
+            holding control characters or unstorable text), or the workflow id would
+            exceed Temporal's limit.
+    """
+    check_wire_id(run, "run", limit=MAX_WORKFLOW_ID_BYTES)
     if run.startswith(_WORKFLOW_PREFIX):
         return run
-    return workflow_id_for(run, thread)
+    if thread is not None:
+        check_wire_id(thread, "thread", limit=MAX_SCOPE_ID_LENGTH)
+    workflow_id = workflow_id_for(run, thread)
+    if len(workflow_id.encode()) > MAX_WORKFLOW_ID_BYTES:
+        raise ConfigurationError(f"the workflow id would exceed {MAX_WORKFLOW_ID_BYTES} bytes")
+    return workflow_id
 
 
 class OperatorRuns:
@@ -52,6 +69,7 @@ class OperatorRuns:
 
         Raises:
             OperatorError: `not_found` when there is no such run.
+            ConfigurationError: `run` or `thread` is not an id.
         """
         handle = await self._operated_handle(run, thread)
         return await handle.query("describe", result_type=GenerationStatus)

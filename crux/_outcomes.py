@@ -233,12 +233,13 @@ def _provider_error(
     if issubclass(kind, ProviderHTTPError):
         if kind is ContextOverflowError:
             error: ProviderError = ContextOverflowError(
-                provider, status if status is not None else 400
+                provider, status if status is not None else 400, error_type=details.code
             )
         else:
             error = kind(
                 provider,
                 status if status is not None else 0,
+                error_type=details.code,
                 should_retry=not cause.non_retryable,
             )
     else:

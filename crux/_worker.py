@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -35,6 +37,7 @@ from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
 from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
+from workflows._arity import SingleInputInterceptor, raw_extras_converter
 
 _log = get_logger(__name__)
 
@@ -85,8 +88,11 @@ def build_worker(
         extra_activities: More activities served by the same worker.
     """
     cleanup = StagingCleanup(activities.generations)
+    # The same connection, with extra start arguments left raw for the interceptor.
+    config = client.config()
+    config["data_converter"] = single_input_converter(config["data_converter"])
     return Worker(
-        client,
+        Client(**config),
         task_queue=task_queue,
         workflows=[
             ManagedGenerationWorkflow,
@@ -118,8 +124,9 @@ def build_worker(
         # schedules it, when the server allows eager dispatch (the dev stack and the compose
         # file enable it); the read and the commit are local activities.
         max_eager_activity_reservations_per_workflow_task=3,
-        # Spans and metrics when telemetry is configured; nothing otherwise.
-        interceptors=worker_interceptors(client),
+        # Spans and metrics when telemetry is configured; nothing otherwise. Innermost, a
+        # start with extra arguments fails the workflow, typed, instead of its task.
+        interceptors=[*worker_interceptors(client), SingleInputInterceptor()],
     )
 
 
@@ -253,3 +260,10 @@ async def _sweep_periodically(generations: GenerationStore, settings: Settings) 
             # Storage may be away for a while; the next round catches up.
             _log.warning("generation.staging.sweep_failed", error=type(error).__name__)
         await asyncio.sleep(settings.sweep_interval_seconds)
+
+
+def single_input_converter(base: DataConverter) -> DataConverter:
+    """`base` with extra workflow start arguments left raw (see `workflows._arity`)."""
+    return dataclasses.replace(
+        base, payload_converter_class=raw_extras_converter(base.payload_converter_class)
+    )

@@ -56,7 +56,7 @@ def model_settings(
         "top_p": top_p,
         "stop": None if stop is None else _stop_list(stop),
         "seed": seed,
-        "extra": None if extra is None else {k: dict(v) for k, v in extra.items()},
+        "extra": None if extra is None else _extra(extra),
     }
     settings = as_settings({name: value for name, value in fields.items() if value is not None})
     return settings or ModelSettingsSpec()
@@ -73,6 +73,14 @@ def attempt_policy(**fields: Any) -> AttemptPolicySpec:
 
 
 def _stop_list(stop: Sequence[str]) -> list[str]:
-    if isinstance(stop, str):
+    if isinstance(stop, str) or not isinstance(stop, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError("stop is a list of strings")
     return list(stop)
+
+
+def _extra(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    # Mappings become plain dicts for validation; anything else is left for the spec to
+    # refuse, typed, rather than failing here on its shape.
+    if not isinstance(extra, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("extra is a mapping of provider names to body fields")
+    return {k: dict(v) if isinstance(v, Mapping) else v for k, v in extra.items()}  # pyright: ignore[reportUnnecessaryIsInstance]

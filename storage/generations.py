@@ -55,12 +55,13 @@ WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity'
 # everything else staged under its id is text of a run that will never publish it. Rows
 # are matched on the Thread too, so another Thread's generation with the same id is spared.
 # The content-free identity row stays: the id was used, and reusing it with another request
-# remains a conflict; the sweep removes it with the rest once it is old.
+# remains a conflict; the sweep removes it with the rest once it is old. A request refused
+# as invalid ($3) produced nothing, and its identity row goes with the rest.
 _DISCARD_UNFINISHED = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.generation_id = $1
   AND s.thread_id IS NOT DISTINCT FROM $2
-  AND s.kind <> 'identity'
+  AND (s.kind <> 'identity' OR $3)
   AND NOT EXISTS (
       SELECT 1 FROM crux_generations g
       WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
@@ -231,7 +232,9 @@ class GenerationStore(GenerationLedger, DeltaStream):
             attempt,
         )
 
-    async def discard_unfinished(self, generation_id: str, thread_id: str | None) -> int:
+    async def discard_unfinished(
+        self, generation_id: str, thread_id: str | None, *, refused: bool = False
+    ) -> int:
         """Delete everything staged for a generation that produced no turn.
 
         Called when a run fails or is cancelled; a completed generation (ledger row) is left
@@ -240,11 +243,12 @@ class GenerationStore(GenerationLedger, DeltaStream):
         Args:
             generation_id: The generation's key (`crux.models.generation_key`).
             thread_id: Its Thread (`None` for an ad-hoc generation).
+            refused: The request was refused as invalid: its identity row goes too.
 
         Returns:
             How many staged rows were deleted.
         """
-        status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id, thread_id)
+        status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id, thread_id, refused)
         return _deleted(status)
 
     async def sweep_orphans(self, older_than_seconds: float) -> int:

@@ -55,6 +55,9 @@ def configure_logging(*, log_format: str = "auto", level: str = "info") -> None:
             foreign_pre_chain=shared,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                # JSON gets the traceback as a string here, outside any workflow sandbox
+                # (the renderer's own fallback imports, which a sandboxed logger refuses).
+                *([] if use_console else [structlog.processors.format_exc_info]),
                 renderer,
             ],
         )

@@ -44,6 +44,7 @@ def test_crux_exports_are_pinned() -> None:
         "step_hook",
         "GenerationStatus",
         "OperatorError",
+        "connect",
     }
 
 

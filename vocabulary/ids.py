@@ -51,16 +51,19 @@ def check_wire_id(value: object, what: str, *, limit: int) -> str:
     return value
 
 
-def check_model_id(value: str) -> str:
+def check_model_id(value: object) -> str:
     """Return `value` if it has the `provider:model` shape.
 
     Raises:
-        ConfigurationError: When the provider or the model name is missing.
+        ConfigurationError: For a non-string, an over-long id or one with control
+            characters or unstorable text, or when the provider or the model name is
+            missing.
     """
-    provider, separator, name = value.partition(":")
+    text = check_wire_id(value, "model id", limit=MAX_MODEL_ID_LENGTH)
+    provider, separator, name = text.partition(":")
     if not (provider and separator and name):
         raise ConfigurationError("model ids are 'provider:model'")
-    return value
+    return text
 
 
 def encode_id_component(component: str) -> str:

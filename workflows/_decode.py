@@ -13,6 +13,8 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from vocabulary.errors import ConfigurationError
@@ -24,10 +26,27 @@ MAX_INPUT_BYTES = 2 * 1024 * 1024
 MAX_NESTING = 64
 """Deepest accepted JSON nesting (well inside pydantic's own recursion limit)."""
 
+MAX_VALUES = 20_000
+"""Most JSON values (keys, items, scalars; a string counts once, whatever its length) an
+input may hold. Validating is linear in them, and a workflow task must not run for seconds:
+a million wrong list items would keep it past the SDK's deadlock timeout, failing the task
+forever. Bigger content belongs in PostgreSQL (`input_ref`)."""
+
+BOUNDED_VALUES_PATCH = "bound-json-values"
+"""Runs that record this marker refuse inputs of more than `MAX_VALUES` values."""
+
+NON_FINITE_PATCH = "refuse-non-finite-json"
+"""Runs that record this marker refuse NaN and infinities in their input (JSON has none;
+the SDK's default converter writes them, and passed on they would silently become null)."""
+
 _JSON_ENCODINGS = (b"json/plain",)
 _FIELD = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+NO_INPUT = RawValue(Payload())
+"""The run parameter's default: a client that starts a workflow without an argument gets a
+typed `ConfigurationError`, not a `TypeError` that would fail the workflow task forever."""
 
 
 def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
@@ -54,10 +73,16 @@ def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
         raise ConfigurationError(f"{what} is nested too deeply") from None
 
 
+MAX_DEFECTS = 8
+"""Defects named in one error; a 10^5-element list of wrong values is one defect per kind."""
+
+
 def describe_invalid(error: ValidationError) -> str:
     """Name the invalid fields and the kind of each defect, never a value.
 
-    Unknown keys are reported as `unknown field` (a key can carry content too).
+    Unknown keys are reported as `unknown field` (a key can carry content too). List
+    positions are written `*`, so one defect repeated across a huge list is named once, and
+    at most `MAX_DEFECTS` are named: the message stays small whatever the input.
     """
     parts: set[str] = set()
     for item in error.errors(include_url=False, include_input=False):
@@ -65,7 +90,9 @@ def describe_invalid(error: ValidationError) -> str:
             parts.add("unknown field")
             continue
         path = ".".join(
-            str(part) for part in item["loc"] if isinstance(part, int) or _FIELD.match(part)
+            "*" if isinstance(part, int) else part
+            for part in item["loc"]
+            if isinstance(part, int) or _FIELD.match(part)
         )
         reason = item["type"]
         raised = item.get("ctx", {}).get("error")
@@ -73,12 +100,16 @@ def describe_invalid(error: ValidationError) -> str:
             # Our own validators word their messages without values.
             reason = str(raised)
         parts.add(f"{path or 'input'} ({reason})")
-    return ", ".join(sorted(parts))
+    named = sorted(parts)
+    more = len(named) - MAX_DEFECTS
+    return ", ".join(named[:MAX_DEFECTS]) + (f" and {more} more" if more > 0 else "")
 
 
 def _json_value(raw: object, *, what: str) -> Any:
     if not isinstance(raw, RawValue):
         return raw
+    if raw is NO_INPUT:
+        raise ConfigurationError(f"{what} is missing: pass one JSON object")
     payload = raw.payload
     if payload.metadata.get("encoding", b"") not in _JSON_ENCODINGS:
         raise ConfigurationError(f"{what} must be JSON (encoding json/plain)")
@@ -97,9 +128,12 @@ def _json_value(raw: object, *, what: str) -> Any:
 
 
 def _check_tree(value: object, *, what: str) -> None:
-    """Reject nesting deeper than `MAX_NESTING` and strings PostgreSQL cannot store."""
+    """Reject deep nesting, too many values, unstorable strings, NaN and infinities."""
     stack: list[tuple[object, int]] = [(value, 0)]
+    values = 1
     while stack:
+        if values > MAX_VALUES and _bound_values():
+            raise ConfigurationError(f"{what} holds more than {MAX_VALUES} values")
         node, depth = stack.pop()
         if depth > MAX_NESTING:
             raise ConfigurationError(f"{what} is nested deeper than {MAX_NESTING} levels")
@@ -108,11 +142,32 @@ def _check_tree(value: object, *, what: str) -> None:
                 raise ConfigurationError(
                     f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)"
                 )
+        elif isinstance(node, float) and not _finite(node) and _refuse_non_finite():
+            raise ConfigurationError(
+                f"{what} contains a number JSON cannot carry (NaN or infinity)"
+            )
         elif isinstance(node, dict):
             items: dict[object, object] = node  # pyright: ignore[reportUnknownVariableType]
+            values += 2 * len(items)
             for key, child in items.items():
                 stack.append((key, depth + 1))
                 stack.append((child, depth + 1))
         elif isinstance(node, list):
             children: list[object] = node  # pyright: ignore[reportUnknownVariableType]
+            values += len(children)
             stack.extend((child, depth + 1) for child in children)
+
+
+def _refuse_non_finite() -> bool:
+    # Runs recorded before the refusal replay as they ran; outside a workflow (the facade's
+    # own checks) the refusal always applies.
+    return not workflow.in_workflow() or workflow.patched(NON_FINITE_PATCH)
+
+
+def _finite(number: float) -> bool:
+    return number == number and abs(number) != float("inf")  # NaN is unequal to itself
+
+
+def _bound_values() -> bool:
+    # As `_refuse_non_finite`: recorded runs replay as they ran.
+    return not workflow.in_workflow() or workflow.patched(BOUNDED_VALUES_PATCH)

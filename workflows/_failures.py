@@ -9,8 +9,10 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     FailureError,
+    TimeoutType,
     is_cancelled_exception,
 )
+from temporalio.exceptions import TimeoutError as AttemptTimeout
 
 from contracts.activities import (
     ACTIVITY_DISCARD_GENERATION,
@@ -25,6 +27,7 @@ from vocabulary.errors import (
     CruxError,
     ErrorType,
     OutputValidationError,
+    ProviderTimeoutError,
     RequestCompositionError,
     ThreadError,
 )
@@ -75,6 +78,29 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
     )
 
 
+def attempt_timed_out(request: GenerationInput, error: ActivityError) -> ApplicationError | None:
+    """`ProviderTimeoutError` when a provider attempt outlived its attempt timeout.
+
+    Temporal ends such an attempt from outside, so the activity cannot classify it; without
+    this the caller would see a bare workflow timeout instead of the provider's typed,
+    retryable error. `None` for every other failure (a heartbeat timeout is a lost worker,
+    not a slow provider).
+    """
+    cause = error.cause
+    if not isinstance(cause, AttemptTimeout) or cause.type != TimeoutType.START_TO_CLOSE:
+        return None
+    provider = request.model.partition(":")[0]
+    timed_out = ProviderTimeoutError(
+        provider, "no answer within the attempt timeout", model=request.model
+    )
+    return ApplicationError(
+        timed_out.explain(),
+        encode_details(ErrorDetails(provider=provider, model=request.model)),
+        type=ErrorType.PROVIDER_TIMEOUT,
+        non_retryable=False,
+    )
+
+
 def commit_rejected(
     stages: StageReporter, error: ActivityError | ApplicationError
 ) -> ApplicationError:
@@ -111,8 +137,20 @@ async def discard_after(
         await workflow.execute_activity(
             ACTIVITY_DISCARD_GENERATION,
             DiscardGenerationInput(
-                generation_id=request.generation_id, thread_id=request.thread_id
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                refused=_refused(error),
             ),
             result_type=DiscardGenerationResult,
             **_options.with_summary(_options.DISCARD_GENERATION, "discard staging"),
         )
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether the run failed because its request was invalid (a `ConfigurationError`)."""
+    if isinstance(error, ConfigurationError):
+        return True
+    if isinstance(error, ActivityError | ApplicationError):
+        cause = application_cause(error)
+        return cause is not None and cause.type == ErrorType.CONFIGURATION
+    return False

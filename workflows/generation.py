@@ -49,7 +49,9 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import ApprovalHandlers, Approvals
+    from workflows._decode import NO_INPUT
     from workflows._failures import (
+        attempt_timed_out,
         commit_rejected,
         decision_failure,
         discard_after,
@@ -111,7 +113,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         return self._stages.stage.value
 
     @workflow.run
-    async def run(self, raw: RawValue) -> GenerationOutcome | GenerationResult:
+    async def run(self, raw: RawValue = NO_INPUT) -> GenerationOutcome | GenerationResult:
         """Run the generation and return its content-free outcome (ids and figures).
 
         The input is taken raw and decoded and validated here rather than by the data
@@ -335,6 +337,9 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         except ActivityError as error:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
+            timed_out = attempt_timed_out(request, error)
+            if timed_out is not None:
+                raise timed_out from error
             raise
         if invoked.revision_moved:
             return "revision-moved", invoked, None

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import member_workflow_id, parallel_workflow_id
     from workflows import _ui
-    from workflows._decode import decode_input
+    from workflows._decode import NO_INPUT, decode_input
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
 """The registered name of the parallel workflow."""
@@ -60,7 +60,7 @@ class ParallelGenerationWorkflow:
         return dict(self._states)
 
     @workflow.run
-    async def run(self, raw: RawValue) -> ParallelOutcome:
+    async def run(self, raw: RawValue = NO_INPUT) -> ParallelOutcome:
         """Run the members at once and return one record per member, in input order.
 
         The input is decoded here, not by the data converter, so that whatever a client

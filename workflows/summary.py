@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.ids import summary_key
     from vocabulary.stages import Stage
     from workflows import _options, _search, _ui
-    from workflows._decode import decode_input
+    from workflows._decode import NO_INPUT, decode_input
 
 
 SUMMARY_WORKFLOW = "SummaryWorkflow"
@@ -59,7 +59,7 @@ class SummaryWorkflow:
     """Prepare (or find) the summary of a Thread prefix; text stays in PostgreSQL."""
 
     @workflow.run
-    async def run(self, raw: RawValue) -> PrepareSummaryResult:
+    async def run(self, raw: RawValue = NO_INPUT) -> PrepareSummaryResult:
         """Run the preparation activity and return the content-free artifact.
 
         The input is decoded and validated here, so malformed input from any client fails

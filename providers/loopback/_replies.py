@@ -103,11 +103,47 @@ class DisconnectReply(_Reply):
     """Close the connection without answering (a network failure)."""
 
 
+class HangReply(_Reply):
+    """Accept the request and never answer (a read timeout at the client).
+
+    The connection stays open until the client gives up and closes it.
+    """
+
+
+class ResetReply(_Reply):
+    """Start answering with `reply`, then reset the connection part-way through.
+
+    The status line and headers are sent whole; of the body (for a stream, of the event
+    bytes before chunk framing) only the first `after_bytes` bytes are sent, then the
+    socket is closed with a TCP reset. With a streamed reply this cuts the stream in the
+    middle of an event when `after_bytes` falls inside one.
+
+    Attributes:
+        reply: The reply whose rendering is cut short.
+        after_bytes: Body bytes sent before the reset.
+        piece_delay_seconds: Pause between the streamed pieces sent before the reset, so
+            a client acts on the first events (stages its deltas, say) before the cut.
+    """
+
+    reply: TextReply | ErrorReply | RawReply
+    after_bytes: int = Field(ge=0)
+    piece_delay_seconds: float = Field(default=0.0, ge=0)
+
+
 class CountReply(_Reply):
     """An answer of a token-counting endpoint."""
 
     input_tokens: int = Field(ge=0)
 
 
-Reply = TextReply | ErrorReply | StreamErrorReply | RawReply | DisconnectReply | CountReply
+Reply = (
+    TextReply
+    | ErrorReply
+    | StreamErrorReply
+    | RawReply
+    | DisconnectReply
+    | HangReply
+    | ResetReply
+    | CountReply
+)
 """Anything `enqueue` accepts."""

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import struct
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from providers.loopback._replies import DisconnectReply, ErrorReply, Reply
+from providers.loopback._replies import DisconnectReply, ErrorReply, HangReply, Reply, ResetReply
 
 LOOPBACK_HOST = "127.0.0.1"
 _MAX_HEADER_LINES = 200
@@ -49,6 +52,8 @@ class RecordedRequest:
         headers: Header names lower-cased; repeated headers keep the last value.
         raw_body: The body bytes.
         body: The body parsed as JSON (`None` when it is not JSON).
+        received_at: `time.monotonic()` when the request was read (to measure the pauses
+            a client leaves between attempts).
     """
 
     method: str
@@ -56,6 +61,7 @@ class RecordedRequest:
     headers: dict[str, str]
     raw_body: bytes
     body: Any = None
+    received_at: float = 0.0
 
 
 @dataclass
@@ -203,6 +209,19 @@ class LoopbackServer:
                     await asyncio.sleep(reply.delay_seconds)
                 if isinstance(reply, DisconnectReply):
                     break
+                if isinstance(reply, HangReply):
+                    # Never answer: wait for the client to give up and close.
+                    while await reader.read(65_536):
+                        pass
+                    break
+                if isinstance(reply, ResetReply):
+                    await _write_cut(
+                        writer,
+                        self.render(request, reply.reply),
+                        reply.after_bytes,
+                        reply.piece_delay_seconds,
+                    )
+                    break
                 await _write_response(writer, self.render(request, reply))
                 if request.headers.get("connection", "").lower() == "close":
                     break
@@ -241,7 +260,14 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
             parsed = json.loads(body)
         except ValueError:
             parsed = None
-    return RecordedRequest(method=method, path=target, headers=headers, raw_body=body, body=parsed)
+    return RecordedRequest(
+        method=method,
+        path=target,
+        headers=headers,
+        raw_body=body,
+        body=parsed,
+        received_at=time.monotonic(),
+    )
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -256,7 +282,7 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-async def _write_response(writer: asyncio.StreamWriter, response: HTTPResponse) -> None:
+def _head(response: HTTPResponse) -> bytes:
     reason = _REASONS.get(response.status, "Status")
     head = [f"HTTP/1.1 {response.status} {reason}"]
     headers = {k.lower(): v for k, v in response.headers.items()}
@@ -265,7 +291,42 @@ async def _write_response(writer: asyncio.StreamWriter, response: HTTPResponse) 
     else:
         headers["transfer-encoding"] = "chunked"
     head.extend(f"{name}: {value}" for name, value in headers.items())
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+
+
+# Long enough for the client to read what was sent before the reset arrives, so the cut
+# lands where it was scripted rather than wherever the reset overtook the data.
+_RESET_PAUSE_SECONDS = 0.05
+
+
+async def _write_cut(
+    writer: asyncio.StreamWriter, response: HTTPResponse, budget: int, piece_delay: float
+) -> None:
+    """Send the head and the first `budget` body bytes of `response`, then reset."""
+    writer.write(_head(response))
+    if response.chunks is None:
+        writer.write(response.body[:budget])
+    else:
+        for piece in response.chunks:
+            piece = piece[:budget]
+            if not piece:
+                break
+            budget -= len(piece)
+            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(piece_delay)
+    await writer.drain()
+    await asyncio.sleep(_RESET_PAUSE_SECONDS)
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        # A zero linger time turns the close into a TCP reset (ECONNRESET at the client).
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def _write_response(writer: asyncio.StreamWriter, response: HTTPResponse) -> None:
+    writer.write(_head(response))
     if response.chunks is None:
         writer.write(response.body)
         await writer.drain()

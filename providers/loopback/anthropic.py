@@ -9,8 +9,10 @@ from providers.loopback._replies import (
     CountReply,
     DisconnectReply,
     ErrorReply,
+    HangReply,
     RawReply,
     Reply,
+    ResetReply,
     StreamErrorReply,
     TextReply,
 )
@@ -67,6 +69,8 @@ class LoopbackAnthropicServer(LoopbackServer):
 
     def render(self, request: RecordedRequest, reply: Reply) -> HTTPResponse:
         """Render `reply` as Messages JSON, SSE or an Anthropic error body."""
+        if isinstance(reply, ResetReply):
+            return self.render(request, reply.reply)  # the server cuts it short
         if isinstance(reply, RawReply):
             return HTTPResponse(reply.status, dict(reply.headers), reply.body)
         if isinstance(reply, ErrorReply):
@@ -85,7 +89,7 @@ class LoopbackAnthropicServer(LoopbackServer):
         if path.endswith("/count_tokens"):
             tokens = reply.input_tokens if isinstance(reply, CountReply) else input_tokens_of(body)
             return json_response(200, {"input_tokens": tokens})
-        if isinstance(reply, CountReply | DisconnectReply):
+        if isinstance(reply, CountReply | DisconnectReply | HangReply):
             reply = TextReply()
         if isinstance(reply, StreamErrorReply):
             return self._stream_error(body, reply)

@@ -10,8 +10,10 @@ from providers.loopback._replies import (
     CountReply,
     DisconnectReply,
     ErrorReply,
+    HangReply,
     RawReply,
     Reply,
+    ResetReply,
     StreamErrorReply,
     TextReply,
 )
@@ -75,6 +77,8 @@ class LoopbackOpenAIServer(LoopbackServer):
 
     def render(self, request: RecordedRequest, reply: Reply) -> HTTPResponse:
         """Render `reply` as chat-completions JSON, SSE or an OpenAI error body."""
+        if isinstance(reply, ResetReply):
+            return self.render(request, reply.reply)  # the server cuts it short
         if isinstance(reply, RawReply):
             return HTTPResponse(reply.status, dict(reply.headers), reply.body)
         if isinstance(reply, ErrorReply):
@@ -95,7 +99,7 @@ class LoopbackOpenAIServer(LoopbackServer):
         if not path.endswith("/chat/completions"):
             return _not_found()
         body = as_object(request.body) or {}
-        if isinstance(reply, CountReply | DisconnectReply):
+        if isinstance(reply, CountReply | DisconnectReply | HangReply):
             reply = TextReply(text="")
         if isinstance(reply, StreamErrorReply):
             return self._stream_error(body, reply)

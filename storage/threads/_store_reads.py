@@ -73,6 +73,9 @@ class Reads(StoreBase):
             ThreadError: `deleted` after deletion.
         """
         check_id(thread_id, "thread", thread_id=thread_id)
+        check_id(owner, "owner", thread_id=thread_id)
+        if encoding is not None:
+            check_id(encoding, "encoding", thread_id=thread_id)
         async with single_read(self._pool, thread_id) as connection:
             return await read_history(connection, thread_id, owner=owner, encoding=encoding)
 
@@ -94,8 +97,11 @@ class Reads(StoreBase):
             ThreadError: `not_found`, `redacted` or `deleted`.
         """
         check_id(thread_id, "thread", thread_id=thread_id)
+        if isinstance(ids, str) or not isinstance(ids, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ThreadError("invalid_message", "ids must be a list of ids", thread_id=thread_id)
+        checked = [check_id(value, "message", thread_id=thread_id) for value in ids]
         async with single_read(self._pool, thread_id) as connection:
-            return await load_stored_messages(connection, thread_id, list(ids))
+            return await load_stored_messages(connection, thread_id, checked)
 
     async def revision(self, thread_id: str) -> str:
         """The current revision.

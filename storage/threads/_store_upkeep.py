@@ -12,6 +12,7 @@ from storage.threads._models import ThreadSnapshot
 from storage.threads._store_base import StoreBase
 from storage.threads._validate import MAIN_OWNER, check_id, normalise_id_set
 from vocabulary.commits import ThreadCommit
+from vocabulary.errors import ThreadError
 from vocabulary.messages import JsonValue, Part
 
 OwnerState = Literal["open", "closed"]
@@ -39,6 +40,8 @@ class Upkeep(StoreBase):
                 `invalid_message` or `deleted`.
             ThreadCommitError: The outcome is unknown; repeat the same call.
         """
+        if metadata is not None and not isinstance(metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ThreadError("invalid_message", "edit metadata must be a mapping")
         return await _navigate.edit(
             self._pool,
             thread_id,

@@ -39,7 +39,9 @@ def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
         or _has_control_character(value)
         or unstorable_text(value)
     ):
-        raise ThreadError("invalid_message", f"invalid {what} id", thread_id=thread_id)
+        # An invalid Thread id is not carried on the error: it is the caller's raw value.
+        known = None if thread_id is value else thread_id
+        raise ThreadError("invalid_message", f"invalid {what} id", thread_id=known)
     return value
 
 
@@ -227,7 +229,11 @@ def normalise_id_set(ids: str | Iterable[str], *, thread_id: str) -> list[str]:
     Raises:
         ThreadError: `invalid_message` for an empty set or an invalid id.
     """
-    values = [ids] if isinstance(ids, str) else list(ids)
+    if not isinstance(ids, str | Iterable):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ThreadError(
+            "invalid_message", "ids must be an id or a list of ids", thread_id=thread_id
+        )
+    values: list[object] = [ids] if isinstance(ids, str) else list(ids)
     if not values:
         raise ThreadError("invalid_message", "empty id set", thread_id=thread_id)
     return sorted({check_id(value, "message", thread_id=thread_id) for value in values})

@@ -9,6 +9,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities import to_application_error
+from crux._outcomes import rebuild_error
 from crux.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -204,3 +205,20 @@ def test_a_connection_left_in_a_broken_state_is_waited_out_like_an_outage() -> N
     mapped = to_application_error(asyncpg.InternalClientError("protocol state"))
     assert isinstance(mapped, ApplicationError)
     assert mapped.type == "StorageUnavailableError" and not mapped.non_retryable
+
+
+def test_the_provider_error_type_reaches_the_caller() -> None:
+    raised = ProviderHTTPError("anthropic", 529, error_type="overloaded_error")
+    mapped = to_application_error(raised)
+    assert isinstance(mapped, ApplicationError)
+    details = decode_details(mapped.details, mapped.type)
+    assert details.code == "overloaded_error"
+    rebuilt = rebuild_error(
+        mapped.type, mapped.message, details, non_retryable=mapped.non_retryable
+    )
+    assert isinstance(rebuilt, ProviderHTTPError)
+    assert (rebuilt.status_code, rebuilt.error_type, rebuilt.retryable) == (
+        529,
+        "overloaded_error",
+        True,
+    )

@@ -54,3 +54,8 @@ def test_messages_carry_no_secret() -> None:
         "temporal operator search-attribute create --address temporal.prod:7233 "
         "--namespace crux --name CruxStage --type Keyword --name CruxModel --type Keyword"
     )
+
+
+def test_describe_database_names_the_socket_directory_of_a_socket_url() -> None:
+    url = "postgresql://postgres:secret@/crux?host=/work/.stack/pgdata"
+    assert describe_database(url) == "/work/.stack/pgdata (socket)/crux"

@@ -153,6 +153,11 @@ async def test_support_calls_fit_the_summary_model_and_are_linked(
     assert len(listed) > 1
     assert listed <= {receipt["id"] for receipt in receipts}
     assert listed <= set(inspection.linked_request_ids)
+    # A support call's id is not a request receipt: a plain KeyError, no validation dump.
+    support_id = next(iter(listed))
+    with pytest.raises(KeyError) as missing:
+        await Runtime(client, pool).receipt(support_id)
+    assert missing.value.__cause__ is None and missing.value.__suppress_context__
     # The leading system prefix is sent first, before the summary, in every main request.
     sent = responder.main_bodies[-1]["messages"]
     assert sent[0] == {"role": "system", "content": SYSTEM}

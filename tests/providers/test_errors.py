@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -32,8 +33,10 @@ from providers._errors import error_from_response, parse_retry_after
 from providers.loopback import (
     DisconnectReply,
     ErrorReply,
+    HangReply,
     LoopbackServer,
     RawReply,
+    ResetReply,
     StreamErrorReply,
     TextReply,
 )
@@ -341,3 +344,41 @@ def test_prose_in_error_type_fields_is_not_kept() -> None:
     error = error_from_response("openai", 400, httpx.Headers(), body)
     assert error.error_type is None
     assert SECRET not in str(error)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reset_mid_response_is_a_retryable_connection_error(
+    endpoint: Endpoint, stream: bool
+) -> None:
+    # Part of the body (a stream: part of an event) arrives, then a TCP reset.
+    endpoint.server.enqueue(ResetReply(reply=TextReply(text=SECRET * 4), after_bytes=120))
+    with pytest.raises(ProviderConnectionError) as caught:
+        await endpoint.provider.complete(REQUEST.model_copy(update={"stream": stream}))
+    assert caught.value.retryable
+    assert SECRET not in str(caught.value)
+    assert len(endpoint.server.requests) == 1
+
+
+async def test_a_server_that_never_answers_is_a_retryable_timeout(endpoint: Endpoint) -> None:
+    endpoint.server.enqueue(HangReply())
+    async with httpx.AsyncClient(timeout=0.2) as http:
+        provider = (
+            OpenAIChatProvider(http, base_url=endpoint.server.base_url)
+            if endpoint.name == "openai"
+            else AnthropicMessagesProvider(http, base_url=endpoint.server.base_url)
+        )
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await provider.complete(REQUEST)
+    assert caught.value.retryable
+    # The server answers the next request on a new connection as usual.
+    endpoint.server.enqueue(TextReply(text="back"))
+    assert (await endpoint.provider.complete(REQUEST)).message.text == "back"
+
+
+async def test_requests_record_when_they_arrived(endpoint: Endpoint) -> None:
+    endpoint.server.enqueue(TextReply(text="one"), TextReply(text="two"))
+    await endpoint.provider.complete(REQUEST)
+    await asyncio.sleep(0.05)
+    await endpoint.provider.complete(REQUEST)
+    first, second = endpoint.server.requests
+    assert second.received_at - first.received_at >= 0.05

@@ -19,6 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 import crux
+from crux._worker import single_input_converter
 from crux.errors import RequestCompositionError
 from crux.models import workflow_id_for
 from providers.loopback import (
@@ -31,6 +32,7 @@ from providers.loopback import (
 )
 from tests.helpers import new_worker, settings_for
 from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
+from workflows._arity import SingleInputInterceptor
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
@@ -45,7 +47,9 @@ async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
     replayer = Replayer(
         workflows=[ManagedGenerationWorkflow, SummaryWorkflow, ParallelGenerationWorkflow],
-        data_converter=pydantic_data_converter,
+        # As on the worker: a start with extra arguments fails the workflow, typed.
+        data_converter=single_input_converter(pydantic_data_converter),
+        interceptors=[SingleInputInterceptor()],
     )
     await replayer.replay_workflow(history)
 
