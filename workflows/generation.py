@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ReadRequestResult,
     )
     from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
-    from planner import SealedPlan, conservative_profile, inline_preparations
+    from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
         Dispatched,
@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         Seal,
         next_action,
     )
-    from vocabulary.errors import CruxError, ErrorType, RequestCompositionError
+    from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import ApprovalHandlers, Approvals
@@ -68,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
         is_retryable,
         waiting_out_storage,
     )
-    from workflows._summaries import prepare_summary, start_summary
+    from workflows._summaries import needs_fresh_summary, prepare_summary, start_summary
     from workflows._tools import run_tools
     from workflows.legacy.generation import LegacyGeneration
 
@@ -78,8 +78,6 @@ STAGE = _search.STAGE
 # Versioning marker of the second generation path. Runs whose history lacks it started on
 # the first path and are carried on, unchanged, by `workflows.legacy`.
 GENERATION_V2_PATCH = "generation-v2"
-SUMMARY_PER_STEP_PATCH = "summary-per-step"
-"""Runs with this marker prepare an inline summary per step, not once per generation."""
 
 
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
@@ -246,7 +244,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 if counted is not None:
                     plan_request = plan_request.model_copy(update={"counted_input_tokens": counted})
                 state = replace(state, request=plan_request, counted=True)
-            elif not prepared_here and _needs_fresh_summary(state, action, self._summarised):
+            elif not prepared_here and needs_fresh_summary(state, action, self._summarised):
                 # The summary prepared for an earlier step no longer fits this one (the
                 # Thread moved meanwhile, or the turn grew): prepare the one it needs.
                 state = replace(state, summary_prepared=False)
@@ -394,20 +392,6 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             await start_summary(self._stages, request, need)
         _ui.conclude_completed(self._stages, committed.result, progress)
         return committed.result
-
-
-def _needs_fresh_summary(
-    state: Planning, action: Fail, prepared: set[tuple[str | None, int | None]]
-) -> bool:
-    """Whether planning failed only for a summary no earlier step of this run prepared."""
-    if not state.summary_prepared or not isinstance(action.error, RequestCompositionError):
-        return False
-    needs = inline_preparations(action.error)
-    return (
-        bool(needs)
-        and (needs[0].through_id, needs[0].through_position) not in prepared
-        and workflow.patched(SUMMARY_PER_STEP_PATCH)
-    )
 
 
 def _error_type(error: ActivityError) -> str | None:
