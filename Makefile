@@ -66,7 +66,7 @@ test-fast: $(STAMP) ## Run the tests only
 fuzz: $(STAMP) ## Longer property-based runs
 	CRUX_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
-soak: $(STAMP) ## Longer suites: worker kills, PostgreSQL outages and crashes in every stage, canary leaks, 300 random provider fault sequences, hostile input; history bytes on a 10,000-message Thread
+soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills, PostgreSQL outages and crashes in every stage, canary leaks, 300 random provider fault sequences, hostile input; history bytes on a 10,000-message Thread
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_crash_and_outage.py tests/e2e/test_flat_history.py tests/e2e/test_storage_faults.py tests/e2e/test_canary_leaks.py tests/e2e/test_provider_fault_sequences.py tests/e2e/test_hostile_input.py tests/e2e/test_hostile_runtime.py tests/crux/test_hostile_builders.py $(PYTEST_ARGS)
 
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy

@@ -11,6 +11,7 @@ from temporalio import activity
 
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
+from activities._heartbeat import heartbeating
 from activities._inputs import InputStager, scoped_key
 from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
@@ -143,7 +144,7 @@ class GenerationActivities:
     @maps_errors
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
-        return await self._tool_runner.run(request)
+        return await heartbeating(self._tool_runner.run(request))
 
     @activity.defn(name=ACTIVITY_PREPARE_STEP)
     @maps_errors
@@ -155,7 +156,7 @@ class GenerationActivities:
     @maps_errors
     async def prepare_summary(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
         """Prepare (or find) the summary artifact of a Thread prefix."""
-        return await self._preparer.prepare(request)
+        return await heartbeating(self._preparer.prepare(request))
 
     @activity.defn(name=ACTIVITY_AWAIT_SUMMARY)
     @maps_errors

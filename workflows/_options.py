@@ -61,6 +61,9 @@ RUN_TOOL = ActivityConfig(
     # Tool handlers are application code; their result is staged once, so a retry after a
     # lost completion does not run the tool again.
     start_to_close_timeout=_TOOL_TIMEOUT,
+    # The activity heartbeats while the handler runs: a worker lost mid-call is noticed
+    # within this, not after the five minutes.
+    heartbeat_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
@@ -73,6 +76,9 @@ PREPARE_SUMMARY = ActivityConfig(
     # Several support calls for a long prefix (hierarchical); the artifact is written once,
     # so a retry after a lost completion finds it instead of paying again.
     start_to_close_timeout=timedelta(minutes=15),
+    # The activity heartbeats while it works: a worker lost mid-preparation is
+    # noticed within this, not after the fifteen minutes.
+    heartbeat_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=60),
@@ -84,6 +90,9 @@ PREPARE_SUMMARY_RUN = ActivityConfig(
     # `SummaryWorkflow`'s preparation: as above, except that a storage outage is waited out
     # by the run itself, visibly (`storage_blocked`), instead of in hidden activity retries.
     start_to_close_timeout=timedelta(minutes=15),
+    # The activity heartbeats while it works: a worker lost mid-preparation is noticed
+    # within this, not after the fifteen minutes.
+    heartbeat_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=60),

@@ -28,13 +28,17 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
 )
 from contracts.generation import GenerationInput
-from planner import HistorySummary, Preparation
-from vocabulary.errors import ErrorType
+from planner import HistorySummary, Preparation, inline_preparations
+from planner.steps import Fail, Planning
+from vocabulary.errors import ErrorType, RequestCompositionError
 from vocabulary.stages import Stage
 from workflows import _options, _ui
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
+
+SUMMARY_PER_STEP_PATCH = "summary-per-step"
+"""Runs with this marker prepare an inline summary per step, not once per generation."""
 
 
 async def _through_id(
@@ -163,4 +167,18 @@ def _preparation_failed(error: ChildWorkflowError | ActivityError) -> Applicatio
         "the history summary could not be prepared",
         type=ErrorType.PROVIDER,
         non_retryable=True,
+    )
+
+
+def needs_fresh_summary(
+    state: Planning, action: Fail, prepared: set[tuple[str | None, int | None]]
+) -> bool:
+    """Whether planning failed only for a summary no earlier step of this run prepared."""
+    if not state.summary_prepared or not isinstance(action.error, RequestCompositionError):
+        return False
+    needs = inline_preparations(action.error)
+    return (
+        bool(needs)
+        and (needs[0].through_id, needs[0].through_position) not in prepared
+        and workflow.patched(SUMMARY_PER_STEP_PATCH)
     )

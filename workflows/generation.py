@@ -68,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
         is_retryable,
         waiting_out_storage,
     )
-    from workflows._summaries import prepare_summary, start_summary
+    from workflows._summaries import needs_fresh_summary, prepare_summary, start_summary
     from workflows._tools import run_tools
     from workflows.legacy.generation import LegacyGeneration
 
@@ -88,6 +88,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
 
     def __init__(self) -> None:
         self._stages = StageReporter()
+        self._summarised: set[tuple[str | None, int | None]] = set()  # inline, this run
         self._legacy: LegacyGeneration | None = None
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
@@ -225,21 +226,28 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         """Plan the next provider call, carrying out what planning asks for first."""
         self._stages.set(Stage.PLANNING)
         state = self._planning(request, read, progress)
+        prepared_here = False
         while True:
             action = next_action(state)
             if isinstance(action, Seal):
                 progress.maintenance = action.maintenance
                 return progress.link(action.plan)
             if isinstance(action, PrepareSummary):
+                self._summarised.add((action.need.through_id, action.need.through_position))
                 progress.summary = await prepare_summary(self._stages, request, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
+                prepared_here = True
             elif isinstance(action, CountAuthoritatively):
                 counted = await self._count(request, read, action, progress)
                 plan_request = state.request
                 if counted is not None:
                     plan_request = plan_request.model_copy(update={"counted_input_tokens": counted})
                 state = replace(state, request=plan_request, counted=True)
+            elif not prepared_here and needs_fresh_summary(state, action, self._summarised):
+                # The summary prepared for an earlier step no longer fits this one (the
+                # Thread moved meanwhile, or the turn grew): prepare the one it needs.
+                state = replace(state, summary_prepared=False)
             else:
                 if action.refresh is not None:
                     await start_summary(self._stages, request, action.refresh)
