@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +229,8 @@ def normalise_id_set(ids: str | Iterable[str], *, thread_id: str) -> list[str]:
     Raises:
         ThreadError: `invalid_message` for an empty set or an invalid id.
     """
-    if not isinstance(ids, str | Iterable):  # pyright: ignore[reportUnnecessaryIsInstance]
+    # A mapping iterates its keys, and bytes their integers: neither is a list of ids.
+    if not isinstance(ids, str | Iterable) or isinstance(ids, Mapping | bytes | bytearray):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ThreadError(
             "invalid_message", "ids must be an id or a list of ids", thread_id=thread_id
         )

@@ -189,8 +189,8 @@ def _as_id(value: Any, marked: str) -> Any:
     """
     if isinstance(value, str):
         return marked
-    if isinstance(value, list):
-        items: list[Any] = value
+    if isinstance(value, list | tuple | set | frozenset):
+        items: list[Any] = list(value)
         return [marked if isinstance(item, str) else item for item in items]
     return value
 
