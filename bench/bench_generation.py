@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import asyncpg
 from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
 
+from bench._figures import new_bench_database, p50, p99
 from bench._noop import NOOP_WORKFLOW, NoopThreeActivities, noop_activity
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
@@ -39,14 +38,6 @@ from vocabulary.messages import Message
 from vocabulary.settings import Settings
 
 
-async def _database(url: str) -> str:
-    admin = await asyncpg.connect(url)
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    return url.replace("/postgres?", f"/{name}?")
-
-
 async def main(turns: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
     server = None
@@ -54,7 +45,7 @@ async def main(turns: int) -> None:
     if not base_url:
         server = start_postgres_sync(tmp / "pgdata")
         base_url = server.url
-    url = await _database(base_url)
+    url = await new_bench_database(base_url)
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -130,12 +121,6 @@ async def main(turns: int) -> None:
     await env.shutdown()
     if server is not None:
         server.stop()
-
-    def p50(values: list[float]) -> float:
-        return statistics.median(values) * 1000
-
-    def p99(values: list[float]) -> float:
-        return statistics.quantiles(values, n=100, method="inclusive")[98] * 1000
 
     print(f"managed generation, offline provider, {turns} turns on one Thread")
     print("  latency            p50 ms    p99 ms")

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import asyncpg
 import httpx
 
 import crux
+from bench._figures import new_bench_database, p50, p99
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from crux.stack import start_postgres_sync, start_temporal
@@ -47,14 +46,6 @@ THINK_TIMES = (0.0, 0.25)
 
 REPLY = " ".join(f"word{n}" for n in range(120))
 MODEL = "gpt-4o-mini"
-
-
-async def _database(url: str) -> str:
-    admin = await asyncpg.connect(url)
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    return url.replace("/postgres?", f"/{name}?")
 
 
 async def _first_byte(http: httpx.AsyncClient, base_url: str) -> float:
@@ -115,7 +106,7 @@ async def main(calls: int) -> None:
     if not base_url:
         server = start_postgres_sync(tmp / "pgdata")
         base_url = server.url
-    url = await _database(base_url)
+    url = await new_bench_database(base_url)
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -167,12 +158,6 @@ async def main(calls: int) -> None:
     await env.shutdown()
     if server is not None:
         server.stop()
-
-    def p50(values: list[float]) -> float:
-        return statistics.median(values) * 1000
-
-    def p99(values: list[float]) -> float:
-        return statistics.quantiles(values, n=100, method="inclusive")[98] * 1000
 
     print(f"streaming, OpenAI wire format over loopback HTTP, {calls} calls per row")
     print("  time to first text, ms          p50       p99   (each row interleaved call by call)")

@@ -9,18 +9,21 @@ generation sits in a chosen stage, with a statement outstanding, at the moment o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shutil
 import signal
+import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import asyncpg
 import psutil
 
-from crux.stack import EmbeddedPostgres
+from crux.stack import EmbeddedPostgres, start_postgres_sync
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest
 from storage.migrate import migrate
 from tests.chaos import resume_postgres
@@ -104,6 +107,28 @@ async def lock_waiters(
         list(keep),
     )
     return int(waiting or 0)
+
+
+@contextlib.contextmanager
+def own_postgres(
+    prefix: str, *, recover: Callable[[EmbeddedPostgres], object]
+) -> Iterator[EmbeddedPostgres]:
+    """Run a PostgreSQL server of the caller alone; `recover` brings it back before stopping.
+
+    Args:
+        prefix: Prefix of the temporary data directory.
+        recover: Undoes what a failed run may have left (stopped or crashed server).
+    """
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    server = start_postgres_sync(data_dir / "pgdata")
+    try:
+        yield server
+    finally:
+        try:
+            recover(server)
+        finally:
+            server.stop()
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 async def new_database(server: EmbeddedPostgres) -> tuple[str, str]:

@@ -44,9 +44,7 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -62,7 +60,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 
 from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
 from crux.runtime import Runtime
-from crux.stack import EmbeddedPostgres, start_postgres_sync
+from crux.stack import EmbeddedPostgres
 from providers.loopback import (
     LoopbackOpenAIServer,
     RecordedRequest,
@@ -72,7 +70,6 @@ from providers.loopback import (
     tool_call_reply,
 )
 from storage import GenerationStore, ThreadStore, create_pool
-from storage.migrate import migrate
 from tests.chaos import (
     CHAOS_TOOL,
     WorkerFleet,
@@ -81,6 +78,7 @@ from tests.chaos import (
     pause_postgres,
     resume_postgres,
 )
+from tests.pg_faults import new_database, own_postgres
 from vocabulary.commits import ThreadCommit
 from vocabulary.ids import generation_key
 
@@ -124,16 +122,9 @@ class _PeerAwareServer(LoopbackOpenAIServer):
 @pytest.fixture
 def dedicated_postgres() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL server of this test alone, so stopping it disturbs no other test."""
-    data_dir = Path(tempfile.mkdtemp(prefix="crux-chaos-pg-"))
-    server = start_postgres_sync(data_dir / "pgdata")
-    try:
+    # A failed run may have left it stopped.
+    with own_postgres("crux-chaos-pg-", recover=resume_postgres) as server:
         yield server
-    finally:
-        try:
-            resume_postgres(server)  # a failed run may have left it stopped
-        finally:
-            server.stop()
-            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _is_tool_round(wave: int, turn: int) -> bool:
@@ -191,18 +182,7 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
     client: Client, dedicated_postgres: EmbeddedPostgres, tmp_path: Path
 ) -> None:
     rng = random.Random(SEED)
-    database = "crux_chaos"
-    admin = await asyncpg.connect(dedicated_postgres.url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{database}"')
-    finally:
-        await admin.close()
-    database_url = dedicated_postgres.database_url(database)
-    connection = await asyncpg.connect(database_url)
-    try:
-        await migrate(connection)
-    finally:
-        await connection.close()
+    _, database_url = await new_database(dedicated_postgres)
 
     task_queue = f"crux-chaos-{uuid.uuid4().hex[:8]}"
     provider = _Provider(random.Random(SEED + 1))

@@ -48,13 +48,10 @@ import asyncio
 import json
 import os
 import random
-import shutil
-import tempfile
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,7 +61,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 
 from crux.models import GenerationOutcome
-from crux.stack import EmbeddedPostgres, start_postgres_sync
+from crux.stack import EmbeddedPostgres
 from storage import create_pool
 from tests.fault_checks import (
     StageLog,
@@ -85,6 +82,7 @@ from tests.pg_faults import (
     crash_recoveries,
     lock_waiters,
     new_database,
+    own_postgres,
     restart_postgres,
     terminate_sessions,
 )
@@ -121,16 +119,9 @@ SELECT 1 FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2 FOR 
 @pytest.fixture
 def dedicated_postgres() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL server of this test alone, so crashing it disturbs no other test."""
-    data_dir = Path(tempfile.mkdtemp(prefix="crux-fault-pg-"))
-    server = start_postgres_sync(data_dir / "pgdata")
-    try:
+    # A failed run may have left it down.
+    with own_postgres("crux-fault-pg-", recover=restart_postgres) as server:
         yield server
-    finally:
-        try:
-            restart_postgres(server)  # a failed run may have left it down
-        finally:
-            server.stop()
-            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest_asyncio.fixture
