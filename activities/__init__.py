@@ -1,6 +1,7 @@
 """Thin Temporal activities over `providers/` and `storage/`."""
 
 from activities._errors import to_application_error
+from activities._implements import activity_name, implementations, implements
 from activities._providers import ProviderRegistry
 from activities.cleanup import StagingCleanup
 from activities.generation import GenerationActivities
@@ -10,7 +11,10 @@ __all__ = [
     "GenerationActivities",
     "ProviderRegistry",
     "StagingCleanup",
+    "activity_name",
     "assistant_message_id",
+    "implementations",
+    "implements",
     "to_application_error",
     "user_message_id",
 ]

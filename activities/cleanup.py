@@ -8,14 +8,10 @@ periodic sweep).
 
 from __future__ import annotations
 
-from temporalio import activity
-
 from activities._errors import maps_errors
-from contracts.activities import (
-    ACTIVITY_DISCARD_GENERATION,
-    DiscardGenerationInput,
-    DiscardGenerationResult,
-)
+from activities._implements import implements
+from contracts import stubs
+from contracts.activities import DiscardGenerationInput, DiscardGenerationResult
 from storage import GenerationStore
 from telemetry.logs import get_logger
 from vocabulary.ids import generation_key
@@ -33,7 +29,7 @@ class StagingCleanup:
     def __init__(self, generations: GenerationStore) -> None:
         self._generations = generations
 
-    @activity.defn(name=ACTIVITY_DISCARD_GENERATION)
+    @implements(stubs.discard_generation)
     @maps_errors
     async def discard_generation(self, request: DiscardGenerationInput) -> DiscardGenerationResult:
         """Delete everything staged for a generation that produced no turn."""

@@ -7,11 +7,10 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 
 from __future__ import annotations
 
-from temporalio import activity
-
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._heartbeat import heartbeating
+from activities._implements import implements
 from activities._inputs import InputStager, scoped_key
 from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
@@ -23,16 +22,8 @@ from activities.invoking import ModelInvoker
 from activities.reading import RequestReader
 from activities.summaries import SummaryPreparer
 from activities.summary_join import await_running_summary
+from contracts import stubs
 from contracts.activities import (
-    ACTIVITY_AWAIT_SUMMARY,
-    ACTIVITY_COMMIT_TURN,
-    ACTIVITY_COUNT_REQUEST,
-    ACTIVITY_INVOKE_MODEL,
-    ACTIVITY_PREPARE_SUMMARY,
-    ACTIVITY_READ_REQUEST,
-    ACTIVITY_RECORD_PLAN,
-    ACTIVITY_RESOLVE_HISTORY_IDS,
-    ACTIVITY_RUN_TOOL,
     AwaitSummaryInput,
     CommitTurnInput,
     CommitTurnResult,
@@ -50,7 +41,7 @@ from contracts.activities import (
     RunToolInput,
     RunToolResult,
 )
-from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStepResult
+from contracts.hooks import PrepareStepInput, PrepareStepResult
 from planner import ModelCatalog
 from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 from vocabulary.ids import assistant_message_id
@@ -128,49 +119,49 @@ class GenerationActivities:
         """The staging store (shared with the cleanup activities)."""
         return self._generations
 
-    @activity.defn(name=ACTIVITY_READ_REQUEST)
+    @implements(stubs.read_request)
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
         return await uninterrupted(self._reader.read(request))
 
-    @activity.defn(name=ACTIVITY_INVOKE_MODEL)
+    @implements(stubs.invoke_model)
     @maps_errors
     async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output."""
         return await self._invoker.invoke(request)
 
-    @activity.defn(name=ACTIVITY_RUN_TOOL)
+    @implements(stubs.run_tool)
     @maps_errors
     async def run_tool(self, request: RunToolInput) -> RunToolResult:
         """Run one tool call and stage its result as the next message of the turn."""
         return await heartbeating(self._tool_runner.run(request))
 
-    @activity.defn(name=ACTIVITY_PREPARE_STEP)
+    @implements(stubs.prepare_step)
     @maps_errors
     async def prepare_step(self, request: PrepareStepInput) -> PrepareStepResult:
         """Run a registered step hook on a content-free context; validate its overrides."""
         return await self._step_preparer.prepare(request)
 
-    @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
+    @implements(stubs.prepare_summary)
     @maps_errors
     async def prepare_summary(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
         """Prepare (or find) the summary artifact of a Thread prefix."""
         return await heartbeating(self._preparer.prepare(request))
 
-    @activity.defn(name=ACTIVITY_AWAIT_SUMMARY)
+    @implements(stubs.await_summary)
     @maps_errors
     async def await_summary(self, request: AwaitSummaryInput) -> PrepareSummaryResult:
         """Wait for an identical summary preparation already running and return its artifact."""
         return await await_running_summary(request)
 
-    @activity.defn(name=ACTIVITY_COUNT_REQUEST)
+    @implements(stubs.count_request)
     @maps_errors
     async def count_request(self, request: CountRequestInput) -> CountRequestResult:
         """Ask the provider for an exact input count (`None` when it cannot count)."""
         return await self._invoker.count(request)
 
-    @activity.defn(name=ACTIVITY_RECORD_PLAN)
+    @implements(stubs.record_plan)
     @maps_errors
     async def record_plan(self, request: RecordPlanInput) -> None:
         """Store a sealed plan's receipt and inspection once (a retry writes nothing).
@@ -189,7 +180,7 @@ class GenerationActivities:
             )
         )
 
-    @activity.defn(name=ACTIVITY_RESOLVE_HISTORY_IDS)
+    @implements(stubs.resolve_history_ids)
     @maps_errors
     async def resolve_history_ids(self, request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
         """Name the messages at some positions of the owner's selected path."""
@@ -198,7 +189,7 @@ class GenerationActivities:
             ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )
 
-    @activity.defn(name=ACTIVITY_COMMIT_TURN)
+    @implements(stubs.commit_turn)
     @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""

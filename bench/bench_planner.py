@@ -40,6 +40,7 @@ from langchain_core.messages import (
     ToolMessage,
     trim_messages,
 )
+from pydantic import BaseModel
 
 from activities.skeleton import pack_skeleton
 from contracts.activities import ReadRequestResult
@@ -60,8 +61,14 @@ from planner import (
     prefer,
     summarizable,
 )
-from workflows.legacy.contracts import CompactHistory as LegacyCompactHistory
-from workflows.legacy.contracts import ReadRequestResult as LegacyReadResult
+
+
+class PerMessageRead(BaseModel):
+    """The anchor wire form: one entry per message (ids, roles, counts), no packing."""
+
+    history: tuple[HistoryItem, ...] = ()
+    older_history: HistoryAggregate | None = None
+
 
 WORDS = [
     "order",
@@ -247,28 +254,24 @@ def run(size: int, runs: int, anchor_runs: int) -> None:
     budget = InputBudget(optimize_at=unconstrained - 20_000, max=unconstrained - 12_000)
     recent = recent.model_copy(update={"input_budget": budget})
     # The skeleton as the workflow receives it (JSON bytes of the read result), decoded,
-    # validated and planned: packed per group, next to the previous release's one-entry-
+    # validated and planned: packed per group, next to a one-entry-
     # per-message form (ids, roles, counts; unpacked into items) as the anchor.
     fields = {name: getattr(recent, name) for name in PlanRequest.model_fields}
     fields["history_columns"] = None
     wire = ReadRequestResult(history=columns).model_dump_json().encode()
-    wire_items = (
-        LegacyReadResult(history=LegacyCompactHistory.from_items(items)).model_dump_json().encode()
-    )
+    wire_items = PerMessageRead(history=tuple(items)).model_dump_json().encode()
 
     def columnar() -> object:
         read = ReadRequestResult.model_validate_json(wire)
         return plan(PlanRequest.model_validate({**fields, "history_columns": read.history}))
 
     def per_message() -> object:
-        read = LegacyReadResult.model_validate_json(wire_items)
-        return plan(PlanRequest.model_validate({**fields, "history": read.history.items()}))
+        read = PerMessageRead.model_validate_json(wire_items)
+        return plan(PlanRequest.model_validate({**fields, "history": read.history}))
 
     full, full_best = timed_ms(columnar, runs)
     full_items, _ = timed_ms(per_message, max(3, runs // 4))
-    validate_items, _ = timed_ms(
-        lambda: LegacyReadResult.model_validate_json(wire_items).history.items(), 3
-    )
+    validate_items, _ = timed_ms(lambda: PerMessageRead.model_validate_json(wire_items).history, 3)
     plan_recent, best_recent = timed_ms(lambda: plan(recent), runs)
     exact = recent.model_copy(update={"history_policy": history.exact(), "input_budget": None})
     plan_exact, _ = timed_ms(lambda: plan(exact), runs)
@@ -366,11 +369,7 @@ def skeleton_bytes() -> None:
             first_id=items[0].id if older.count else None,
             last_id=items[older.count - 1].id if older.count else None,
         )
-        before = len(
-            LegacyReadResult(
-                history=LegacyCompactHistory.from_items(listed), older_history=named
-            ).model_dump_json()
-        )
+        before = len(PerMessageRead(history=tuple(listed), older_history=named).model_dump_json())
         after = len(ReadRequestResult(history=columns, older_history=older).model_dump_json())
         print(
             f"{size:>7} msgs on a 128k model | {len(listed):>5} listed | skeleton {after:>6} B "

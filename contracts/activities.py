@@ -337,12 +337,12 @@ class ResolveHistoryIdsResult(WireModel):
     ids: list[str | None]
 
 
-# The skeleton, invoke, count and commit contracts changed with this release: new names, so
-# a worker of this release never serves the previous release's payloads.
-ACTIVITY_READ_REQUEST = "crux.read_request.v2"
-ACTIVITY_INVOKE_MODEL = "crux.invoke_model.v2"
-ACTIVITY_COMMIT_TURN = "crux.commit_turn.v2"
-ACTIVITY_COUNT_REQUEST = "crux.count_request.v2"
+# Activity names are persisted in histories: they stay as they are, and payloads only gain
+# optional fields (see the versioning policy in the docs). `contracts.stubs` types each one.
+ACTIVITY_READ_REQUEST = "crux.read_request"
+ACTIVITY_INVOKE_MODEL = "crux.invoke_model"
+ACTIVITY_COMMIT_TURN = "crux.commit_turn"
+ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RECORD_PLAN = "crux.record_plan"
 ACTIVITY_RESOLVE_HISTORY_IDS = "crux.resolve_history_ids"
 ACTIVITY_RUN_TOOL = "crux.run_tool"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -13,12 +12,11 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
-from temporalio.converter import DataConverter
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from activities import GenerationActivities, ProviderRegistry, StagingCleanup
+from activities import GenerationActivities, ProviderRegistry
 from crux._checks import (
     check_database,
     check_providers,
@@ -26,35 +24,22 @@ from crux._checks import (
     ensure_search_attributes,
 )
 from crux._health import readiness_file
-from crux._telemetry import worker_interceptors
 from crux.hooks import HookRegistry, StepHook
+from crux.plugin import CruxPlugin
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
 from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
-from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
-from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
-from workflows._arity import SingleInputInterceptor, raw_extras_converter
+from workflows import VERSIONING_BEHAVIOR, default_build_id
 
 _log = get_logger(__name__)
 
 # Provider calls may legitimately take minutes; the client-level timeout only guards
 # against a connection that never answers (the activity's heartbeat covers the rest).
 DEFAULT_HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
-
-PASSTHROUGH_MODULES = (
-    # Deterministic and side-effect-free at import, and all the workflow code imports (a test
-    # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
-    # schemas in every workflow sandbox. Nothing that does I/O is on this list.
-    "pydantic",
-    "pydantic_core",
-    "vocabulary",
-    "planner",
-    "contracts",
-)
 
 
 async def connect_client(settings: Settings, *, runtime: Runtime | None = None) -> Client:
@@ -70,6 +55,20 @@ async def connect_client(settings: Settings, *, runtime: Runtime | None = None) 
     return await connect_temporal(settings, runtime=runtime)
 
 
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """Worker versioning for `settings.deployment_name` (`None`: an unversioned worker)."""
+    if not settings.deployment_name:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(
+            deployment_name=settings.deployment_name,
+            build_id=settings.build_id or default_build_id(),
+        ),
+        use_worker_versioning=True,
+        default_versioning_behavior=VERSIONING_BEHAVIOR,
+    )
+
+
 def build_worker(
     client: Client,
     *,
@@ -77,8 +76,9 @@ def build_worker(
     activities: GenerationActivities,
     extra_workflows: Sequence[type] = (),
     extra_activities: Sequence[Callable[..., Any]] = (),
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> Worker:
-    """Create a worker for the generation workflow and its activities.
+    """Create a worker for the Crux workflows and their activities (`CruxPlugin`).
 
     Args:
         client: The connected Temporal client.
@@ -86,47 +86,15 @@ def build_worker(
         activities: The generation activities, bound to their pools and clients.
         extra_workflows: More workflows served by the same worker (benchmark anchors).
         extra_activities: More activities served by the same worker.
+        deployment: Worker versioning (see `deployment_config`); unversioned when `None`.
     """
-    cleanup = StagingCleanup(activities.generations)
-    # The same connection, with extra start arguments left raw for the interceptor.
-    config = client.config()
-    config["data_converter"] = single_input_converter(config["data_converter"])
     return Worker(
-        Client(**config),
+        client,
         task_queue=task_queue,
-        workflows=[
-            ManagedGenerationWorkflow,
-            SummaryWorkflow,
-            ParallelGenerationWorkflow,
-            *extra_workflows,
-        ],
-        activities=[
-            *extra_activities,
-            activities.read_request,
-            activities.resolve_history_ids,
-            activities.count_request,
-            activities.run_tool,
-            activities.prepare_step,
-            activities.prepare_summary,
-            activities.await_summary,
-            activities.invoke_model,
-            activities.record_plan,
-            activities.commit_turn,
-            cleanup.discard_generation,
-        ],
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
-        # A domain error raised in workflow code (an unknown model, an invalid budget) can
-        # never succeed on a retried task: it fails the workflow, typed, instead.
-        workflow_failure_exception_types=[CruxError],
-        # The provider call is taken by this worker straight from the workflow task that
-        # schedules it, when the server allows eager dispatch (the dev stack and the compose
-        # file enable it); the read and the commit are local activities.
-        max_eager_activity_reservations_per_workflow_task=3,
-        # Spans and metrics when telemetry is configured; nothing otherwise. Innermost, a
-        # start with extra arguments fails the workflow, typed, instead of its task.
-        interceptors=[*worker_interceptors(client), SingleInputInterceptor()],
+        workflows=list(extra_workflows),
+        activities=list(extra_activities),
+        plugins=[CruxPlugin(activities)],
+        deployment_config=deployment,
     )
 
 
@@ -215,7 +183,12 @@ async def run_worker(
     client = client or await connect_client(settings, runtime=runtime)
     await ensure_search_attributes(client, settings)
     async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
-        worker = build_worker(client, task_queue=settings.task_queue, activities=activities)
+        worker = build_worker(
+            client,
+            task_queue=settings.task_queue,
+            activities=activities,
+            deployment=deployment_config(settings),
+        )
         sweeper = asyncio.create_task(_sweep_periodically(activities.generations, settings))
         # Everything imported and built so far lives as long as the process; keeping it
         # out of full collections takes the collector's pauses out of read latency.
@@ -260,10 +233,3 @@ async def _sweep_periodically(generations: GenerationStore, settings: Settings) 
             # Storage may be away for a while; the next round catches up.
             _log.warning("generation.staging.sweep_failed", error=type(error).__name__)
         await asyncio.sleep(settings.sweep_interval_seconds)
-
-
-def single_input_converter(base: DataConverter) -> DataConverter:
-    """`base` with extra workflow start arguments left raw (see `workflows._arity`)."""
-    return dataclasses.replace(
-        base, payload_converter_class=raw_extras_converter(base.payload_converter_class)
-    )

@@ -92,16 +92,20 @@ async def eventually(
 async def record_history(client: Client, workflow_id: str, name: str) -> None:
     """Save a finished workflow's history for the replay suite (`CRUX_RECORD_HISTORIES=1`).
 
-    A history already recorded under `name` is kept: it guards the code path it was
-    recorded on, so re-recording it would hide a change of that path. Delete the file to
-    record it again on purpose.
+    Histories go to the current command version's folder. A history already recorded under
+    `name` is kept: it guards the code path it was recorded on, so re-recording it would
+    hide a change of that path (a new command version starts an empty folder).
     """
     import os
-    from pathlib import Path
 
+    from tests.replay.scenarios import SCENARIOS, current_histories
+
+    assert name in SCENARIOS, f"add {name} to tests/replay/scenarios.py"
     if os.environ.get("CRUX_RECORD_HISTORIES") != "1":
         return
-    target = Path(__file__).parent / "replay" / "histories" / f"{name}.json"
+    folder = current_histories()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}.json"
     if target.exists():
         return
     history = await client.get_workflow_handle(workflow_id).fetch_history()

@@ -205,7 +205,7 @@ def test_the_leaf_loads_nothing_else_of_ours() -> None:
 
 
 def test_the_worker_passes_only_named_deterministic_modules_through() -> None:
-    from crux._worker import PASSTHROUGH_MODULES
+    from crux.plugin import PASSTHROUGH_MODULES
 
     assert set(PASSTHROUGH_MODULES) <= {"pydantic", "pydantic_core", *LAYERS["workflows"]}
     assert not set(PASSTHROUGH_MODULES) & SANDBOX_BANNED

@@ -30,13 +30,6 @@ def test_a_slash_inside_a_thread_id_cannot_shift_the_segments() -> None:
     assert summary_workflow_id(_input("X/x", "y")) != summary_workflow_id(_input("X", "x/y"))
 
 
-def test_replayed_runs_keep_the_id_they_were_recorded_with() -> None:
-    request = _input("t", "m")
-    assert summary_workflow_id(request, encoded=False) == (
-        "crux/summary/t/m/adaptive/openai:gpt-4o-mini"
-    )
-
-
 @given(ids, ids, ids, ids)
 def test_summary_ids_are_injective_and_bounded(a: str, b: str, c: str, d: str) -> None:
     first = summary_workflow_id(_input(a, b))

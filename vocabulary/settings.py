@@ -52,6 +52,12 @@ class Settings(BaseModel):
             set, workers export OpenTelemetry spans and metrics there; off when `None`.
         prometheus_address: `host:port` on which a worker serves the Crux metrics and the
             Temporal SDK's for Prometheus (`CRUX_PROMETHEUS_ADDRESS`); off when `None`.
+        deployment_name: Temporal worker deployment the worker belongs to
+            (`CRUX_DEPLOYMENT_NAME`). When set, the worker uses worker versioning: runs are
+            pinned to the build that started them, and a new build takes new runs once it is
+            made the deployment's current version. Off (an unversioned worker) when `None`.
+        build_id: The worker's build id within its deployment (`CRUX_BUILD_ID`); by default
+            `crux-v<N>`, where N is the workflows' command version.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,6 +81,8 @@ class Settings(BaseModel):
     health_file: str | None = None
     otel_endpoint: str | None = None
     prometheus_address: str | None = None
+    deployment_name: str | None = None
+    build_id: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -109,6 +117,8 @@ class Settings(BaseModel):
             "CRUX_HEALTH_FILE": "health_file",
             "OTEL_EXPORTER_OTLP_ENDPOINT": "otel_endpoint",
             "CRUX_PROMETHEUS_ADDRESS": "prometheus_address",
+            "CRUX_DEPLOYMENT_NAME": "deployment_name",
+            "CRUX_BUILD_ID": "build_id",
         }
         for variable, field in names.items():
             raw = env.get(variable)

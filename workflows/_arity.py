@@ -64,6 +64,8 @@ def raw_extras_converter(base: type[PayloadConverter]) -> type[PayloadConverter]
     the run method's; left raw, they cannot fail the task, and the interceptor refuses
     them. Every call that has hints (activity results, updates, queries) is unchanged.
     """
+    if base in _RAW_EXTRAS.values():
+        return base  # already leaves extras raw
     if base not in _RAW_EXTRAS:
 
         class _RawExtras(base):

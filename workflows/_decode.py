@@ -13,7 +13,6 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
@@ -31,13 +30,6 @@ MAX_VALUES = 20_000
 input may hold. Validating is linear in them, and a workflow task must not run for seconds:
 a million wrong list items would keep it past the SDK's deadlock timeout, failing the task
 forever. Bigger content belongs in PostgreSQL (`input_ref`)."""
-
-BOUNDED_VALUES_PATCH = "bound-json-values"
-"""Runs that record this marker refuse inputs of more than `MAX_VALUES` values."""
-
-NON_FINITE_PATCH = "refuse-non-finite-json"
-"""Runs that record this marker refuse NaN and infinities in their input (JSON has none;
-the SDK's default converter writes them, and passed on they would silently become null)."""
 
 _JSON_ENCODINGS = (b"json/plain",)
 _FIELD = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -132,7 +124,7 @@ def _check_tree(value: object, *, what: str) -> None:
     stack: list[tuple[object, int]] = [(value, 0)]
     values = 1
     while stack:
-        if values > MAX_VALUES and _bound_values():
+        if values > MAX_VALUES:
             raise ConfigurationError(f"{what} holds more than {MAX_VALUES} values")
         node, depth = stack.pop()
         if depth > MAX_NESTING:
@@ -142,7 +134,9 @@ def _check_tree(value: object, *, what: str) -> None:
                 raise ConfigurationError(
                     f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)"
                 )
-        elif isinstance(node, float) and not _finite(node) and _refuse_non_finite():
+        elif isinstance(node, float) and not _finite(node):
+            # JSON has no NaN or infinities; the SDK's default converter writes them, and
+            # passed on they would silently become null.
             raise ConfigurationError(
                 f"{what} contains a number JSON cannot carry (NaN or infinity)"
             )
@@ -158,16 +152,5 @@ def _check_tree(value: object, *, what: str) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
-def _refuse_non_finite() -> bool:
-    # Runs recorded before the refusal replay as they ran; outside a workflow (the facade's
-    # own checks) the refusal always applies.
-    return not workflow.in_workflow() or workflow.patched(NON_FINITE_PATCH)
-
-
 def _finite(number: float) -> bool:
     return number == number and abs(number) != float("inf")  # NaN is unequal to itself
-
-
-def _bound_values() -> bool:
-    # As `_refuse_non_finite`: recorded runs replay as they ran.
-    return not workflow.in_workflow() or workflow.patched(BOUNDED_VALUES_PATCH)

@@ -14,10 +14,9 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as AttemptTimeout
 
+from contracts import stubs
 from contracts.activities import (
-    ACTIVITY_DISCARD_GENERATION,
     DiscardGenerationInput,
-    DiscardGenerationResult,
 )
 from contracts.generation import GenerationInput
 from planner.steps import Fail
@@ -135,13 +134,12 @@ async def discard_after(
     # cancellation request would not reach this one either way (it is the last step).
     with contextlib.suppress(ActivityError):
         await workflow.execute_activity(
-            ACTIVITY_DISCARD_GENERATION,
+            stubs.discard_generation,
             DiscardGenerationInput(
                 generation_id=request.generation_id,
                 thread_id=request.thread_id,
                 refused=_refused(error),
             ),
-            result_type=DiscardGenerationResult,
             **_options.with_summary(_options.DISCARD_GENERATION, "discard staging"),
         )
 

@@ -16,10 +16,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
+from contracts import stubs
 from contracts.activities import ReadRequestResult
 from contracts.generation import GenerationInput, Usage
 from contracts.hooks import (
-    ACTIVITY_PREPARE_STEP,
     HookKind,
     PrepareStepInput,
     PrepareStepResult,
@@ -182,9 +182,7 @@ class StepHooks:
             stages,
             request,
             Stage.PLANNING,
-            lambda: workflow.execute_activity(
-                ACTIVITY_PREPARE_STEP, arg, result_type=PrepareStepResult, **config
-            ),
+            lambda: workflow.execute_activity(stubs.prepare_step, arg, **config),
         )
 
 

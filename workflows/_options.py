@@ -26,8 +26,6 @@ _READ_RETRIES = RetryPolicy(
     non_retryable_error_types=_WORKFLOW_HANDLES,
 )
 
-READ_REQUEST = ActivityConfig(start_to_close_timeout=_READ_TIMEOUT, retry_policy=_READ_RETRIES)
-
 READ_REQUEST_LOCAL = LocalActivityConfig(
     # The read runs as a local activity on the worker that runs the workflow task: no
     # scheduling round trip through the server, same timeout and retries as above. The
@@ -72,19 +70,6 @@ RUN_TOOL = ActivityConfig(
     ),
 )
 
-PREPARE_SUMMARY = ActivityConfig(
-    # Several support calls for a long prefix (hierarchical); the artifact is written once,
-    # so a retry after a lost completion finds it instead of paying again.
-    start_to_close_timeout=timedelta(minutes=15),
-    # The activity heartbeats while it works: a worker lost mid-preparation is
-    # noticed within this, not after the fifteen minutes.
-    heartbeat_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        maximum_interval=timedelta(seconds=60),
-        maximum_attempts=5,
-    ),
-)
 
 PREPARE_SUMMARY_RUN = ActivityConfig(
     # `SummaryWorkflow`'s preparation: as above, except that a storage outage is waited out
@@ -126,21 +111,11 @@ RECORD_PLAN_LOCAL = LocalActivityConfig(
     local_retry_threshold=timedelta(seconds=5),
 )
 
-COMMIT_TURN = ActivityConfig(
-    # A single transaction; bounded attempts so the workflow can surface `commit_blocked`
-    # and keep retrying in its own loop instead of hiding the outage inside one activity.
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=5),
-        maximum_attempts=3,
-    ),
-)
 
 COMMIT_TURN_LOCAL = LocalActivityConfig(
     # The commit runs as a local activity on the worker that takes the workflow task
     # after the provider answered: the turn is published and the run completes in that
-    # same task, with no scheduling round trip. Same timeout and retries as above; the
+    # same task, with no scheduling round trip. A single transaction; the
     # commit replays idempotently, so a retry after a lost completion is safe.
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
@@ -152,12 +127,6 @@ COMMIT_TURN_LOCAL = LocalActivityConfig(
     summary="commit turn",
 )
 
-COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
-"""Longest pause between commit rounds while storage stays unavailable (first path)."""
-
-MAX_REVISION_REPLANS = 24
-"""Re-reads after the Thread moved before dispatch (first path; the second path's bound is
-`planner.steps.MAX_REVISION_REPLANS`)."""
 
 STORAGE_BLOCKED_INITIAL_BACKOFF = timedelta(seconds=1)
 STORAGE_BLOCKED_MAX_BACKOFF = timedelta(seconds=15)

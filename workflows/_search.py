@@ -23,9 +23,6 @@ KEYS: tuple[SearchAttributeKey[str], ...] = (THREAD_ID, GENERATION_ID, STAGE, MO
 
 NAMES: tuple[str, ...] = tuple(key.name for key in KEYS)
 
-PATCH = "crux-own-search-attributes-v1"
-"""Versioning marker: runs started before it set attributes only when the starter had."""
-
 # Temporal caps a Keyword value at 2 KB; ids beyond that are rejected earlier anyway, the
 # cut only keeps an upsert from failing a workflow task.
 _MAX_VALUE_CHARS = 1_000

@@ -18,9 +18,8 @@ from temporalio.exceptions import (
 )
 from temporalio.workflow import ParentClosePolicy
 
+from contracts import stubs
 from contracts.activities import (
-    ACTIVITY_AWAIT_SUMMARY,
-    ACTIVITY_RESOLVE_HISTORY_IDS,
     AwaitSummaryInput,
     PrepareSummaryInput,
     PrepareSummaryResult,
@@ -36,9 +35,6 @@ from workflows import _options, _ui
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
-
-SUMMARY_PER_STEP_PATCH = "summary-per-step"
-"""Runs with this marker prepare an inline summary per step, not once per generation."""
 
 
 async def _through_id(
@@ -59,9 +55,8 @@ async def _through_id(
         request,
         Stage.SUMMARISING,
         lambda: workflow.execute_local_activity(
-            ACTIVITY_RESOLVE_HISTORY_IDS,
+            stubs.resolve_history_ids,
             ResolveHistoryIdsInput(thread_id=thread_id, owner=request.owner, positions=[position]),
-            result_type=ResolveHistoryIdsResult,
             **_options.READ_REQUEST_LOCAL,
         ),
     )
@@ -134,9 +129,8 @@ async def prepare_summary(
             # An identical preparation is running (another generation, maintenance, or
             # another worker): wait for that one, so its support calls are the only ones.
             prepared = await workflow.execute_activity(
-                ACTIVITY_AWAIT_SUMMARY,
+                stubs.await_summary,
                 AwaitSummaryInput(workflow_id=child_id, request=summary_input),
-                result_type=PrepareSummaryResult,
                 **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
             )
             origin = "joined"
@@ -177,8 +171,4 @@ def needs_fresh_summary(
     if not state.summary_prepared or not isinstance(action.error, RequestCompositionError):
         return False
     needs = inline_preparations(action.error)
-    return (
-        bool(needs)
-        and (needs[0].through_id, needs[0].through_position) not in prepared
-        and workflow.patched(SUMMARY_PER_STEP_PATCH)
-    )
+    return bool(needs) and (needs[0].through_id, needs[0].through_position) not in prepared

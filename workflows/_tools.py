@@ -10,8 +10,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from contracts import stubs
     from contracts.activities import (
-        ACTIVITY_RUN_TOOL,
         InvokeModelResult,
         RunToolInput,
         RunToolResult,
@@ -75,9 +75,7 @@ async def _run_tool(
         stages,
         request,
         Stage.TOOLS,
-        lambda: workflow.execute_activity(
-            ACTIVITY_RUN_TOOL, arg, result_type=RunToolResult, **config
-        ),
+        lambda: workflow.execute_activity(stubs.run_tool, arg, **config),
     )
 
 

@@ -9,7 +9,6 @@ sizes and decisions; no message text enters history.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -18,18 +17,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models and the pure planner are deterministic and
     # re-importing them per workflow run would only cost time.
+    from contracts import stubs
     from contracts.activities import (
-        ACTIVITY_COMMIT_TURN,
-        ACTIVITY_COUNT_REQUEST,
-        ACTIVITY_INVOKE_MODEL,
-        ACTIVITY_READ_REQUEST,
-        ACTIVITY_RECORD_PLAN,
-        CommitTurnResult,
-        CountRequestResult,
         InvokeModelResult,
         ReadRequestResult,
     )
-    from contracts.generation import GenerationInput, GenerationOutcome, GenerationResult
+    from contracts.generation import GenerationInput, GenerationOutcome
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
@@ -70,14 +63,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows._summaries import needs_fresh_summary, prepare_summary, start_summary
     from workflows._tools import run_tools
-    from workflows.legacy.generation import LegacyGeneration
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
 STAGE = _search.STAGE
-
-# Versioning marker of the second generation path. Runs whose history lacks it started on
-# the first path and are carried on, unchanged, by `workflows.legacy`.
-GENERATION_V2_PATCH = "generation-v2"
 
 
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
@@ -89,7 +77,6 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
     def __init__(self) -> None:
         self._stages = StageReporter()
         self._summarised: set[tuple[str | None, int | None]] = set()  # inline, this run
-        self._legacy: LegacyGeneration | None = None
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
@@ -106,12 +93,10 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
         `maintenance`, `completed`, `failed` or `cancelled`.
         """
-        if self._legacy is not None:
-            return self._legacy.stage
         return self._stages.stage.value
 
     @workflow.run
-    async def run(self, raw: RawValue = NO_INPUT) -> GenerationOutcome | GenerationResult:
+    async def run(self, raw: RawValue = NO_INPUT) -> GenerationOutcome:
         """Run the generation and return its content-free outcome (ids and figures).
 
         The input is taken raw and decoded and validated here rather than by the data
@@ -120,10 +105,6 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         content-free `ConfigurationError` instead of retrying its first task forever.
         """
         request = validated(raw)
-        if not workflow.patched(GENERATION_V2_PATCH):
-            self._legacy = LegacyGeneration()
-            # Runs of the first path return the payload they always returned.
-            return cast(GenerationResult, await self._legacy.run(request))
         self._stages.publish_identity(request)
         self._request = request
         try:
@@ -213,9 +194,8 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             request,
             Stage.READING,
             lambda: workflow.execute_local_activity(
-                ACTIVITY_READ_REQUEST,
+                stubs.read_request,
                 arg,
-                result_type=ReadRequestResult,
                 **_options.READ_REQUEST_LOCAL,
             ),
         )
@@ -298,9 +278,8 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             request,
             Stage.COUNTING,
             lambda: workflow.execute_activity(
-                ACTIVITY_COUNT_REQUEST,
+                stubs.count_request,
                 arg,
-                result_type=CountRequestResult,
                 **_options.with_summary(_options.COUNT_REQUEST, f"{request.model} count"),
             ),
         )
@@ -328,9 +307,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 self._stages,
                 request,
                 Stage.INVOKING,
-                lambda: workflow.execute_activity(
-                    ACTIVITY_INVOKE_MODEL, arg, result_type=InvokeModelResult, **config
-                ),
+                lambda: workflow.execute_activity(stubs.invoke_model, arg, **config),
             )
         except ActivityError as error:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
@@ -356,7 +333,7 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
             request,
             Stage.INVOKING,
             lambda: workflow.execute_local_activity(
-                ACTIVITY_RECORD_PLAN, arg, **_options.RECORD_PLAN_LOCAL
+                stubs.record_plan, arg, **_options.RECORD_PLAN_LOCAL
             ),
         )
 
@@ -376,9 +353,8 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
                 request,
                 Stage.COMMITTING,
                 lambda: workflow.execute_local_activity(
-                    ACTIVITY_COMMIT_TURN,
+                    stubs.commit_turn,
                     arg,
-                    result_type=CommitTurnResult,
                     **_options.COMMIT_TURN_LOCAL,
                 ),
                 blocked=Stage.COMMIT_BLOCKED,

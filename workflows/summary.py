@@ -15,8 +15,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     # Passed through: pydantic models only, deterministic at import.
+    from contracts import stubs
     from contracts.activities import (
-        ACTIVITY_PREPARE_SUMMARY,
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
@@ -33,22 +33,12 @@ SUMMARY_WORKFLOW = "SummaryWorkflow"
 """Workflow type name (children are started by name: the run takes a raw payload)."""
 
 
-SUMMARY_ID_PATCH = "summary-id-encoded-v1"
-"""Versioning marker: summary workflow ids encode their components (see `summary_workflow_id`)."""
-
-
-def summary_workflow_id(request: PrepareSummaryInput, *, encoded: bool = True) -> str:
+def summary_workflow_id(request: PrepareSummaryInput) -> str:
     """The workflow id of the preparation of one prefix summary (`crux.models.summary_key`).
 
     Args:
         request: The preparation.
-        encoded: `False` only to replay runs recorded before ids were encoded.
     """
-    if not encoded:
-        return (
-            f"crux/summary/{request.thread_id}/{request.through_id}/"
-            f"{request.strategy}/{request.model}"
-        )
     return "crux/summary/" + summary_key(
         request.thread_id, request.through_id, request.strategy, request.model
     )
@@ -72,44 +62,37 @@ class SummaryWorkflow:
                 str(error), type=ErrorType.CONFIGURATION, non_retryable=True
             ) from None
         workflow.set_current_details(f"stage: summarising (through {request.through_id})")
-        own_attributes = workflow.patched(_search.PATCH)
-        if own_attributes:
-            _search.upsert(
-                _search.identity(
-                    thread_id=request.thread_id,
-                    generation_id=request.generation_id,
-                    model=request.model,
-                    stage=Stage.SUMMARISING.value,
-                )
+        _search.upsert(
+            _search.identity(
+                thread_id=request.thread_id,
+                generation_id=request.generation_id,
+                model=request.model,
+                stage=Stage.SUMMARISING.value,
             )
+        )
         try:
-            prepared = await self._prepare(request, own_attributes)
+            prepared = await self._prepare(request)
         except BaseException as error:
             # Failures and cancellations only: an eviction must unwind without commands.
             if isinstance(error, Exception) or is_cancelled_exception(error):
                 stage = Stage.CANCELLED if is_cancelled_exception(error) else Stage.FAILED
                 # Not "summarising ..." forever: the UI shows how the run ended.
                 workflow.set_current_details(_ui.failure_details(stage.value, error))
-                if own_attributes:
-                    _search.upsert([_search.STAGE.value_set(stage.value)])
+                _search.upsert([_search.STAGE.value_set(stage.value)])
             raise
         workflow.set_current_details(_ui.summary_completion_details(prepared))
-        if own_attributes:
-            _search.upsert([_search.STAGE.value_set(Stage.COMPLETED.value)])
+        _search.upsert([_search.STAGE.value_set(Stage.COMPLETED.value)])
         return prepared
 
-    async def _prepare(
-        self, request: PrepareSummaryInput, own_attributes: bool
-    ) -> PrepareSummaryResult:
+    async def _prepare(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
         """Run the preparation activity, waiting out storage outages (visibly)."""
         backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
         blocked_since = None
         while True:
             try:
                 return await workflow.execute_activity(
-                    ACTIVITY_PREPARE_SUMMARY,
+                    stubs.prepare_summary,
                     request,
-                    result_type=PrepareSummaryResult,
                     **_options.with_summary(
                         _options.PREPARE_SUMMARY_RUN, f"summary {request.strategy}"
                     ),
@@ -135,7 +118,6 @@ class SummaryWorkflow:
             workflow.set_current_details(
                 f"stage: {Stage.STORAGE_BLOCKED} (summarising through {request.through_id})"
             )
-            if own_attributes:
-                _search.upsert([_search.STAGE.value_set(Stage.STORAGE_BLOCKED.value)])
+            _search.upsert([_search.STAGE.value_set(Stage.STORAGE_BLOCKED.value)])
             await workflow.sleep(backoff)
             backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)

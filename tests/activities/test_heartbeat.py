@@ -18,12 +18,11 @@ from workflows import _options
 @pytest.mark.parametrize(
     "config",
     [
-        _options.PREPARE_SUMMARY,
         _options.PREPARE_SUMMARY_RUN,
         _options.RUN_TOOL,
         _options.run_tool(ToolPolicySpec(timeout_seconds=600)),
     ],
-    ids=["prepare_summary", "prepare_summary_run", "run_tool", "run_tool_with_policy"],
+    ids=["prepare_summary_run", "run_tool", "run_tool_with_policy"],
 )
 def test_long_activities_carry_a_heartbeat_timeout_shorter_than_their_run(
     config: ActivityConfig,

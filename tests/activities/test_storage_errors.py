@@ -66,7 +66,7 @@ def test_other_errors_are_not_storage_outages(error: BaseException) -> None:
 def test_activities_leave_storage_outages_to_the_workflow() -> None:
     # An outage during the provider stage must not spend the provider's attempts.
     for config in (
-        _options.READ_REQUEST,
+        _options.READ_REQUEST_LOCAL,
         _options.COUNT_REQUEST,
         _options.INVOKE_MODEL,
         _options.RUN_TOOL,

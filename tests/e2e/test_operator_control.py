@@ -101,7 +101,7 @@ async def test_retry_now_commits_at_once_and_wrong_stages_are_refused(
     with pytest.raises(OperatorError) as ended:
         await runtime.retry_generation("r1", thread=thread_id)
     assert ended.value.code == "wrong_stage"
-    await record_history(client, handle.id, "v2_operator_retry_now")
+    await record_history(client, handle.id, "operator_retry_now")
 
 
 async def test_abandon_through_the_cli_discards_and_fails_typed(
@@ -189,4 +189,4 @@ async def test_abandon_through_the_cli_discards_and_fails_typed(
         assert missing.returncode == 3 and "not_found" in missing.stderr
         usage = await asyncio.to_thread(_crux, client, "show")
         assert usage.returncode == 2
-    await record_history(client, workflow_id, "v2_operator_abandon")
+    await record_history(client, workflow_id, "operator_abandon")

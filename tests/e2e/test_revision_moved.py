@@ -114,7 +114,7 @@ async def test_a_moved_revision_is_read_again_and_planned_again_not_sent_stale(
     assert commit.status == "selected"
     view = await ThreadStore(pool).read_history_view(thread_id)
     assert [m.role for m in view.messages] == ["user", "user", "assistant", "tool", "assistant"]
-    await record_history(client, workflow_id_for("slow", thread_id), "v2_revision_moved")
+    await record_history(client, workflow_id_for("slow", thread_id), "revision_moved")
 
 
 async def test_the_strict_option_fails_before_any_provider_call(

@@ -37,7 +37,7 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         for event in events
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert scheduled == ["crux.invoke_model.v2"]
+    assert scheduled == ["crux.invoke_model"]
     local = [
         event
         for event in events

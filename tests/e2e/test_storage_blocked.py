@@ -55,4 +55,4 @@ async def test_an_unreachable_store_is_visible_as_storage_blocked_then_fails_typ
             described = await handle.describe()
             assert described.typed_search_attributes.get(STAGE) == "failed"
             await handle.terminate("test over")
-            await record_history(client, handle.id, "v2_storage_blocked")
+            await record_history(client, handle.id, "storage_blocked")

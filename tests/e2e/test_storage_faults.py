@@ -249,10 +249,8 @@ async def _crash_round(client: Client, server: EmbeddedPostgres, seed: int) -> N
                 figures["summary_artifacts"] = await summary_count(pool, threads["summary"])
                 print("\nstorage crash figures:", json.dumps(figures))
                 for label in ("read", "invoke", "commit"):
-                    await record_history(
-                        client, handles[label].id, f"v2_storage_faults_crash_{label}"
-                    )
-                await record_history(client, summary_run.id, "v2_storage_faults_summary_blocked")
+                    await record_history(client, handles[label].id, f"storage_faults_crash_{label}")
+                await record_history(client, summary_run.id, "storage_faults_summary_blocked")
     finally:
         for gate in gates:
             await gate.release()
@@ -382,7 +380,7 @@ async def test_sessions_killed_mid_transaction_lose_and_half_write_nothing(
         figures["problems"] = problems
         figures["summary_artifacts"] = await summary_count(pool, threads["summary"])
         print("\nsession-kill figures:", json.dumps(figures))
-        await record_history(client, handles["staging"].id, "v2_storage_faults_cut_staging")
+        await record_history(client, handles["staging"].id, "storage_faults_cut_staging")
 
     assert figures["gates_left"] == 0, figures
     assert all(not o.replayed for o in outcomes), figures

@@ -100,7 +100,7 @@ async def test_approved_call_runs_once_and_the_turn_commits(
     history = await handle.fetch_history()
     # The arguments stay in PostgreSQL: no history event carries them.
     assert SECRET not in history.to_json()
-    await record_history(client, handle.id, "v2_approval_approved")
+    await record_history(client, handle.id, "approval_approved")
 
 
 async def test_denied_call_never_runs_and_the_model_sees_the_denial(
@@ -144,7 +144,7 @@ async def test_denied_call_never_runs_and_the_model_sees_the_denial(
     assert result.thread_commit is not None
     assert len(result.thread_commit.message_ids) == 5
     handle = client.get_workflow_handle(workflow_id_for("dn1", thread_id))
-    await record_history(client, handle.id, "v2_approval_denied")
+    await record_history(client, handle.id, "approval_denied")
 
 
 async def test_a_call_without_a_decision_in_time_is_denied_with_timeout(
@@ -171,7 +171,7 @@ async def test_a_call_without_a_decision_in_time_is_denied_with_timeout(
     assert result.text == "Nobody answered."
     tool_message = openai_server.requests[1].body["messages"][-1]
     assert json.loads(tool_message["content"]) == {"error": "denied", "reason": "timeout"}
-    await record_history(client, workflow_id_for("to1", thread_id), "v2_approval_timeout")
+    await record_history(client, workflow_id_for("to1", thread_id), "approval_timeout")
 
 
 async def test_a_run_awaiting_approval_survives_a_worker_restart(

@@ -1,7 +1,7 @@
 """Record histories of the step-hook path (an agent with `prepare_step` switching the model
 on a tool round, a composition member with `prepare_invocation`, a hook that raises).
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only `v2_hooks_*.json`, never over an
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only `hooks_*.json`, never over an
 existing file. `test_replay.py` replays every recorded history.
 """
 
@@ -82,9 +82,9 @@ async def test_record_hook_histories(
             },
         )
     workflow_ids = {
-        "v2_hooks_tool_round": workflow_id_for("k1", thread_id),
-        "v2_hooks_failed": workflow_id_for("k2", thread_id),
-        "v2_hooks_invocation_member": parallel_member_workflow_id(parallel_id, "member"),
+        "hooks_tool_round": workflow_id_for("k1", thread_id),
+        "hooks_failed": workflow_id_for("k2", thread_id),
+        "hooks_invocation_member": parallel_member_workflow_id(parallel_id, "member"),
     }
     for name, workflow_id in workflow_ids.items():
         await record_history(client, workflow_id, name)

@@ -1,6 +1,6 @@
 """Record histories of hostile starts: refused late, no or two arguments, NaN, too many values.
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_hostile_*` histories, which
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `hostile_*` histories, which
 `test_replay.py` then replays with every other recorded history.
 """
 
@@ -22,12 +22,12 @@ async def test_record_hostile_histories(
 ) -> None:
     starts = {
         # Valid JSON, refused by the worker after it claimed the id: the discard releases it.
-        "v2_hostile_refused_after_read": [{"generation_id": "h1", "thread_id": "hostile"}],
-        "v2_hostile_no_argument": [],
-        "v2_hostile_two_arguments": [{"generation_id": "h3"}, {"generation_id": "h4"}],
-        "v2_hostile_too_many_values": [{"generation_id": "h6", "tools": [0] * 100_000}],
+        "hostile_refused_after_read": [{"generation_id": "h1", "thread_id": "hostile"}],
+        "hostile_no_argument": [],
+        "hostile_two_arguments": [{"generation_id": "h3"}, {"generation_id": "h4"}],
+        "hostile_too_many_values": [{"generation_id": "h6", "tools": [0] * 100_000}],
         # Written by the SDK's default converter as a bare NaN literal.
-        "v2_hostile_non_finite": [
+        "hostile_non_finite": [
             RawValue(
                 Payload(
                     metadata={"encoding": b"json/plain"},

@@ -1,6 +1,6 @@
 """Record histories of runs the Temporal UI describes: summary children, failures, members.
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_observe_*` histories, which
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `observe_*` histories, which
 `test_replay.py` then replays with every other recorded history. They guard the runs whose
 children carry static summaries and whose final details are set on completion and failure.
 """
@@ -65,10 +65,10 @@ async def test_record_observe_histories(
         )
     parallel_id = parallel_workflow_id(f"observe-par-{thread_id[-6:]}")
     for name, workflow_id in (
-        ("v2_observe_inline_summary", workflow_id_for("observe-managed", thread_id)),
-        ("v2_observe_summary_workflow", summaries[0]),
-        ("v2_observe_failed", workflow_id_for("observe-failed", thread_id)),
-        ("v2_observe_parallel", parallel_id),
-        ("v2_observe_parallel_member", member_workflow_id(parallel_id, "critic")),
+        ("observe_inline_summary", workflow_id_for("observe-managed", thread_id)),
+        ("observe_summary_workflow", summaries[0]),
+        ("observe_failed", workflow_id_for("observe-failed", thread_id)),
+        ("observe_parallel", parallel_id),
+        ("observe_parallel_member", member_workflow_id(parallel_id, "critic")),
     ):
         await record_history(client, workflow_id, name)

@@ -1,6 +1,6 @@
 """Record histories of structured-output generations (validation retries, exhausted retries).
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_output_*` histories, which
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `output_*` histories, which
 `test_replay.py` then replays with every other recorded history.
 """
 
@@ -55,7 +55,7 @@ async def test_record_output_histories(
                 output=crux.output(Answer, max_retries=0),
             )
     for name, generation_id in (
-        ("v2_output_validation_retry", "o1"),
-        ("v2_output_retries_exhausted", "o2"),
+        ("output_validation_retry", "o1"),
+        ("output_retries_exhausted", "o2"),
     ):
         await record_history(client, workflow_id_for(generation_id, thread_id), name)

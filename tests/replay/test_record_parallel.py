@@ -1,6 +1,6 @@
 """Record histories of the parallel path for the replay suite (`CRUX_RECORD_HISTORIES=1`).
 
-Writes only `v2_parallel_*.json`, and never over a file that exists: histories recorded by
+Writes only `parallel_*.json`, and never over a file that exists: histories recorded by
 earlier versions prove compatibility. `test_replay.py` replays every recorded file.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -29,7 +28,6 @@ from tests.helpers import eventually, new_worker, record_history, settings_for
 from vocabulary.ids import parallel_member_workflow_id, parallel_workflow_id
 
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
-HISTORIES = Path(__file__).parent / "histories"
 MODEL = "openai:gpt-4o-mini"
 
 
@@ -64,12 +62,12 @@ async def test_record_parallel_histories(
             )
             assert set(run.errors) == {"refuses"}
             await record_history(
-                client, parallel_workflow_id(parallel_id), "v2_parallel_one_member_failed"
+                client, parallel_workflow_id(parallel_id), "parallel_one_member_failed"
             )
             await record_history(
                 client,
                 parallel_member_workflow_id(parallel_id, "answers"),
-                "v2_parallel_member_committed",
+                "parallel_member_committed",
             )
             cancelled_id = f"replay-parallel-cancel-{suffix}"
             call = asyncio.ensure_future(
@@ -93,6 +91,4 @@ async def test_record_parallel_histories(
             await client.get_workflow_handle(parallel_workflow_id(cancelled_id)).cancel()
             with pytest.raises(crux.GenerationFailedError):
                 await call
-            await record_history(
-                client, parallel_workflow_id(cancelled_id), "v2_parallel_cancelled"
-            )
+            await record_history(client, parallel_workflow_id(cancelled_id), "parallel_cancelled")

@@ -1,6 +1,6 @@
 """Record histories of generations that meet provider faults.
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_provider_faults_*` histories,
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `provider_faults_*` histories,
 which `test_replay.py` then replays with every other recorded history: an attempt that
 outlives its timeout on every try (the run fails as `ProviderTimeoutError`), and a streamed
 call cut mid-event, then answered.
@@ -65,7 +65,7 @@ async def test_record_provider_fault_histories(
         ]
     assert isinstance(updates[-1], crux.StreamCommitted)
     for name, generation_id in (
-        ("v2_provider_faults_attempt_timeout", "f1"),
-        ("v2_provider_faults_stream_cut", "f2"),
+        ("provider_faults_attempt_timeout", "f1"),
+        ("provider_faults_stream_cut", "f2"),
     ):
         await record_history(client, workflow_id_for(generation_id, thread_id), name)

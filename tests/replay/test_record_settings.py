@@ -1,6 +1,6 @@
 """Record histories of generations with model settings and retry/timeout policies.
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `v2_settings_*` histories, which
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only the `settings_*` histories, which
 `test_replay.py` then replays with every other recorded history.
 """
 
@@ -70,7 +70,7 @@ async def test_record_settings_histories(
             generation_id="s2",
         )
     for name, generation_id in (
-        ("v2_settings_attempt_policy", "s1"),
-        ("v2_settings_tool_policy", "s2"),
+        ("settings_attempt_policy", "s1"),
+        ("settings_tool_policy", "s2"),
     ):
         await record_history(client, workflow_id_for(generation_id, thread_id), name)

@@ -1,6 +1,6 @@
 """Record the history of a tool round that prepares a fresh summary for its second call.
 
-Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only `v2_summary_per_step.json`, which
+Skipped unless `CRUX_RECORD_HISTORIES=1`; writes only `summary_per_step.json`, which
 `test_replay.py` then replays with every other recorded history.
 """
 
@@ -24,6 +24,4 @@ async def test_record_summary_per_step_history(
         client, pool, database_url, "perstep-record"
     )
     assert len(result.steps) == 2
-    await record_history(
-        client, workflow_id_for("perstep-record", thread_id), "v2_summary_per_step"
-    )
+    await record_history(client, workflow_id_for("perstep-record", thread_id), "summary_per_step")

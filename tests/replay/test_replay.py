@@ -1,9 +1,11 @@
-"""Recorded generation histories must replay against the current workflow code.
+"""Recorded histories of the current command version must replay against the workflow code.
 
-A change to the workflow's command sequence without `workflow.patched(...)` fails here.
-Histories named `v2_*` were recorded on the current path (`generation-v2`); the others on the
-first path, which `workflows.legacy` carries on unchanged.
-Record new histories with `CRUX_RECORD_HISTORIES=1 make test-fast PYTEST_ARGS=tests/replay`.
+This is the versioning policy's proof (see `workflows.versioning` and the docs' Versioning
+page). Every history in `histories/v<COMMAND_VERSION>/` is replayed through the Crux worker
+plugin, exactly as a worker of this build would. A change to a workflow's command sequence
+makes one of them fail: ship it as a new worker deployment version instead (bump
+`COMMAND_VERSION`, then record the new version's histories with
+`CRUX_RECORD_HISTORIES=1 make test`); `test_every_scenario_is_recorded` fails until they exist.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 import crux
-from crux._worker import single_input_converter
 from crux.errors import RequestCompositionError
 from crux.models import workflow_id_for
+from crux.plugin import CruxPlugin
 from providers.loopback import (
     CountReply,
     ErrorReply,
@@ -31,31 +32,35 @@ from providers.loopback import (
     tool_call_reply,
 )
 from tests.helpers import new_worker, settings_for
-from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
-from workflows._arity import SingleInputInterceptor
+from tests.replay.scenarios import SCENARIOS, current_histories
+from workflows import COMMAND_VERSION
 
-HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
 
 
 def _recorded() -> list[Path]:
-    return sorted(HISTORIES.glob("*.json"))
+    return sorted(current_histories().glob("*.json"))
 
 
 @pytest.mark.parametrize("path", _recorded(), ids=lambda p: p.stem)
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
-    replayer = Replayer(
-        workflows=[ManagedGenerationWorkflow, SummaryWorkflow, ParallelGenerationWorkflow],
-        # As on the worker: a start with extra arguments fails the workflow, typed.
-        data_converter=single_input_converter(pydantic_data_converter),
-        interceptors=[SingleInputInterceptor()],
-    )
+    # The plugin brings the workflows, the converter, the sandbox, the failure types and the
+    # interceptors, as on a worker: nothing is listed here by hand.
+    replayer = Replayer(workflows=[], plugins=[CruxPlugin()])
     await replayer.replay_workflow(history)
 
 
-def test_histories_are_recorded() -> None:
-    assert len(_recorded()) >= 3
+@pytest.mark.skipif(RECORD, reason="recording: the histories are being written")
+def test_every_scenario_is_recorded() -> None:
+    """The current command version has a history for every scenario, and no stray one."""
+    recorded = {path.stem for path in _recorded()}
+    missing = sorted(SCENARIOS - recorded)
+    assert not missing, (
+        f"command version {COMMAND_VERSION} lacks recorded histories {missing}: record them"
+        " with `CRUX_RECORD_HISTORIES=1 make test`"
+    )
+    assert recorded <= SCENARIOS, f"unknown histories {sorted(recorded - SCENARIOS)}"
 
 
 @pytest.mark.skipif(not RECORD, reason="set CRUX_RECORD_HISTORIES=1 to record new histories")
@@ -70,12 +75,10 @@ async def test_record_histories(
         TextReply(text="two"),
         ErrorReply(status=400, code="context_length_exceeded", message="too long"),
     )
-    # Histories of the current path carry the `v2_` prefix; those without it were recorded
-    # on the first path and replay through `workflows.legacy`.
     names = {
-        "v2_first_turn": "r1",
-        "v2_retried_provider_call": "r2",
-        "v2_context_overflow_then_too_large": "r3",
+        "first_turn": "r1",
+        "retried_provider_call": "r2",
+        "context_overflow_then_too_large": "r3",
     }
     echo_tool = crux.tool("echo", lambda arguments: arguments)
     async with new_worker(client, pool, settings, tools=[echo_tool]) as worker:
@@ -125,18 +128,19 @@ async def test_record_histories(
             generation_id="r7",
             input_budget={"max": 250},
         )
-    names["v2_adhoc_offline"] = "r4"
-    names["v2_tool_round"] = "r6"
-    names["v2_authoritative_count"] = "r5"
-    HISTORIES.mkdir(parents=True, exist_ok=True)
-    names["v2_managed_inline_summary"] = "r7"
+    names["adhoc_offline"] = "r4"
+    names["tool_round"] = "r6"
+    names["authoritative_count"] = "r5"
+    histories = current_histories()
+    histories.mkdir(parents=True, exist_ok=True)
+    names["managed_inline_summary"] = "r7"
     for name, generation_id in names.items():
-        if (HISTORIES / f"{name}.json").exists():
-            # Keep histories recorded by earlier versions: they prove compatibility.
+        if (histories / f"{name}.json").exists():
+            # Written once per command version: a re-recording would hide a change.
             continue
         tid = {"r4": None, "r7": managed_thread}.get(generation_id, thread_id)
         history = await client.get_workflow_handle(
             workflow_id_for(generation_id, tid)
         ).fetch_history()
-        (HISTORIES / f"{name}.json").write_text(history.to_json(), encoding="utf-8")
+        (histories / f"{name}.json").write_text(history.to_json(), encoding="utf-8")
     assert adhoc.text

@@ -1,0 +1,138 @@
+"""`CruxPlugin`: the Temporal worker plugin that serves Crux's workflows and activities.
+
+Add it to a worker of your own (`Worker(client, task_queue=..., plugins=[CruxPlugin(...)])`)
+or to a `Replayer`; it owns everything the workflows need and nothing is listed twice:
+
+- the workflows (`ManagedGenerationWorkflow`, `SummaryWorkflow`, `ParallelGenerationWorkflow`);
+- the activity implementations of every stub in `contracts.stubs` (when given);
+- the data converter (pydantic JSON; extra start arguments are left raw so that a start with
+  two arguments fails typed instead of wedging its first task);
+- the workflow sandbox with its passthrough modules;
+- the failure types (`CruxError` fails a workflow, never its task);
+- the interceptors (single-argument check; tracing and metrics when telemetry is on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerConfig
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import GenerationActivities, StagingCleanup, implementations
+from crux._telemetry import worker_interceptors
+from vocabulary.errors import CruxError
+from workflows import (
+    ManagedGenerationWorkflow,
+    ParallelGenerationWorkflow,
+    SingleInputInterceptor,
+    SummaryWorkflow,
+    raw_extras_converter,
+)
+
+__all__ = ["PASSTHROUGH_MODULES", "PLUGIN_NAME", "WORKFLOWS", "CruxPlugin", "crux_data_converter"]
+
+PLUGIN_NAME = "crux"
+"""The plugin's name (`Plugin.name()`)."""
+
+WORKFLOWS: tuple[type, ...] = (
+    ManagedGenerationWorkflow,
+    SummaryWorkflow,
+    ParallelGenerationWorkflow,
+)
+"""The workflows a Crux worker serves."""
+
+PASSTHROUGH_MODULES = (
+    # Deterministic and side-effect-free at import, and all the workflow code imports (a test
+    # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
+    # schemas in every workflow sandbox. Nothing that does I/O is on this list.
+    "pydantic",
+    "pydantic_core",
+    "vocabulary",
+    "planner",
+    "contracts",
+)
+
+# Eager activity dispatch: the provider call is taken by this worker straight from the
+# workflow task that schedules it, when the server allows it (the dev stack and the compose
+# file enable it); the read and the commit are local activities anyway.
+_EAGER_ACTIVITIES = 3
+
+
+def crux_data_converter(base: DataConverter = pydantic_data_converter) -> DataConverter:
+    """`base` (the pydantic converter by default) with extra start arguments left raw."""
+    return dataclasses.replace(
+        base, payload_converter_class=raw_extras_converter(base.payload_converter_class)
+    )
+
+
+def _sandbox(_existing: object) -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+class CruxPlugin(SimplePlugin):
+    """The worker plugin that serves Crux generations.
+
+    Args:
+        activities: The generation activities, bound to the worker's pools and clients
+            (`None` for a `Replayer`, which runs no activities).
+        cleanup: The staging-cleanup activities; built from `activities` when omitted.
+        extra_activities: More activities for the same worker (benchmark anchors, say).
+    """
+
+    def __init__(
+        self,
+        activities: GenerationActivities | None = None,
+        *,
+        cleanup: StagingCleanup | None = None,
+        extra_activities: Sequence[Callable[..., Any]] = (),
+    ) -> None:
+        implemented: list[Callable[..., Any]] = list(extra_activities)
+        if activities is not None:
+            cleanup = cleanup or StagingCleanup(activities.generations)
+            implemented += implementations(activities, cleanup)
+        # The SDK types `activities` as bare `Callable`, which strict checking reports.
+        super().__init__(  # pyright: ignore[reportUnknownMemberType]
+            PLUGIN_NAME,
+            data_converter=lambda existing: crux_data_converter(
+                existing or pydantic_data_converter
+            ),
+            workflows=list(WORKFLOWS),
+            activities=implemented or None,
+            workflow_runner=_sandbox,
+            # A domain error raised in workflow code (an unknown model, an invalid budget)
+            # can never succeed on a retried task: it fails the workflow, typed, instead.
+            workflow_failure_exception_types=[CruxError],
+            # Innermost, a start with extra arguments fails the workflow, typed, instead of
+            # its task.
+            interceptors=[SingleInputInterceptor()],
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Add the workflows, activities and options, on a client with the Crux converter."""
+        if "client" in config:
+            client = config["client"]
+            wanted = crux_data_converter(client.data_converter)
+            if client.data_converter.payload_converter_class is not wanted.payload_converter_class:
+                # The same connection, with the converter the workflows need.
+                client_config = client.config()
+                client_config["data_converter"] = wanted
+                config["client"] = Client(**client_config)
+        config = super().configure_worker(config)
+        if "client" in config:
+            telemetry = list(worker_interceptors(config["client"]))
+            if telemetry:
+                # Spans and metrics outside the argument check, when telemetry is on.
+                present = list(config["interceptors"]) if "interceptors" in config else []
+                config["interceptors"] = [*telemetry, *present]
+        if "max_eager_activity_reservations_per_workflow_task" not in config:
+            config["max_eager_activity_reservations_per_workflow_task"] = _EAGER_ACTIVITIES
+        return config

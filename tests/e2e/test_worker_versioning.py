@@ -1,0 +1,110 @@
+"""Worker versioning: a run finishes on the build that started it; new runs take the new one.
+
+Two builds of the worker serve one task queue under one deployment. A generation in flight
+when the second build becomes current completes on the first (`PINNED`); the next
+generation runs on the second. This is how a command-changing release ships.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+from temporalio.api.enums.v1 import VersioningBehavior as VersioningBehaviorProto
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
+    SetWorkerDeploymentCurrentVersionRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from crux._worker import build_worker, deployment_config, worker_resources
+from crux.models import workflow_id_for
+from crux.runtime import Runtime
+from providers.loopback import LoopbackOpenAIServer, TextReply
+from tests.helpers import eventually, settings_for
+from vocabulary.settings import Settings
+
+
+async def _promote(client: Client, deployment: str, build_id: str) -> None:
+    """Make `build_id` the deployment's current version, once its worker has polled."""
+
+    async def attempt() -> bool:
+        try:
+            await client.workflow_service.set_worker_deployment_current_version(
+                SetWorkerDeploymentCurrentVersionRequest(
+                    namespace=client.namespace, deployment_name=deployment, build_id=build_id
+                )
+            )
+        except RPCError:
+            return False  # the version is not registered yet: its worker has not polled
+        described = await client.workflow_service.describe_worker_deployment(
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
+        )
+        current = described.worker_deployment_info.routing_config.current_deployment_version
+        return current.build_id == build_id
+
+    await eventually(attempt, bool, timeout=30.0, interval=0.5)
+
+
+async def _pinned_build(client: Client, workflow_id: str) -> tuple[int, str]:
+    described = await client.get_workflow_handle(workflow_id).describe()
+    info = described.raw_description.workflow_execution_info.versioning_info
+    return info.behavior, info.deployment_version.build_id
+
+
+async def test_a_run_in_flight_finishes_on_its_build_and_new_runs_take_the_new_one(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    deployment = f"crux-test-{uuid.uuid4().hex[:8]}"
+    task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
+    base = settings_for(database_url, openai_base_url=openai_server.base_url)
+
+    def build(build_id: str) -> Settings:
+        return base.model_copy(
+            update={"task_queue": task_queue, "deployment_name": deployment, "build_id": build_id}
+        )
+
+    first, second = build("build-a"), build("build-b")
+    thread_id = f"versioning:{uuid.uuid4().hex[:6]}"
+    # The first reply is slow: the run is in flight while the second build takes over.
+    openai_server.enqueue(TextReply(text="from a", delay_seconds=4.0), TextReply(text="from b"))
+    async with worker_resources(first, pool=pool) as activities_a:
+        worker_a = build_worker(
+            client,
+            task_queue=task_queue,
+            activities=activities_a,
+            deployment=deployment_config(first),
+        )
+        async with worker_a:
+            await _promote(client, deployment, "build-a")
+            runtime = Runtime(client, pool, task_queue=task_queue, default_model="offline:echo")
+            pending = asyncio.ensure_future(
+                runtime.generate(
+                    "first", thread=thread_id, model="openai:gpt-4o-mini", generation_id="g1"
+                )
+            )
+            await eventually(lambda: _requests(openai_server), lambda n: n >= 1, timeout=20.0)
+            async with worker_resources(second, pool=pool) as activities_b:
+                worker_b = build_worker(
+                    client,
+                    task_queue=task_queue,
+                    activities=activities_b,
+                    deployment=deployment_config(second),
+                )
+                async with worker_b:
+                    await _promote(client, deployment, "build-b")
+                    first_turn = await pending
+                    second_turn = await runtime.generate(
+                        "second", thread=thread_id, model="openai:gpt-4o-mini", generation_id="g2"
+                    )
+    assert first_turn.text == "from a"
+    assert second_turn.text == "from b"
+    pinned = int(VersioningBehaviorProto.VERSIONING_BEHAVIOR_PINNED)
+    assert await _pinned_build(client, workflow_id_for("g1", thread_id)) == (pinned, "build-a")
+    assert await _pinned_build(client, workflow_id_for("g2", thread_id)) == (pinned, "build-b")
+
+
+async def _requests(server: LoopbackOpenAIServer) -> int:
+    return len(server.requests)
