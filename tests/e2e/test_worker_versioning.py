@@ -104,6 +104,13 @@ async def test_a_run_in_flight_finishes_on_its_build_and_new_runs_take_the_new_o
     pinned = int(VersioningBehaviorProto.VERSIONING_BEHAVIOR_PINNED)
     assert await _pinned_build(client, workflow_id_for("g1", thread_id)) == (pinned, "build-a")
     assert await _pinned_build(client, workflow_id_for("g2", thread_id)) == (pinned, "build-b")
+    # The query the docs give operators to see what still runs on a build.
+    query = f'TemporalWorkerDeploymentVersion="{deployment}:build-a"'
+
+    async def on_build_a() -> int:
+        return (await client.count_workflows(query)).count
+
+    assert await eventually(on_build_a, lambda count: count == 1) == 1
 
 
 async def _requests(server: LoopbackOpenAIServer) -> int:
