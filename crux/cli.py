@@ -53,6 +53,8 @@ ENVIRONMENT = {
     "CRUX_HEALTH_FILE": "readiness file a worker refreshes while it polls (default: none)",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/HTTP collector for traces and metrics (default: off)",
     "CRUX_PROMETHEUS_ADDRESS": "host:port serving Prometheus metrics (default: off)",
+    "CRUX_DEPLOYMENT_NAME": "worker deployment for worker versioning (default: unversioned)",
+    "CRUX_BUILD_ID": "build id within the deployment (default: crux-v<command version>)",
 }
 """Every variable the commands read, with its meaning; listed in `crux --help`."""
 
@@ -64,7 +66,7 @@ _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
 _WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", "CRUX_DATABASE_URL", "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
                "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
-               "CRUX_PROMETHEUS_ADDRESS")  # fmt: skip
+               "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID")  # fmt: skip
 _STACK_DIR_HELP = (
     "directory of the embedded stack's data and logs (PostgreSQL, Temporal history); "
     "default: %(default)s"
