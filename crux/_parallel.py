@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from contracts.decoding import describe_invalid
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -52,7 +53,6 @@ from vocabulary.ids import (
     parallel_member_generation_id,
     parallel_workflow_id,
 )
-from workflows._decode import describe_invalid
 
 PARALLEL_WORKFLOW_NAME = "ParallelGenerationWorkflow"
 

@@ -11,12 +11,12 @@ import uuid
 
 from activities.reading import ReadSources, read_skeleton
 from contracts.activities import ReadRequestResult
+from contracts.planning import build_plan_request, max_input_tokens
 from crux._request import BuiltCall
 from planner import ModelCatalog, ModelProfile, Preview
 from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import SummaryStore, ThreadStore
-from workflows._planning import build_plan_request, max_input_tokens
 
 
 async def preview_read(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from activities.rendering import RenderedTurn, render_turn
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from contracts.decoding import describe_invalid
 from contracts.generation import (
     DEFAULT_MAX_TOOL_ROUNDS,
     DEFAULT_STORAGE_WAIT_SECONDS,
@@ -39,8 +40,7 @@ from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from crux.tools import Tool
-from storage import GenerationStore
-from storage.threads._validate import check_storable
+from storage import GenerationStore, check_storable
 from vocabulary.errors import ConfigurationError, ThreadError
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
@@ -50,7 +50,6 @@ from vocabulary.ids import (
 )
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
-from workflows._decode import describe_invalid
 
 
 @dataclass(frozen=True)

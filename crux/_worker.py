@@ -36,8 +36,13 @@ from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
-from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
-from workflows._arity import SingleInputInterceptor, raw_extras_converter
+from workflows import (
+    ManagedGenerationWorkflow,
+    ParallelGenerationWorkflow,
+    SingleInputInterceptor,
+    SummaryWorkflow,
+    raw_extras_converter,
+)
 
 _log = get_logger(__name__)
 
@@ -263,7 +268,7 @@ async def _sweep_periodically(generations: GenerationStore, settings: Settings) 
 
 
 def single_input_converter(base: DataConverter) -> DataConverter:
-    """`base` with extra workflow start arguments left raw (see `workflows._arity`)."""
+    """`base` with extra workflow start arguments left raw (see `raw_extras_converter`)."""
     return dataclasses.replace(
         base, payload_converter_class=raw_extras_converter(base.payload_converter_class)
     )

@@ -32,6 +32,7 @@ from contracts.generation import (
     InputBudgetSpec,
 )
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
+from contracts.ui import generation_details, generation_summary
 from crux._approvals import ApprovalMethods
 from crux._lifecycle import RuntimeLifecycle
 from crux._operator import OperatorRuns
@@ -59,7 +60,6 @@ from vocabulary.ids import check_wire_id, generation_key, workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 from vocabulary.staging import StagingKind
-from workflows._ui import generation_details, generation_summary
 
 __all__ = [
     "STREAM_POLL_SECONDS",

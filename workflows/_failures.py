@@ -19,6 +19,7 @@ from contracts.activities import (
     DiscardGenerationInput,
     DiscardGenerationResult,
 )
+from contracts.decoding import decode_input
 from contracts.generation import GenerationInput
 from planner.steps import Fail
 from vocabulary.details import ErrorDetails, decode_details, encode_details
@@ -33,7 +34,6 @@ from vocabulary.errors import (
 )
 from vocabulary.stages import Stage
 from workflows import _options
-from workflows._decode import decode_input
 from workflows._stages import StageReporter
 from workflows._storage_wait import application_cause
 

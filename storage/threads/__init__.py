@@ -11,7 +11,7 @@ from storage.threads._models import (
     ThreadSnapshot,
     VariantInfo,
 )
-from storage.threads._validate import MAIN_OWNER, MAX_ID_LENGTH
+from storage.threads._validate import MAIN_OWNER, MAX_ID_LENGTH, check_storable
 from storage.threads._validate import check_id as validate_id
 from storage.threads.store import OwnerState, ThreadStore
 
@@ -29,5 +29,6 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
     "VariantInfo",
+    "check_storable",
     "validate_id",
 ]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crux
+from contracts.decoding import decode_input
 from contracts.generation import GenerationInput, request_fingerprint
 from contracts.settings import (
     AttemptPolicySpec,
@@ -27,7 +28,6 @@ from providers._anthropic_wire import encode_request as anthropic_body
 from providers._openai_wire import encode_request as openai_body
 from vocabulary.messages import Message
 from workflows import _options
-from workflows._decode import decode_input
 
 
 def test_model_settings_accepts_valid_values_and_records_them_without_content() -> None:

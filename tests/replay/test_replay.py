@@ -31,8 +31,12 @@ from providers.loopback import (
     tool_call_reply,
 )
 from tests.helpers import new_worker, settings_for
-from workflows import ManagedGenerationWorkflow, ParallelGenerationWorkflow, SummaryWorkflow
-from workflows._arity import SingleInputInterceptor
+from workflows import (
+    ManagedGenerationWorkflow,
+    ParallelGenerationWorkflow,
+    SingleInputInterceptor,
+    SummaryWorkflow,
+)
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
