@@ -38,6 +38,7 @@ from crux.model_settings import (
     merge_settings,
     model_settings,
 )
+from crux.options import CallOptions, PlanOptions, PreviewOptions, RunOptions
 from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
 from crux.runtime import (
@@ -90,6 +91,7 @@ from vocabulary.settings import Settings
 __all__ = [
     "Agent",
     "AttemptPolicySpec",
+    "CallOptions",
     "ConfigurationError",
     "ContextContributor",
     "ContextOverflowError",
@@ -114,7 +116,9 @@ __all__ = [
     "OutputValidationError",
     "ParallelRun",
     "PendingApproval",
+    "PlanOptions",
     "PreparationError",
+    "PreviewOptions",
     "Prompt",
     "ProviderAuthError",
     "ProviderConnectionError",
@@ -127,6 +131,7 @@ __all__ = [
     "RedactedEntry",
     "RemovedEntry",
     "RequestCompositionError",
+    "RunOptions",
     "Runtime",
     "Settings",
     "StepContext",

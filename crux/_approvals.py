@@ -93,56 +93,33 @@ def _not_found(error: RPCError) -> Exception:
     return error
 
 
-class ApprovalMethods:
-    """`Runtime`'s approval methods (the runtime sets `_client`)."""
+class ToolApprovals:
+    """The approval decisions of runs (`Runtime.pending_approvals`, `approve`, `deny`).
 
-    _client: Client
+    Args:
+        client: The Temporal client the runs are reached through.
+    """
 
-    async def pending_approvals(
-        self,
-        generation_id: str | None = None,
-        *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def pending(
+        self, generation_id: str | None, *, thread: object | None, workflow_id: str | None
     ) -> list[PendingApproval]:
-        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
-
-        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
-        """
+        """The tool calls the run waits on (`Runtime.pending_approvals`)."""
         target = approval_workflow_id(generation_id, thread, workflow_id)
         return await pending_approvals(self._client, target)
 
-    async def approve(
+    async def decide(
         self,
         call_id: str,
-        generation_id: str | None = None,
+        generation_id: str | None,
         *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
-    ) -> None:
-        """Let a pending tool call run.
-
-        Raises:
-            ConfigurationError: The run does not wait on that call (or on any).
-        """
-        target = approval_workflow_id(generation_id, thread, workflow_id)
-        await decide(self._client, target, call_id, approve=True, reason_code=None)
-
-    async def deny(
-        self,
-        call_id: str,
-        generation_id: str | None = None,
-        *,
-        thread: object | None = None,
-        workflow_id: str | None = None,
+        thread: object | None,
+        workflow_id: str | None,
+        approve: bool,
         reason_code: str | None = None,
     ) -> None:
-        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
-
-        `reason_code` is a short identifier the model sees (`denied` when omitted).
-
-        Raises:
-            ConfigurationError: An invalid reason code, or the run does not wait on that call.
-        """
+        """Approve or deny one pending call (`Runtime.approve`, `Runtime.deny`)."""
         target = approval_workflow_id(generation_id, thread, workflow_id)
-        await decide(self._client, target, call_id, approve=False, reason_code=reason_code)
+        await decide(self._client, target, call_id, approve=approve, reason_code=reason_code)

@@ -24,12 +24,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 
+from contracts.search import NAMES as SEARCH_ATTRIBUTE_NAMES
 from crux._telemetry import client_interceptors
 from storage.migrate import available_migrations
 from telemetry.logs import get_logger
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
-from workflows._search import NAMES as SEARCH_ATTRIBUTE_NAMES
 
 _log = get_logger(__name__)
 

@@ -16,10 +16,12 @@ import asyncpg
 
 from crux._checks import StartupCheckError, check_database, check_providers, describe_database
 from crux._demo_render import demo_console, print_turn
-from crux._embedded import embedded_stack
+from crux._devserver import lock_stack_dir
+from crux._embedded import STACK_DATABASE, embedded_stack
 from crux.context import context, droppable, prefer
 from crux.prompts import history, prompt, summarize
 from crux.runtime import Runtime
+from crux.stack import start_postgres
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
 from storage import GenerationStore, ThreadStore, create_pool, migrate_url
@@ -299,10 +301,6 @@ async def thread_show(settings: Settings, thread_id: str, stack_dir: Path) -> in
     if not (stack_dir / "pgdata").exists():
         print("crux: set CRUX_DATABASE_URL (or run `crux demo`/`crux dev` first)", file=sys.stderr)
         return 1
-    from crux._devserver import lock_stack_dir
-    from crux._embedded import STACK_DATABASE
-    from crux.stack import start_postgres
-
     try:
         lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
     except ConfigurationError:

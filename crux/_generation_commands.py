@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from temporalio.client import Client
-
 from crux._checks import connect_temporal
-from crux._operator import OperatorRuns
+from crux._operator import RunOperator
 from vocabulary.errors import OperatorError
 from vocabulary.settings import Settings
 
@@ -21,16 +19,11 @@ EXIT_NOT_FOUND = 3
 EXIT_WRONG_STAGE = 4
 
 
-class _Operator(OperatorRuns):
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-
 async def generation_command(
     settings: Settings, action: str, run: str, *, thread: str | None, as_json: bool
 ) -> int:
     """Run `crux generation <action>` against `TEMPORAL_ADDRESS`; returns the exit code."""
-    operator = _Operator(await connect_temporal(settings))
+    operator = RunOperator(await connect_temporal(settings))
     try:
         if action == "show":
             status = await operator.generation_status(run, thread=thread)

@@ -44,10 +44,15 @@ def resolve_workflow_id(run: str, thread: str | None = None) -> str:
     return workflow_id
 
 
-class OperatorRuns:
-    """`Runtime.generation_status`, `retry_generation` and `abandon_generation`."""
+class RunOperator:
+    """Operator control of generation runs (`Runtime` and `crux generation` delegate here).
 
-    _client: Client
+    Args:
+        client: The Temporal client the runs are reached through.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
 
     async def _operated_handle(self, run: str, thread: str | None) -> WorkflowHandle[Any, Any]:
         workflow_id = resolve_workflow_id(run, thread)
@@ -61,42 +66,16 @@ class OperatorRuns:
         return handle
 
     async def generation_status(self, run: str, *, thread: str | None = None) -> GenerationStatus:
-        """The content-free status of a generation run.
-
-        Args:
-            run: A workflow id (`crux/gen/...`) or a generation id.
-            thread: The Thread of a generation id (omit for an ad-hoc generation).
-
-        Raises:
-            OperatorError: `not_found` when there is no such run.
-            ConfigurationError: `run` or `thread` is not an id.
-        """
+        """The content-free status of a run (`Runtime.generation_status`)."""
         handle = await self._operated_handle(run, thread)
         return await handle.query("describe", result_type=GenerationStatus)
 
     async def retry_generation(self, run: str, *, thread: str | None = None) -> str:
-        """Make a run waiting for storage (or for its commit) try again at once.
-
-        Returns:
-            The stage the run was in (`commit_blocked` or `storage_blocked`).
-
-        Raises:
-            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
-        """
+        """Make a waiting run try again at once (`Runtime.retry_generation`)."""
         return await self._update(run, thread, "retry_now")
 
     async def abandon_generation(self, run: str, *, thread: str | None = None) -> str:
-        """Give up a run waiting for storage or for its commit.
-
-        Nothing is committed, the staged output is discarded, and the run's caller gets
-        `ThreadCommitError` with code `abandoned`.
-
-        Returns:
-            The stage the run was in.
-
-        Raises:
-            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
-        """
+        """Give up a waiting run (`Runtime.abandon_generation`)."""
         return await self._update(run, thread, "abandon")
 
     async def _update(self, run: str, thread: str | None, name: str) -> str:

@@ -1,6 +1,6 @@
 """`Runtime.parallel`: members built by the call builder, run as children of one workflow.
 
-Every member's call is built exactly as `generate` builds one (`crux._request`): the same
+Every member's call is built exactly as `generate` builds one (`crux._members`): the same
 validation, rendering, staging and identity claim. The parallel id derives each member's
 generation id, so running the same id again replays the committed turns instead of adding
 new ones. The parent workflow returns ids only; results are loaded from PostgreSQL here.
@@ -8,51 +8,31 @@ new ones. The parent workflow returns ids only; results are loaded from PostgreS
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from contracts.generation import (
-    DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_STORAGE_WAIT_SECONDS,
-    CompositionSpec,
-    HistorySpec,
-    InputBudgetSpec,
-)
-from contracts.parallel import (
-    MAX_PARALLEL_MEMBERS,
-    MemberFailure,
-    ParallelInput,
-    ParallelOutcome,
-)
-from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
+from contracts.parallel import MemberFailure, ParallelOutcome
+from crux._members import build_members, check_members, start_payload
 from crux._outcomes import Finished, Generation, domain_error, rebuild_error
-from crux._request import BuiltCall, CallOptions, stage_call
+from crux._request import CallBuilder
+from crux._results import StoredResults
+from crux._staging import BuiltCall, stage_call
 from crux.agents import Agent
+from crux.options import RunOptions
 from crux.output import Output
 from crux.prompts import Prompt
 from storage import GenerationStore
 from vocabulary.errors import (
-    ConfigurationError,
     CruxError,
     GenerationFailedError,
     OutputValidationError,
     ThreadError,
 )
-from vocabulary.ids import (
-    MAX_MEMBER_NAME_LENGTH,
-    MAX_PARALLEL_ID_LENGTH,
-    check_wire_id,
-    parallel_member_generation_id,
-    parallel_workflow_id,
-)
-from workflows._decode import describe_invalid
+from vocabulary.ids import parallel_workflow_id
 
 PARALLEL_WORKFLOW_NAME = "ParallelGenerationWorkflow"
 
@@ -99,161 +79,57 @@ class ParallelRun:
         return result
 
 
-class ParallelRuns:
-    """`Runtime.parallel`, kept beside the rest of the parallel facade."""
+class ParallelRunner:
+    """Runs parallel members: built like `generate`'s calls, children of one workflow.
 
-    _client: Client
-    _task_queue: str
-    _default_model: str
-    _generations: GenerationStore
-    _attempt_policy: AttemptPolicySpec | None
-    _approval_timeout: int | None
+    Args:
+        client: A Temporal client using the pydantic data converter.
+        task_queue: The Crux worker's task queue.
+        calls: The runtime's call builder (its defaults apply to every member).
+        generations: Where member calls are staged.
+        results: Where finished members are read back.
+    """
 
-    async def _load(self, finished: Finished, output: Output | None) -> Generation:
-        """The hydrated generation of a finished member (provided by `Runtime`)."""
-        raise NotImplementedError
-
-    async def parallel(
+    def __init__(
         self,
+        client: Client,
+        task_queue: str,
         *,
-        id: str,
+        calls: CallBuilder,
+        generations: GenerationStore,
+        results: StoredResults,
+    ) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._calls = calls
+        self._generations = generations
+        self._results = results
+
+    async def run(
+        self,
+        parallel_id: str,
         agents: Mapping[str, Prompt | Agent | str],
-        context: Any = None,
-        thread: object | None = None,
-        threads: Mapping[str, object] | None = None,
-        model: str | None = None,
-        history: HistorySpec | None = None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
-        max_output_tokens: int | None = None,
-        owner: str = "main",
-        tool_choice: Literal["auto", "required", "none"] | None = None,
-        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        on_revision_moved: Literal["replan", "fail"] = "replan",
-        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
-        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
-        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
-        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+        options: RunOptions,
+        *,
+        context: Any,
+        threads: Mapping[str, object] | None,
     ) -> ParallelRun:
-        """Run several members at once, each a managed generation of its own.
-
-        Each member is a child `ManagedGenerationWorkflow` (`crux/parallel/<id>/<member>`)
-        of one `ParallelGenerationWorkflow`, built by the same call builder as `generate`.
-        One member's failure is that member's typed error in the result, never losing the
-        others' committed turns; the same `id` again returns the same results (committed
-        members replay, nothing commits twice).
-
-        Args:
-            id: The run's id and idempotency key; member generation ids are `<id>/<member>`.
-            agents: Member name -> prompt, `crux.agent(...)` (its defaults and hooks apply;
-                `prepare_invocation` runs once per member) or a plain string.
-            context: The input every member's prompt renders.
-            thread: The Thread of every member unless `threads` names one or its prompt
-                binds one; members on one Thread each commit their own turn.
-            threads: Member name -> Thread handle or id.
-            model: `provider:model` for every member.
-            history: As `generate`, for every member; so are the remaining options.
-            input_budget: As `generate`.
-            max_output_tokens: As `generate`.
-            owner: As `generate`.
-            tool_choice: As `generate`.
-            max_tool_rounds: As `generate`.
-            on_revision_moved: As `generate`.
-            storage_wait_seconds: As `generate`.
-            settings: As `generate`.
-            attempt_policy: As `generate`.
-            output: As `generate`: every member's structured output (a member agent's own
-                `output` applies when this is `None`); `result[name].output` is typed.
+        """Validate, build and stage every member, then run them (`Runtime.parallel`).
 
         Raises:
             ConfigurationError: An invalid id, member name or option (before anything runs).
             ThreadError: `identity_conflict` when the id was used with other content.
         """
-        check_members(id, agents, threads)
-        options = CallOptions.of({**locals(), "prompt": "", "generation_id": None})
+        check_members(parallel_id, agents, threads)
         calls = build_members(
-            id,
-            agents,
-            options,
-            context=context,
-            threads=threads,
-            default_model=self._default_model,
-            default_attempt_policy=self._attempt_policy,
-            default_approval_timeout=self._approval_timeout,
+            parallel_id, agents, options, context=context, threads=threads, calls=self._calls
         )
-        start_payload(id, calls)  # validates the whole before anything is staged
+        start_payload(parallel_id, calls)  # validates the whole before anything is staged
         for call in calls.values():
             await stage_call(call, self._generations)
         return await run_parallel(
-            self._client,
-            self._task_queue,
-            id,
-            calls,
-            hydrate=self._load,
+            self._client, self._task_queue, parallel_id, calls, hydrate=self._results.finished
         )
-
-
-def check_members(
-    parallel_id: str, agents: Mapping[str, object], threads: Mapping[str, object] | None
-) -> None:
-    """Validate the parallel id and the member names (content-free messages).
-
-    Raises:
-        ConfigurationError: An invalid id, no members, too many, or an invalid name.
-    """
-    check_wire_id(parallel_id, "parallel id", limit=MAX_PARALLEL_ID_LENGTH)
-    if not isinstance(agents, Mapping) or not agents:  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise ConfigurationError("agents must be a non-empty mapping of member names")
-    if len(agents) > MAX_PARALLEL_MEMBERS:
-        raise ConfigurationError(f"a parallel run takes at most {MAX_PARALLEL_MEMBERS} members")
-    for name in agents:
-        check_wire_id(name, "member name", limit=MAX_MEMBER_NAME_LENGTH)
-    if threads is not None:
-        if not isinstance(threads, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("threads must be a mapping of member names")
-        if any(name not in agents for name in threads):
-            raise ConfigurationError("threads names a member that is not in agents")
-
-
-def build_members(
-    parallel_id: str,
-    agents: Mapping[str, Any],
-    options: CallOptions,
-    *,
-    context: Any,
-    threads: Mapping[str, object] | None,
-    default_model: str,
-    default_attempt_policy: AttemptPolicySpec | None = None,
-    default_approval_timeout: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
-) -> dict[str, BuiltCall]:
-    """Build every member's call with the shared builder, before anything is staged.
-
-    Each member gets `context` as its input, its own Thread (from `threads`, else the
-    shared `thread`, else the one its prompt binds), a generation id derived from the
-    parallel id, and the composition that names its parent.
-
-    Raises:
-        ConfigurationError | ThreadError: As `Runtime.generate`, for any member.
-    """
-    parent = parallel_workflow_id(parallel_id)
-    built: dict[str, BuiltCall] = {}
-    for name, agent in agents.items():
-        member = dataclasses.replace(
-            options,
-            prompt=agent,
-            input=context,
-            thread=(threads or {}).get(name, options.thread),
-            generation_id=parallel_member_generation_id(parallel_id, name),
-        )
-        call = member.build(
-            default_model,
-            default_attempt_policy=default_attempt_policy,
-            default_approval_timeout=default_approval_timeout,
-        )
-        composition = CompositionSpec(parent_workflow_id=parent, member=name)
-        built[name] = dataclasses.replace(
-            call, request=call.request.model_copy(update={"composition": composition})
-        )
-    return built
 
 
 async def run_parallel(
@@ -303,27 +179,6 @@ async def run_parallel(
             # The member's Thread was deleted since: that member's error, nobody else's.
             results[member.name] = error
     return ParallelRun(id=parallel_id, workflow_id=workflow_id, results=results)
-
-
-def start_payload(parallel_id: str, calls: Mapping[str, BuiltCall]) -> dict[str, Any]:
-    """The parent's start payload: each member's compact, ids-only generation input.
-
-    Raises:
-        ConfigurationError: The input is invalid as a whole (duplicate names, say).
-    """
-    payload: dict[str, Any] = {
-        "parallel_id": parallel_id,
-        "members": [
-            {"name": name, "generation": call.request.start_payload()}
-            for name, call in calls.items()
-        ],
-    }
-    # Validated here too, so a defect is refused before anything starts.
-    try:
-        ParallelInput.model_validate(payload)
-    except ValidationError as error:
-        raise ConfigurationError(f"invalid parallel input: {describe_invalid(error)}") from None
-    return payload
 
 
 def member_error(failure: MemberFailure) -> CruxError:

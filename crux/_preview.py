@@ -11,12 +11,12 @@ import uuid
 
 from activities.reading import ReadSources, read_skeleton
 from contracts.activities import ReadRequestResult
-from crux._request import BuiltCall
+from contracts.planning import build_plan_request, max_input_tokens
+from crux._staging import BuiltCall
 from planner import ModelCatalog, ModelProfile, Preview
 from planner import preview as plan_preview
 from providers import TokenCounter
 from storage import SummaryStore, ThreadStore
-from workflows._planning import build_plan_request, max_input_tokens
 
 
 async def preview_read(
@@ -53,25 +53,32 @@ async def preview_read(
     return read.model_copy(update={"profile": profile})
 
 
-async def preview_call(
-    call: BuiltCall, *, catalog: ModelCatalog, threads: ThreadStore, summaries: SummaryStore
-) -> Preview:
-    """Plan `call` as its run's first step would, without writing anything.
+class Previewer:
+    """Plans a call as its run's first step would, without writing anything.
 
     Args:
-        call: The built call.
         catalog: Model capacity profiles.
         threads: The Thread store (read only).
         summaries: Summary artifacts (read only).
     """
-    profile = catalog.resolve(call.request.model)
-    read = await preview_read(call, profile, threads=threads, summaries=summaries)
-    plan_request = build_plan_request(
-        request_id=f"preview_{uuid.uuid4().hex}",
-        request=call.request,
-        read=read,
-        profile=profile,
-        ceiling=None,
-        previous_request_id=None,
-    )
-    return plan_preview(plan_request)
+
+    def __init__(
+        self, catalog: ModelCatalog, threads: ThreadStore, summaries: SummaryStore
+    ) -> None:
+        self._catalog = catalog
+        self._threads = threads
+        self._summaries = summaries
+
+    async def preview(self, call: BuiltCall) -> Preview:
+        """The first plan of `call`: `fits`, `unknown` or `over-limit` (returned, not raised)."""
+        profile = self._catalog.resolve(call.request.model)
+        read = await preview_read(call, profile, threads=self._threads, summaries=self._summaries)
+        plan_request = build_plan_request(
+            request_id=f"preview_{uuid.uuid4().hex}",
+            request=call.request,
+            read=read,
+            profile=profile,
+            ceiling=None,
+            previous_request_id=None,
+        )
+        return plan_preview(plan_request)

@@ -1,10 +1,10 @@
 """Agents: a prompt with defaults, accepted wherever a prompt is.
 
 `crux.agent(id=..., prompt=..., model=..., ...)` wraps a prompt with the configuration a
-definition owns. Every public call (`generate`, `stream`, `preview`) resolves its target
-through the same builder (`crux._request`), field by field: what the call sets wins over
-the agent, and the agent over the prompt. Input budgets merge per field (`optimize_at`,
-`max`); the agent's tools are offered beside the prompt's.
+definition owns. Every public call (`generate`, `stream`, `preview`, `parallel`) resolves
+its target through the same call builder, field by field: what the call sets wins over the
+agent, and the agent over the prompt. Input budgets merge per field (`optimize_at`, `max`);
+the agent's tools are offered beside the prompt's.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from contracts.settings import (
     as_attempt_policy,
     as_settings,
 )
+from crux._budget import merge_budget
 from crux.context import check_id
 from crux.hooks import StepHook, hook_name
 from crux.output import Output, as_output
@@ -103,8 +104,6 @@ def agent(
     Raises:
         ConfigurationError: An invalid id, prompt, model id, budget or tool list.
     """
-    from crux._request import merge_budget  # the call builder owns the budget merge
-
     check_id(id, "agent id")
     if not isinstance(prompt, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError("an agent's prompt must be a crux.prompt(...)")
@@ -146,8 +145,6 @@ def agent_prompt(target: Agent) -> Prompt:
     Budget (per field), history and tools (merged by name, the agent's first) resolve
     here; the call's own values are laid over the result by the call builder.
     """
-    from crux._request import merge_budget
-
     prompt = target.prompt
     agent_tools = {t.name for t in target.tools}
     return replace(

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from crux._checks import check_database, connect_temporal
+from crux._checks import StartupCheckError, check_database, connect_temporal, describe_database
 from crux.model_settings import AttemptPolicySpec
 from crux.runtime import Runtime
 from planner import ModelCatalog
@@ -105,8 +105,6 @@ async def connect(
 
 
 async def _open_pool(url: str, min_size: int, max_size: int) -> asyncpg.Pool:
-    from crux._checks import StartupCheckError, describe_database
-
     try:
         return await create_pool(url, min_size=min_size, max_size=max_size)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:

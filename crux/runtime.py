@@ -3,40 +3,30 @@
 `generate()` renders the prompt on the caller's side, stages the rendered turn (and any
 call-site messages) in PostgreSQL, starts `ManagedGenerationWorkflow` with ids only, waits,
 and reads the final text back from PostgreSQL. Temporal never sees message text.
+
+The runtime is composed of parts, each built here with what it needs and nothing else: the
+call builder, the workflow starter, the reader of stored results, the previewer, the
+parallel runner, the operator controls and the approval decisions. Its methods delegate.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Self, Unpack
 
 import asyncpg
-from pydantic import BaseModel, ValidationError
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import (
-    SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
+from temporalio.client import Client
 
-from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from contracts.generation import (
-    DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_STORAGE_WAIT_SECONDS,
-    GenerationInput,
-    GenerationResult,
-    HistorySpec,
-    InputBudgetSpec,
-)
-from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, as_attempt_policy
-from crux._approvals import ApprovalMethods
-from crux._lifecycle import RuntimeLifecycle
-from crux._operator import OperatorRuns
+from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS, PendingApproval
+from contracts.generation import GenerationInput, GenerationResult
+from contracts.operator import GenerationStatus
+from contracts.settings import AttemptPolicySpec, as_attempt_policy
+from crux._approvals import ToolApprovals
+from crux._operator import RunOperator
 from crux._outcomes import (
-    Finished,
     Generation,
     StreamCommitted,
     StreamDelta,
@@ -45,21 +35,20 @@ from crux._outcomes import (
     await_result,
     stored_result,
 )
-from crux._parallel import ParallelRun, ParallelRuns
-from crux._preview import preview_call
-from crux._request import BuiltCall, CallOptions, stage_call
+from crux._parallel import ParallelRun, ParallelRunner
+from crux._preview import Previewer
+from crux._request import CallBuilder, check_keywords
+from crux._results import StoredResults
+from crux._staging import BuiltCall, stage_call
+from crux._starter import GenerationStarter
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
 from crux.agents import Agent
-from crux.output import Output
+from crux.options import CallOptions, PreviewOptions, RunOptions
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
-from vocabulary.errors import ThreadError
-from vocabulary.ids import check_wire_id, generation_key, workflow_id_for
-from vocabulary.messages import Message
+from vocabulary.ids import generation_key
 from vocabulary.settings import Settings
-from vocabulary.staging import StagingKind
-from workflows._ui import generation_details, generation_summary
 
 __all__ = [
     "STREAM_POLL_SECONDS",
@@ -72,15 +61,12 @@ __all__ = [
     "StreamUpdate",
 ]
 
-WORKFLOW_NAME = "ManagedGenerationWorkflow"
-
-_STAGE = SearchAttributeKey.for_keyword("CruxStage")
-_THREAD = SearchAttributeKey.for_keyword("CruxThreadId")
-_GENERATION = SearchAttributeKey.for_keyword("CruxGenerationId")
-_MODEL = SearchAttributeKey.for_keyword("CruxModel")
+_CALL_KEYWORDS = CallOptions.__optional_keys__
+_PREVIEW_KEYWORDS = PreviewOptions.__optional_keys__
+_PARALLEL_KEYWORDS = RunOptions.__optional_keys__
 
 
-class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
+class Runtime:
     """Runs managed generations on Temporal with PostgreSQL as the canonical store.
 
     Args:
@@ -114,14 +100,26 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
         self._client = client
         self._pool = pool
         self._task_queue = task_queue
-        self._default_model = default_model
-        self._search_attributes = search_attributes
+        self._owns_pool = False  # `crux.connect` opened the pool: `close` closes it
         self._generations = GenerationStore(pool)
-        self._threads = ThreadStore(pool)
-        self._summaries = SummaryStore(pool)
-        self._catalog = catalog or ModelCatalog.default()
-        self._attempt_policy = as_attempt_policy(attempt_policy)
-        self._approval_timeout = approval_timeout_seconds
+        threads = ThreadStore(pool)
+        self._calls = CallBuilder(
+            default_model,
+            attempt_policy=as_attempt_policy(attempt_policy),
+            approval_timeout=approval_timeout_seconds,
+        )
+        self._starter = GenerationStarter(client, task_queue, search_attributes=search_attributes)
+        self._results = StoredResults(self._generations, threads)
+        self._previewer = Previewer(catalog or ModelCatalog.default(), threads, SummaryStore(pool))
+        self._parallel = ParallelRunner(
+            client,
+            task_queue,
+            calls=self._calls,
+            generations=self._generations,
+            results=self._results,
+        )
+        self._operator = RunOperator(client)
+        self._approvals = ToolApprovals(client)
 
     @classmethod
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
@@ -130,27 +128,18 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
             client, pool, task_queue=settings.task_queue, default_model=settings.default_model
         )
 
+    @property
+    def client(self) -> Client:
+        """The Temporal client the runtime starts workflows with."""
+        return self._client
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The PostgreSQL pool (for `crux.thread(id=..., storage=runtime.pool)`)."""
+        return self._pool
+
     async def generate(
-        self,
-        prompt: Prompt | Agent | str,
-        *,
-        input: Any = None,
-        thread: object | None = None,
-        model: str | None = None,
-        messages: Sequence[Message | Mapping[str, Any]] | None = None,
-        generation_id: str | None = None,
-        history: HistorySpec | None = None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
-        max_output_tokens: int | None = None,
-        owner: str = "main",
-        tool_choice: Literal["auto", "required", "none"] | None = None,
-        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        on_revision_moved: Literal["replan", "fail"] = "replan",
-        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
-        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
-        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
-        approval_timeout_seconds: int | None = None,
-        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+        self, prompt: Prompt | Agent | str, **options: Unpack[CallOptions]
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
@@ -158,84 +147,21 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
             prompt: A `Prompt`, a `crux.agent(...)` (its model, budget, history, tools,
                 tool choice and hooks apply unless this call sets them), or a plain string
                 used as the user message.
-            input: The prompt's input.
-            thread: A Thread handle or id; overrides a Thread bound in `prompt.use`.
-            model: `provider:model`; the runtime's default when omitted.
-            messages: Call-site messages: they shadow the Thread for this call (it is neither
-                read nor committed), exactly as the seed specifies.
-            generation_id: Idempotency key: the same id yields one turn, however often it is
-                started. A random id is used when omitted (not retry-safe).
-            history: Request-history policy; overrides the prompt's.
-            input_budget: `{"optimize_at": ..., "max": ...}`; merged over the prompt's.
-            max_output_tokens: Output reserve for this call.
-            owner: The Thread owner whose head is read and advanced.
-            tool_choice: `auto`, `required` (first call) or `none` for the prompt's tools.
-            max_tool_rounds: Tool rounds before a text answer is required.
-            on_revision_moved: `replan` (default) re-reads the Thread and plans again when
-                another turn landed before this call was sent; `fail` raises
-                `ThreadError("identity_conflict")` instead, before any provider call.
-            storage_wait_seconds: How long the run waits out a PostgreSQL outage before it
-                fails with `StorageUnavailableError`.
-            settings: Model settings for this call (`crux.model_settings(...)` or a
-                mapping), merged field by field over the prompt's.
-            attempt_policy: Retry and timeout of this call's provider attempts, merged
-                field by field over the runtime's.
-            approval_timeout_seconds: How long a call of a tool that requires approval
-                waits for its decision before it is denied with reason `timeout`; the
-                runtime's when omitted.
-            output: Structured output (a pydantic model class, a JSON schema or
-                `crux.output(...)`); replaces the agent's and the prompt's. The reply is
-                validated before it is staged; a rejected reply is asked for again (a new
-                planned call, reason `validation-retry`) up to its `max_retries`, then
-                `OutputValidationError`. `Generation.output` is the typed value.
+            **options: The call's options: `input`, `thread`, `model`, `generation_id`, ...
+                (`crux.CallOptions` names and describes each).
 
         Raises:
+            ConfigurationError: An invalid option, or a keyword `generate` does not take.
             RequestCompositionError: The request cannot fit with authorised losses.
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
+            OutputValidationError: The reply did not validate as `output`, after retries.
         """
-        call = await self._stage_request(CallOptions.of(locals()))
-        result = await self.run(call.request)
-        return await self._hydrate(result, call.output)
-
-    async def _stage_request(self, options: CallOptions, *, stream: bool = False) -> BuiltCall:
-        """Render the prompt here, stage its text in PostgreSQL, return the built call.
-
-        Everything is validated before anything is written: the request (a
-        `ConfigurationError`), the text (`ThreadError("invalid_message")` for text PostgreSQL
-        cannot store) and the generation id's identity (`ThreadError("identity_conflict")`
-        when the id was used for a different request in the same scope).
-        """
-        call = options.build(
-            self._default_model,
-            stream=stream,
-            default_attempt_policy=self._attempt_policy,
-            default_approval_timeout=self._approval_timeout,
-        )
-        await stage_call(call, self._generations)
-        return call
+        call = await self._staged(prompt, options, "generate")
+        return await self._results.generation(await self.run(call.request), call.output)
 
     async def stream(
-        self,
-        prompt: Prompt | Agent | str,
-        *,
-        input: Any = None,
-        thread: object | None = None,
-        model: str | None = None,
-        messages: Sequence[Message | Mapping[str, Any]] | None = None,
-        generation_id: str | None = None,
-        history: HistorySpec | None = None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
-        max_output_tokens: int | None = None,
-        owner: str = "main",
-        tool_choice: Literal["auto", "required", "none"] | None = None,
-        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        on_revision_moved: Literal["replan", "fail"] = "replan",
-        storage_wait_seconds: int = DEFAULT_STORAGE_WAIT_SECONDS,
-        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
-        attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
-        approval_timeout_seconds: int | None = None,
-        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+        self, prompt: Prompt | Agent | str, **options: Unpack[CallOptions]
     ) -> AsyncGenerator[StreamUpdate]:
         """Run a managed generation, yielding provider text as it arrives.
 
@@ -246,47 +172,15 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
-        call = await self._stage_request(CallOptions.of(locals()), stream=True)
+        call = await self._staged(prompt, options, "stream", stream=True)
         request = call.request
-        outcome = asyncio.ensure_future(await_result(await self._start(request)))
+        outcome = asyncio.ensure_future(await_result(await self._starter.start(request)))
         key = generation_key(request.generation_id, request.thread_id)
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
                 yield update
-        result = await stored_result(self._generations, outcome.result())
-        yield StreamCommitted(generation=await self._hydrate(result, call.output))
-
-    async def _start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
-        workflow_id = workflow_id_for(request.generation_id, request.thread_id)
-        attributes = None
-        if self._search_attributes:
-            attributes = TypedSearchAttributes(
-                [
-                    SearchAttributePair(_STAGE, "starting"),
-                    SearchAttributePair(_GENERATION, request.generation_id),
-                    SearchAttributePair(_MODEL, request.model),
-                    *(
-                        [SearchAttributePair(_THREAD, request.thread_id)]
-                        if request.thread_id
-                        else []
-                    ),
-                ]
-            )
-        return await self._client.start_workflow(
-            WORKFLOW_NAME,
-            request.start_payload(),
-            id=workflow_id,
-            task_queue=self._task_queue,
-            result_type=Finished,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=attributes,
-            # What the Temporal UI lists: kind, model and Thread; the ids in the details.
-            static_summary=generation_summary(request),
-            static_details=generation_details(request),
-            # When a worker for this task queue runs in this process, its first task
-            # starts without a round trip through the server.
-            request_eager_start=True,
-        )
+        generation = await self._results.finished(outcome.result(), call.output)
+        yield StreamCommitted(generation=generation)
 
     async def run(self, request: GenerationInput) -> GenerationResult:
         """Start (or attach to) the workflow for `request` and wait for its result.
@@ -294,8 +188,64 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
         """
-        finished = await await_result(await self._start(request))
+        finished = await await_result(await self._starter.start(request))
         return await stored_result(self._generations, finished)
+
+    async def preview(
+        self, prompt: Prompt | Agent | str, **options: Unpack[PreviewOptions]
+    ) -> Preview:
+        """Tell whether a generation would fit, without side effects.
+
+        Reads the Thread (one exact revision) and counts tokens in memory; never calls a
+        provider, prepares a summary, or writes anything (not even token counts).
+
+        Args:
+            prompt: As `generate`.
+            **options: The options of `generate` that shape the first plan
+                (`crux.PreviewOptions`).
+
+        Returns:
+            `status` is `fits`, `unknown` (only an unprepared summary or a runtime source
+            could make it fit) or `over-limit`; an over-limit request is returned, not
+            raised.
+        """
+        check_keywords(options, _PREVIEW_KEYWORDS, "Runtime.preview")
+        return await self._previewer.preview(self._calls.build(prompt, CallOptions(**options)))
+
+    async def parallel(
+        self,
+        *,
+        id: str,
+        agents: Mapping[str, Prompt | Agent | str],
+        context: Any = None,
+        threads: Mapping[str, object] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> ParallelRun:
+        """Run several members at once, each a managed generation of its own.
+
+        Each member is a child `ManagedGenerationWorkflow` (`crux/parallel/<id>/<member>`)
+        of one `ParallelGenerationWorkflow`, built by the same call builder as `generate`.
+        One member's failure is that member's typed error in the result, never losing the
+        others' committed turns; the same `id` again returns the same results (committed
+        members replay, nothing commits twice).
+
+        Args:
+            id: The run's id and idempotency key; member generation ids are `<id>/<member>`.
+            agents: Member name -> prompt, `crux.agent(...)` (its defaults and hooks apply;
+                `prepare_invocation` runs once per member) or a plain string.
+            context: The input every member's prompt renders.
+            threads: Member name -> Thread handle or id; the others use the `thread`
+                option, else the Thread their prompt binds. Members on one Thread each
+                commit their own turn.
+            **options: As `generate`, for every member (`crux.RunOptions`); a member
+                agent's own `output` applies when `output` is unset.
+
+        Raises:
+            ConfigurationError: An invalid id, member name or option (before anything runs).
+            ThreadError: `identity_conflict` when the id was used with other content.
+        """
+        check_keywords(options, _PARALLEL_KEYWORDS, "Runtime.parallel")
+        return await self._parallel.run(id, agents, options, context=context, threads=threads)
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """Return the stored receipt of a request, from any process and after restarts.
@@ -306,12 +256,7 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
             ConfigurationError: `request_id` is not a request id (not a string, empty,
                 over-long, or holding control characters or unstorable text).
         """
-        receipt, _ = await self._generations.get_receipt(_request_id(request_id))
-        try:
-            return RequestReceipt.model_validate(receipt)
-        except ValidationError:
-            # Not a request receipt (a support call's): say so without quoting the row.
-            raise KeyError(request_id) from None
+        return await self._results.receipt(request_id)
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).
@@ -326,65 +271,131 @@ class Runtime(ParallelRuns, OperatorRuns, ApprovalMethods, RuntimeLifecycle):
             KeyError: No inspection is stored for that request.
             ConfigurationError: `request` is neither a receipt nor a request id.
         """
-        request_id = _request_id(request.id if isinstance(request, RequestReceipt) else request)
-        _, inspection = await self._generations.get_receipt(request_id)
-        if inspection is None:
-            raise KeyError(request_id)
-        return RequestInspection.model_validate(inspection)
+        return await self._results.inspection(request)
 
-    async def preview(
-        self,
-        prompt: Prompt | Agent | str,
-        *,
-        input: Any = None,
-        thread: object | None = None,
-        model: str | None = None,
-        messages: Sequence[Message | Mapping[str, Any]] | None = None,
-        history: HistorySpec | None = None,
-        input_budget: Mapping[str, int] | InputBudgetSpec | None = None,
-        max_output_tokens: int | None = None,
-        owner: str = "main",
-        settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
-        output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
-    ) -> Preview:
-        """Tell whether a generation would fit, without side effects.
+    async def generation_status(self, run: str, *, thread: str | None = None) -> GenerationStatus:
+        """The content-free status of a generation run.
 
-        Reads the Thread (one exact revision) and counts tokens in memory; never calls a
-        provider, prepares a summary, or writes anything (not even token counts).
+        Args:
+            run: A workflow id (`crux/gen/...`) or a generation id.
+            thread: The Thread of a generation id (omit for an ad-hoc generation).
+
+        Raises:
+            OperatorError: `not_found` when there is no such run.
+            ConfigurationError: `run` or `thread` is not an id.
+        """
+        return await self._operator.generation_status(run, thread=thread)
+
+    async def retry_generation(self, run: str, *, thread: str | None = None) -> str:
+        """Make a run waiting for storage (or for its commit) try again at once.
 
         Returns:
-            `status` is `fits`, `unknown` (only an unprepared summary or a runtime source
-            could make it fit) or `over-limit`; an over-limit request is returned, not
-            raised.
+            The stage the run was in (`commit_blocked` or `storage_blocked`).
+
+        Raises:
+            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
         """
-        call = CallOptions.of(locals()).build(self._default_model)
-        return await preview_call(
-            call, catalog=self._catalog, threads=self._threads, summaries=self._summaries
+        return await self._operator.retry_generation(run, thread=thread)
+
+    async def abandon_generation(self, run: str, *, thread: str | None = None) -> str:
+        """Give up a run waiting for storage or for its commit.
+
+        Nothing is committed, the staged output is discarded, and the run's caller gets
+        `ThreadCommitError` with code `abandoned`.
+
+        Returns:
+            The stage the run was in.
+
+        Raises:
+            OperatorError: `not_found`, or `wrong_stage` when the run is not waiting.
+        """
+        return await self._operator.abandon_generation(run, thread=thread)
+
+    async def pending_approvals(
+        self,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> list[PendingApproval]:
+        """The tool calls a run waits on for a decision: tool name and call id, no arguments.
+
+        Name the run by `generation_id` (with its `thread`) or by `workflow_id`.
+        """
+        return await self._approvals.pending(generation_id, thread=thread, workflow_id=workflow_id)
+
+    async def approve(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+    ) -> None:
+        """Let a pending tool call run.
+
+        Raises:
+            ConfigurationError: The run does not wait on that call (or on any).
+        """
+        await self._approvals.decide(
+            call_id, generation_id, thread=thread, workflow_id=workflow_id, approve=True
         )
 
-    async def _load(self, finished: Finished, output: Output | None = None) -> Generation:
-        return await self._hydrate(await stored_result(self._generations, finished), output)
+    async def deny(
+        self,
+        call_id: str,
+        generation_id: str | None = None,
+        *,
+        thread: object | None = None,
+        workflow_id: str | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        """Deny a pending call: it never runs; the model sees `{"error":"denied",...}`.
 
-    async def _hydrate(self, result: GenerationResult, output: Output | None = None) -> Generation:
-        if result.thread_commit is not None and result.thread_id is not None:
-            [message] = await self._threads.load_messages(
-                result.thread_id, [result.output_message_id]
-            )
-        else:
-            staged = await self._generations.get_staged(
-                generation_key(result.generation_id, result.thread_id), 0, StagingKind.FINAL
-            )
-            if staged is None:
-                raise ThreadError("not_found", "the generation's output is no longer stored")
-            message = staged.message
-        value = output.parse(message.text) if output is not None else None
-        return Generation(text=message.text, message=message, result=result, output=value)
+        `reason_code` is a short identifier the model sees (`denied` when omitted).
 
+        Raises:
+            ConfigurationError: An invalid reason code, or the run does not wait on that call.
+        """
+        await self._approvals.decide(
+            call_id,
+            generation_id,
+            thread=thread,
+            workflow_id=workflow_id,
+            approve=False,
+            reason_code=reason_code,
+        )
 
-MAX_REQUEST_ID_LENGTH = 256
-"""Longest request id looked up (the workflow's ids are far shorter)."""
+    async def close(self) -> None:
+        """Release what the runtime owns: the pool `crux.connect` opened (idempotent).
 
+        A runtime built from the caller's own pool leaves it open: the caller closes it.
+        The Temporal client holds no resources that need closing.
+        """
+        if self._owns_pool and not self._pool.is_closing():
+            await self._pool.close()
 
-def _request_id(value: object) -> str:
-    """`value` if it can be a request id; a malformed one is refused before any query."""
-    return check_wire_id(value, "request id", limit=MAX_REQUEST_ID_LENGTH)
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _staged(
+        self,
+        prompt: Prompt | Agent | str,
+        options: CallOptions,
+        method: str,
+        *,
+        stream: bool = False,
+    ) -> BuiltCall:
+        """Build the call and stage its text: options, text and identity are checked first."""
+        check_keywords(options, _CALL_KEYWORDS, f"Runtime.{method}")
+        call = self._calls.build(prompt, options, stream=stream)
+        await stage_call(call, self._generations)
+        return call

@@ -21,8 +21,8 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from contracts.search import NAMES
 from vocabulary.errors import ConfigurationError
-from workflows._search import NAMES
 
 SEARCH_ATTRIBUTES = NAMES
 """Keyword search attributes the workflows set; registered on the dev server at start."""

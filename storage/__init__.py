@@ -17,6 +17,7 @@ from storage.threads import (
     ThreadSnapshot,
     ThreadStore,
     VariantInfo,
+    check_storable,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ThreadStore",
     "VariantInfo",
     "available_migrations",
+    "check_storable",
     "create_pool",
     "migrate",
     "migrate_url",

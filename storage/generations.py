@@ -24,7 +24,7 @@ import asyncpg
 from storage._generation_ledger import GenerationLedger
 from storage._generation_stream import STREAM_CHANNEL, DeltaStream
 from storage._staging_sql import STAGE
-from storage.threads._validate import check_storable
+from storage.threads import check_storable
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
 

@@ -11,7 +11,9 @@ crux         the public facade                               -> everything
 ```
 
 Direct imports are checked per module; the workflow sandbox's closure is checked by importing
-`workflows` in a fresh interpreter.
+`workflows` in a fresh interpreter. Across the packages, a private (`_`-prefixed) module is
+imported only inside its own package, and no two modules import each other, directly or
+through others (a function-local import counts: it hides a cycle, it does not remove it).
 """
 
 from __future__ import annotations
@@ -209,3 +211,143 @@ def test_the_worker_passes_only_named_deterministic_modules_through() -> None:
 
     assert set(PASSTHROUGH_MODULES) <= {"pydantic", "pydantic_core", *LAYERS["workflows"]}
     assert not set(PASSTHROUGH_MODULES) & SANDBOX_BANNED
+
+
+# The distribution's modules: the packages and the worker script (tests and benchmarks reach
+# into private modules on purpose and are not part of this graph).
+PACKAGES = sorted(OURS - {"worker"})
+
+
+def _module_files() -> dict[str, Path]:
+    """Module name -> file, for every module of the packages and the worker script."""
+    files: dict[str, Path] = {"worker": ROOT / "worker.py"}
+    for package in PACKAGES:
+        for path in _modules(package):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            files[".".join(parts)] = path
+    return files
+
+
+MODULES = _module_files()
+
+
+def _resolve(name: str) -> str | None:
+    """The deepest of our modules that `name` (a module or a name inside one) lies in."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _edges(module: str) -> set[str]:
+    """Every module of ours `module` imports, at any depth of its code."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            # `from package import module` imports the module (the package's `__init__`
+            # runs first, as for any submodule, which is not counted); a name, its module.
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            target = _resolve(name)
+            if target is not None and target != module:
+                found.add(target)
+    return found
+
+
+GRAPH = {module: _edges(module) for module in MODULES}
+
+
+def _private_owner(module: str) -> str | None:
+    """The package a private module belongs to (`a.b` for `a.b._c.d`), `None` if public."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_"):
+            return ".".join(parts[:index])
+    return None
+
+
+def test_no_module_imports_a_private_module_of_another_package() -> None:
+    crossing = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if (owner := _private_owner(target)) is not None
+        and module != owner
+        and not module.startswith(owner + ".")
+    )
+    # The worker script is the deployment entry point of `crux._worker`, kept as it is.
+    assert crossing == ["worker imports crux._worker"]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                group: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def test_no_import_cycles_among_the_modules() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_sees_function_local_and_package_imports() -> None:
+    # `crux.cli` imports the worker inside a function; `workflows.generation` imports
+    # private modules by `from workflows import _ui`.
+    assert "crux._worker" in GRAPH["crux.cli"]
+    assert "workflows._ui" in GRAPH["workflows.generation"]

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 from temporalio.client import Client
 
+from contracts.search import NAMES as SEARCH_ATTRIBUTE_NAMES
 from crux.stack import temporal_cli_path
-from workflows._search import NAMES as SEARCH_ATTRIBUTE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "docker" / "temporal" / "register-search-attributes.sh"

@@ -1,4 +1,9 @@
-"""Temporal workflows: sequencing only; decisions come from `planner`."""
+"""Temporal workflows: sequencing only; decisions come from `planner`.
+
+Besides the workflow classes, the worker registers `SingleInputInterceptor` and builds its
+payload converter with `raw_extras_converter`: together they turn a start with more than
+one argument into a typed failure instead of a workflow task that fails forever.
+"""
 
 from workflows._arity import SingleInputInterceptor, raw_extras_converter
 from workflows.generation import ManagedGenerationWorkflow

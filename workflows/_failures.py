@@ -18,6 +18,7 @@ from contracts import stubs
 from contracts.activities import (
     DiscardGenerationInput,
 )
+from contracts.decoding import decode_input
 from contracts.generation import GenerationInput
 from planner.steps import Fail
 from vocabulary.details import ErrorDetails, decode_details, encode_details
@@ -32,7 +33,6 @@ from vocabulary.errors import (
 )
 from vocabulary.stages import Stage
 from workflows import _options
-from workflows._decode import decode_input
 from workflows._stages import StageReporter
 from workflows._storage_wait import application_cause
 

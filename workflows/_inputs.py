@@ -17,10 +17,10 @@ from contracts.activities import (
     RunToolInput,
 )
 from contracts.generation import GenerationInput, StepFigures, request_fingerprint
+from contracts.planning import all_sources, read_bound, selected_sources
 from contracts.settings import ToolPolicySpec
 from planner import SealedPlan, source_ids
 from vocabulary.ids import member_workflow_id, workflow_id_for
-from workflows._planning import all_sources, read_bound, selected_sources
 from workflows._progress import TurnProgress
 
 

@@ -1,4 +1,4 @@
-"""Crux search attributes: the names, and upserts made by the workflows themselves.
+"""Upserts of the Crux search attributes (`contracts.search`) made by the workflows themselves.
 
 The workflows set these whatever the starter passed, so a plain Temporal client sees a run's
 stage (`commit_blocked`, ...) in the UI too. Values are ids, model names and stage names:
@@ -11,17 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate, TypedSearchAttributes
+from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
-STAGE = SearchAttributeKey.for_keyword("CruxStage")
-THREAD_ID = SearchAttributeKey.for_keyword("CruxThreadId")
-GENERATION_ID = SearchAttributeKey.for_keyword("CruxGenerationId")
-MODEL = SearchAttributeKey.for_keyword("CruxModel")
+from contracts.search import GENERATION_ID, MODEL, STAGE, THREAD_ID
 
-KEYS: tuple[SearchAttributeKey[str], ...] = (THREAD_ID, GENERATION_ID, STAGE, MODEL)
-"""Every Keyword attribute the workflows set (register these on the namespace)."""
-
-NAMES: tuple[str, ...] = tuple(key.name for key in KEYS)
+__all__ = ["STAGE", "identity", "upsert"]
 
 # Temporal caps a Keyword value at 2 KB; ids beyond that are rejected earlier anyway, the
 # cut only keeps an upsert from failing a workflow task.

@@ -27,11 +27,12 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
 )
 from contracts.generation import GenerationInput
+from contracts.ui import summary_run_details, summary_run_summary
 from planner import HistorySummary, Preparation, inline_preparations
 from planner.steps import Fail, Planning
 from vocabulary.errors import ErrorType, RequestCompositionError
 from vocabulary.stages import Stage
-from workflows import _options, _ui
+from workflows import _options
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
@@ -95,8 +96,8 @@ async def start_summary(stages: StageReporter, request: GenerationInput, need: P
             summary_input,
             id=summary_workflow_id(summary_input),
             parent_close_policy=ParentClosePolicy.ABANDON,
-            static_summary=_ui.summary_run_summary(summary_input, inline=False),
-            static_details=_ui.summary_run_details(summary_input),
+            static_summary=summary_run_summary(summary_input, inline=False),
+            static_details=summary_run_details(summary_input),
         )
 
 
@@ -121,8 +122,8 @@ async def prepare_summary(
                 summary_input,
                 id=child_id,
                 result_type=PrepareSummaryResult,
-                static_summary=_ui.summary_run_summary(summary_input, inline=True),
-                static_details=_ui.summary_run_details(summary_input),
+                static_summary=summary_run_summary(summary_input, inline=True),
+                static_details=summary_run_details(summary_input),
             )
             origin = "joined" if prepared.reused else "inline"
         except WorkflowAlreadyStartedError:

@@ -22,7 +22,9 @@ with workflow.unsafe.imports_passed_through():
         InvokeModelResult,
         ReadRequestResult,
     )
+    from contracts.decoding import NO_INPUT
     from contracts.generation import GenerationInput, GenerationOutcome
+    from contracts.planning import build_plan_request, can_count_authoritatively
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
         CountAuthoritatively,
@@ -42,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import ApprovalHandlers, Approvals
-    from workflows._decode import NO_INPUT
     from workflows._failures import (
         attempt_timed_out,
         commit_rejected,
@@ -52,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows._hooks import StepHooks
     from workflows._operator import OperatorHandlers, RunAbandoned
-    from workflows._planning import build_plan_request, can_count_authoritatively
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import (

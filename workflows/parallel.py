@@ -26,6 +26,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from contracts.decoding import NO_INPUT, decode_input
     from contracts.generation import CompositionSpec, GenerationOutcome
     from contracts.parallel import (
         FailureKind,
@@ -35,11 +36,10 @@ with workflow.unsafe.imports_passed_through():
         ParallelMember,
         ParallelOutcome,
     )
+    from contracts.ui import generation_details, generation_summary
     from vocabulary.details import decode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import member_workflow_id, parallel_workflow_id
-    from workflows import _ui
-    from workflows._decode import NO_INPUT, decode_input
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
 """The registered name of the parallel workflow."""
@@ -118,8 +118,8 @@ class ParallelGenerationWorkflow:
                 # A parent that ends (cancelled, terminated, timed out) asks its children to
                 # stop, so they discard their staged output instead of running on alone.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=_ui.generation_summary(generation),
-                static_details=_ui.generation_details(generation),
+                static_summary=generation_summary(generation),
+                static_details=generation_details(generation),
             )
         except WorkflowAlreadyStartedError:
             self._states[member.name] = "failed"

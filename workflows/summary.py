@@ -20,13 +20,13 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryInput,
         PrepareSummaryResult,
     )
+    from contracts.decoding import NO_INPUT, decode_input
     from contracts.generation import DEFAULT_STORAGE_WAIT_SECONDS
     from vocabulary.details import ErrorDetails, encode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import summary_key
     from vocabulary.stages import Stage
     from workflows import _options, _search, _ui
-    from workflows._decode import NO_INPUT, decode_input
 
 
 SUMMARY_WORKFLOW = "SummaryWorkflow"

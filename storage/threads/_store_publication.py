@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
 
 from storage.threads._append import append_group, fast_append, lock_for_append
 from storage.threads._db import single_statement, write_transaction
-from storage.threads._store_base import StoreBase
 from storage.threads._validate import MAIN_OWNER, PreparedMessage, check_id, prepare_batch
 from vocabulary.commits import ThreadCommit
 from vocabulary.messages import Message
 
 
-class Publication(StoreBase):
-    """Publication of causal groups; see `ThreadStore`."""
+class ThreadPublisher:
+    """Publishes causal groups (appends, managed turns); `ThreadStore` delegates here.
+
+    Args:
+        pool: The asyncpg pool.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        # Typed loosely: asyncpg ships no type information.
+        self._pool: Any = pool
 
     async def append(
         self,
@@ -24,23 +34,7 @@ class Publication(StoreBase):
         after: str | None = None,
         owner: str = MAIN_OWNER,
     ) -> ThreadCommit:
-        """Publish `messages` as one causal group.
-
-        Args:
-            thread_id: The Thread.
-            messages: One message or a batch (one causal group, in order).
-            after: A group end to publish after. Without it the group follows the owner's
-                head. The result is `selected` only when the parent is the owner's head.
-            owner: The owner whose head is compared and advanced.
-
-        Returns:
-            The commit receipt; an exact replay returns the original with `replayed=True`.
-
-        Raises:
-            ThreadError: `invalid_message`, `identity_conflict`, `not_found`,
-                `invalid_group`, `redacted` or `deleted`.
-            ThreadCommitError: The outcome is unknown; repeat the same call.
-        """
+        """Publish `messages` as one causal group."""
         batch = [messages] if isinstance(messages, Message) else list(messages)
         return await self._publish(
             thread_id, batch, owner=owner, explicit_parent=after is not None, parent_id=after
@@ -54,17 +48,7 @@ class Publication(StoreBase):
         expected_head: str | None,
         owner: str = MAIN_OWNER,
     ) -> ThreadCommit:
-        """Publish a managed turn after the head its request observed (`None` = root).
-
-        The receipt is `selected` when the head is still `expected_head`, else
-        `alternative` (never rebased). Replays of the same ids return the stored receipt.
-
-        Raises:
-            ThreadError: As `append`.
-            ThreadCommitError: The outcome is unknown; repeat the same call.
-            asyncio.CancelledError: Cancelled; raised only after a publication that had begun
-                finished (successfully or not).
-        """
+        """Publish a managed turn after the head its request observed (`None` = root)."""
         return await self._publish(
             thread_id, list(messages), owner=owner, explicit_parent=True, parent_id=expected_head
         )

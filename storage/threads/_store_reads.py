@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
 
 from storage.threads._control import EMPTY_REVISION, load_control
 from storage.threads._db import read_transaction, single_read, write_transaction
@@ -10,15 +13,22 @@ from storage.threads._full_read import read_full_path
 from storage.threads._history import load_stored_messages, read_history
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
-from storage.threads._store_base import StoreBase
 from storage.threads._tokens import upsert_token_counts
 from storage.threads._validate import MAIN_OWNER, check_id
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
 
-class Reads(StoreBase):
-    """Reads of one consistent state each; see `ThreadStore`."""
+class ThreadReader:
+    """Reads of one consistent state each; `ThreadStore` delegates here.
+
+    Args:
+        pool: The asyncpg pool.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        # Typed loosely: asyncpg ships no type information.
+        self._pool: Any = pool
 
     async def read(
         self,
@@ -29,21 +39,7 @@ class Reads(StoreBase):
         limit: int | None = None,
         owner: str = MAIN_OWNER,
     ) -> ThreadSnapshot:
-        """Read the root-to-head path (or a page of it) at one consistent state.
-
-        Args:
-            thread_id: The Thread.
-            at: Address this message instead of the owner's head (any published message;
-                may end mid-group; never changes selection).
-            before: A group start on the addressed path; the page ends just before it.
-                Requires `limit`.
-            limit: Page size in messages; whole groups only (one oversize group is
-                returned whole).
-            owner: Whose head to address.
-
-        Raises:
-            ThreadError: `invalid_message`, `invalid_group`, `not_found` or `deleted`.
-        """
+        """Read the root-to-head path (or a page of it) at one consistent state."""
         check_id(thread_id, "thread", thread_id=thread_id)
         check_id(owner, "owner", thread_id=thread_id)
         check_page_options(thread_id, before=before, limit=limit)
@@ -62,16 +58,7 @@ class Reads(StoreBase):
     async def read_history_view(
         self, thread_id: str, *, owner: str = MAIN_OWNER, encoding: str | None = None
     ) -> HistoryView:
-        """The content-free selected path at one exact revision.
-
-        Args:
-            thread_id: The Thread.
-            owner: Whose head to read.
-            encoding: Token counts of this encoding are attached (`None` where not counted).
-
-        Raises:
-            ThreadError: `deleted` after deletion.
-        """
+        """The content-free selected path at one exact revision."""
         check_id(thread_id, "thread", thread_id=thread_id)
         check_id(owner, "owner", thread_id=thread_id)
         if encoding is not None:
@@ -82,20 +69,12 @@ class Reads(StoreBase):
     async def path_ids(
         self, thread_id: str, *, owner: str = MAIN_OWNER
     ) -> tuple[str, tuple[str, ...]]:
-        """The revision and the message ids of `read_history_view` (positions index them).
-
-        Raises:
-            ThreadError: `deleted` after deletion.
-        """
+        """The revision and the message ids of `read_history_view` (positions index them)."""
         view = await self.read_history_view(thread_id, owner=owner)
         return view.revision, view.message_ids
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
-        """Canonical messages by id, in the order of `ids`, each with `id` set.
-
-        Raises:
-            ThreadError: `not_found`, `redacted` or `deleted`.
-        """
+        """Canonical messages by id, in the order of `ids`, each with `id` set."""
         check_id(thread_id, "thread", thread_id=thread_id)
         if isinstance(ids, str) or not isinstance(ids, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ThreadError("invalid_message", "ids must be a list of ids", thread_id=thread_id)
@@ -104,11 +83,7 @@ class Reads(StoreBase):
             return await load_stored_messages(connection, thread_id, checked)
 
     async def revision(self, thread_id: str) -> str:
-        """The current revision.
-
-        Raises:
-            ThreadError: `deleted` after deletion.
-        """
+        """The current revision."""
         check_id(thread_id, "thread", thread_id=thread_id)
         async with read_transaction(self._pool, thread_id) as connection:
             control = await load_control(connection, thread_id)
@@ -120,14 +95,7 @@ class Reads(StoreBase):
     async def validate_revision(
         self, thread_id: str, revision: str, *, owner: str = MAIN_OWNER
     ) -> None:
-        """Check that the Thread is still at `revision` (pinned by a sealed request plan).
-
-        The revision covers the whole control state, so any owner's change invalidates it;
-        `owner` is accepted for symmetry with the other managed calls.
-
-        Raises:
-            ThreadError: `identity_conflict` when it changed, `deleted` after deletion.
-        """
+        """Check that the Thread is still at `revision` (pinned by a sealed request plan)."""
         check_id(owner, "owner", thread_id=thread_id)
         current = await self.revision(thread_id)
         if current != revision:
@@ -140,13 +108,7 @@ class Reads(StoreBase):
     async def store_token_counts(
         self, thread_id: str, encoding: str, counts: Mapping[str, int]
     ) -> None:
-        """Store per-message token counts for `encoding` (idempotent upsert).
-
-        Counts for messages redacted meanwhile are dropped silently.
-
-        Raises:
-            ThreadError: `invalid_message`, `not_found` or `deleted`.
-        """
+        """Store per-message token counts for `encoding` (idempotent upsert)."""
         check_id(thread_id, "thread", thread_id=thread_id)
         async with write_transaction(self._pool, thread_id) as connection:
             await upsert_token_counts(connection, thread_id, encoding, counts)

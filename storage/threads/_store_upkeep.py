@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
+
+import asyncpg
 
 from storage.threads import _erasure, _navigate, _owners
 from storage.threads._control import load_control
 from storage.threads._db import read_transaction
 from storage.threads._models import ThreadSnapshot
-from storage.threads._store_base import StoreBase
 from storage.threads._validate import MAIN_OWNER, check_id, normalise_id_set
 from vocabulary.commits import ThreadCommit
 from vocabulary.errors import ThreadError
@@ -18,8 +19,16 @@ from vocabulary.messages import JsonValue, Part
 OwnerState = Literal["open", "closed"]
 
 
-class Upkeep(StoreBase):
-    """Edits, branch selection, redaction, removal, deletion and owners; see `ThreadStore`."""
+class ThreadUpkeep:
+    """Edits, branch selection, erasure and owners; `ThreadStore` delegates here.
+
+    Args:
+        pool: The asyncpg pool.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        # Typed loosely: asyncpg ships no type information.
+        self._pool: Any = pool
 
     # -- navigation ------------------------------------------------------------------------
 
@@ -33,13 +42,7 @@ class Upkeep(StoreBase):
         metadata: Mapping[str, JsonValue] | None = None,
         owner: str = MAIN_OWNER,
     ) -> ThreadCommit:
-        """Publish a replacement for a sole-member user message as a new selected sibling.
-
-        Raises:
-            ThreadError: `not_found`, `redacted`, `invalid_group`, `identity_conflict`,
-                `invalid_message` or `deleted`.
-            ThreadCommitError: The outcome is unknown; repeat the same call.
-        """
+        """Publish a replacement for a sole-member user message as a new selected sibling."""
         if metadata is not None and not isinstance(metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ThreadError("invalid_message", "edit metadata must be a mapping")
         return await _navigate.edit(
@@ -55,47 +58,25 @@ class Upkeep(StoreBase):
     async def select(
         self, thread_id: str, message_id: str, *, owner: str = MAIN_OWNER
     ) -> ThreadSnapshot:
-        """Select a sibling branch, restoring its remembered continuation.
-
-        Returns:
-            The snapshot at the new head, read in the selecting transaction.
-
-        Raises:
-            ThreadError: `not_found`, `invalid_group` or `deleted`.
-            ThreadCommitError: The outcome is unknown; repeat the same call.
-        """
+        """Select a sibling branch, restoring its remembered continuation."""
         return await _navigate.select(self._pool, thread_id, message_id, owner=owner)
 
     # -- erasure ---------------------------------------------------------------------------
 
     async def redact(self, thread_id: str, ids: str | Sequence[str]) -> None:
-        """Erase messages irreversibly, leaving structural tombstones (atomic, idempotent).
-
-        Raises:
-            ThreadError: `invalid_message`, `not_found` or `deleted`.
-            ThreadCommitError: The outcome is unknown; repeat the same call.
-        """
+        """Erase messages irreversibly, leaving structural tombstones (atomic, idempotent)."""
         check_id(thread_id, "thread", thread_id=thread_id)
         normalised = normalise_id_set(ids, thread_id=thread_id)
         await _erasure.redact(self._pool, thread_id, normalised)
 
     async def remove_group(self, thread_id: str, message_id: str) -> None:
-        """Hide the whole causal group of `message_id`, keeping provenance (internal).
-
-        Raises:
-            ThreadError: `not_found` or `deleted`.
-        """
+        """Hide the whole causal group of `message_id`, keeping provenance (internal)."""
         check_id(thread_id, "thread", thread_id=thread_id)
         check_id(message_id, "message", thread_id=thread_id)
         await _erasure.remove_group(self._pool, thread_id, message_id)
 
     async def delete(self, thread_id: str) -> None:
-        """Delete the Thread permanently, leaving a deleted marker (idempotent).
-
-        Raises:
-            ThreadInUseError: Owners are still registered.
-            ThreadCommitError: Cleanup did not finish; calling `delete` again completes it.
-        """
+        """Delete the Thread permanently, leaving a deleted marker (idempotent)."""
         check_id(thread_id, "thread", thread_id=thread_id)
         await _erasure.delete(self._pool, thread_id)
 
@@ -104,28 +85,15 @@ class Upkeep(StoreBase):
     async def register_owner(
         self, thread_id: str, owner_id: str, *, state: OwnerState = "open"
     ) -> None:
-        """Register a durable owner with its own head.
-
-        Raises:
-            ThreadError: `identity_conflict` for `main` or a different registered state,
-                `invalid_message` for a bad state, `deleted` after deletion.
-        """
+        """Register a durable owner with its own head."""
         await _owners.register(self._pool, thread_id, owner_id, state)
 
     async def close_owner(self, thread_id: str, owner_id: str) -> None:
-        """Mark a registered owner closed (it keeps blocking deletion until released).
-
-        Raises:
-            ThreadError: `not_found` for an unregistered owner, `deleted` after deletion.
-        """
+        """Mark a registered owner closed (it keeps blocking deletion until released)."""
         await _owners.close(self._pool, thread_id, owner_id)
 
     async def release_owner(self, thread_id: str, owner_id: str) -> None:
-        """Remove an owner's registration, head and remembered tips (idempotent).
-
-        Raises:
-            ThreadError: `identity_conflict` for `main`, `deleted` after deletion.
-        """
+        """Remove an owner's registration, head and remembered tips (idempotent)."""
         await _owners.release(self._pool, thread_id, owner_id)
 
     async def owners(self, thread_id: str) -> dict[str, OwnerState]:

@@ -9,7 +9,7 @@ import pytest
 import crux
 from contracts.generation import GenerationInput
 from contracts.hooks import StepContext, StepOverrides, apply_overrides
-from crux._request import CallOptions
+from crux._request import CallBuilder
 from crux.hooks import HookRegistry
 
 
@@ -31,7 +31,7 @@ def test_agent_values_sit_between_the_call_and_the_prompt() -> None:
         prepare_step=hook,
         prepare_invocation="inv",
     )
-    built = CallOptions(prompt=target, input="x").build("offline:echo").request
+    built = CallBuilder("offline:echo").build(target, {"input": "x"}).request
     assert built.model == "openai:gpt-4o-mini"
     assert built.input_budget is not None
     assert (built.input_budget.optimize_at, built.input_budget.max) == (100, 150)
@@ -40,15 +40,17 @@ def test_agent_values_sit_between_the_call_and_the_prompt() -> None:
     assert built.tool_choice == "required"
     assert (built.agent_id, built.prepare_step, built.prepare_invocation) == ("a", "h", "inv")
     called = (
-        CallOptions(
-            prompt=target,
-            input="x",
-            model="openai:gpt-4o",
-            max_output_tokens=10,
-            tool_choice="none",
-            input_budget={"optimize_at": 120},
+        CallBuilder("offline:echo")
+        .build(
+            target,
+            {
+                "input": "x",
+                "model": "openai:gpt-4o",
+                "max_output_tokens": 10,
+                "tool_choice": "none",
+                "input_budget": {"optimize_at": 120},
+            },
         )
-        .build("offline:echo")
         .request
     )
     assert called.model == "openai:gpt-4o"
@@ -56,7 +58,7 @@ def test_agent_values_sit_between_the_call_and_the_prompt() -> None:
     assert (called.input_budget.optimize_at, called.input_budget.max) == (120, 150)
     assert (called.max_output_tokens, called.tool_choice) == (10, "none")
     # Without an agent nothing changes: the new fields stay unset and out of the payload.
-    plain = CallOptions(prompt=crux.prompt(id="p"), input="x").build("offline:echo").request
+    plain = CallBuilder("offline:echo").build(crux.prompt(id="p"), {"input": "x"}).request
     assert "agent_id" not in plain.start_payload()
     assert "prepare_step" not in plain.start_payload()
 
@@ -135,7 +137,7 @@ def test_agent_settings_and_attempt_policy_sit_between_the_layers() -> None:
         settings={"temperature": 0.4, "seed": 3},
         attempt_policy={"max_attempts": 2},
     )
-    built = CallOptions(prompt=target, input="x", settings={"seed": 9}).build("offline:echo")
+    built = CallBuilder("offline:echo").build(target, {"input": "x", "settings": {"seed": 9}})
     settings = built.request.settings
     assert settings is not None
     assert (settings.temperature, settings.top_p, settings.seed) == (0.4, 0.5, 9)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crux
+from contracts.decoding import decode_input
 from contracts.generation import GenerationInput, request_fingerprint
 from contracts.settings import (
     AttemptPolicySpec,
@@ -21,13 +22,12 @@ from contracts.settings import (
     merge_attempt_policy,
     merge_settings,
 )
-from crux._request import CallOptions
+from crux._request import CallBuilder
 from providers import ChatRequest
 from providers._anthropic_wire import encode_request as anthropic_body
 from providers._openai_wire import encode_request as openai_body
 from vocabulary.messages import Message
 from workflows import _options
-from workflows._decode import decode_input
 
 
 def test_model_settings_accepts_valid_values_and_records_them_without_content() -> None:
@@ -79,9 +79,9 @@ def test_invalid_settings_are_refused_typed_at_the_facade(fields: dict[str, Any]
 
 def test_anthropic_refuses_temperatures_above_one() -> None:
     with pytest.raises(crux.ConfigurationError):
-        CallOptions(
-            prompt="hi", model="anthropic:claude-sonnet-4-5", settings={"temperature": 1.5}
-        ).build("offline:echo")
+        CallBuilder("offline:echo").build(
+            "hi", {"model": "anthropic:claude-sonnet-4-5", "settings": {"temperature": 1.5}}
+        )
     with pytest.raises(crux.ConfigurationError):
         decode_input(
             {"generation_id": "g", "model": "anthropic:x", "settings": {"temperature": 1.5}},
@@ -104,8 +104,8 @@ def test_settings_merge_field_by_field_with_later_layers_winning() -> None:
 
 def test_call_settings_merge_over_prompt_settings_into_the_input() -> None:
     prompt = crux.prompt(id="p", settings={"temperature": 0.1, "seed": 4})
-    built = CallOptions(prompt=prompt, input="hi", settings={"temperature": 0.7}).build(
-        "openai:gpt-4o"
+    built = CallBuilder("openai:gpt-4o").build(
+        prompt, {"input": "hi", "settings": {"temperature": 0.7}}
     )
     assert built.request.settings == ModelSettingsSpec(temperature=0.7, seed=4)
     payload = built.request.start_payload()
@@ -116,7 +116,7 @@ def test_call_settings_merge_over_prompt_settings_into_the_input() -> None:
         "seed": 4,
         "extra": None,
     }
-    plain = CallOptions(prompt="hi").build("offline:echo").request
+    plain = CallBuilder("offline:echo").build("hi", {}).request
     assert "settings" not in plain.start_payload()
     assert "attempt_policy" not in plain.start_payload()
     assert "tool_policies" not in plain.start_payload()
@@ -245,13 +245,16 @@ def test_facade_and_workflow_validation_agree_and_fail_typed(fields: dict[str, A
 
 def test_agent_layers_sit_between_the_prompt_or_runtime_and_the_call() -> None:
     prompt = crux.prompt(id="p", settings={"temperature": 0.1, "top_p": 0.5})
-    built = CallOptions(
-        prompt=prompt, input="hi", settings={"top_p": 0.7}, attempt_policy={"timeout_seconds": 9}
-    ).build(
-        "openai:gpt-4o",
-        default_attempt_policy=AttemptPolicySpec(max_attempts=2, timeout_seconds=5),
-        agent_settings=ModelSettingsSpec(temperature=0.4, top_p=0.6, seed=1),
-        agent_attempt_policy=AttemptPolicySpec(max_attempts=3),
+    agent = crux.agent(
+        id="a",
+        prompt=prompt,
+        settings=ModelSettingsSpec(temperature=0.4, top_p=0.6, seed=1),
+        attempt_policy=AttemptPolicySpec(max_attempts=3),
+    )
+    runtime_policy = AttemptPolicySpec(max_attempts=2, timeout_seconds=5)
+    built = CallBuilder("openai:gpt-4o", attempt_policy=runtime_policy).build(
+        agent,
+        {"input": "hi", "settings": {"top_p": 0.7}, "attempt_policy": {"timeout_seconds": 9}},
     )
     assert built.request.settings == ModelSettingsSpec(temperature=0.4, top_p=0.7, seed=1)
     assert built.request.attempt_policy == AttemptPolicySpec(max_attempts=3, timeout_seconds=9)

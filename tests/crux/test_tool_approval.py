@@ -6,7 +6,7 @@ import pytest
 
 import crux
 from contracts.approvals import ApprovalDecision, check_reason_code
-from crux._request import CallOptions
+from crux._request import CallBuilder
 from crux.errors import ConfigurationError
 
 
@@ -33,17 +33,16 @@ def test_the_input_names_only_tools_that_require_approval_with_the_timeout() -> 
     pay = crux.tool("pay", _echo, requires_approval=True)
     look = crux.tool("look", _echo)
     prompt = crux.prompt(id="p", use=[pay, look])
-    request = CallOptions(prompt=prompt, input="x").build("offline:echo").request
+    builder = CallBuilder("offline:echo")
+    request = builder.build(prompt, {"input": "x"}).request
     assert request.approval_tools == ["pay"]
     assert request.approval_timeout_seconds == 24 * 3600
     assert request.start_payload()["approval_tools"] == ["pay"]
-    own = CallOptions(prompt=prompt, input="x", approval_timeout_seconds=30)
-    assert own.build("offline:echo").request.approval_timeout_seconds == 30
-    unlimited = CallOptions(prompt=prompt, input="x").build(
-        "offline:echo", default_approval_timeout=None
-    )
+    own = builder.build(prompt, {"input": "x", "approval_timeout_seconds": 30})
+    assert own.request.approval_timeout_seconds == 30
+    unlimited = CallBuilder("offline:echo", approval_timeout=None).build(prompt, {"input": "x"})
     assert unlimited.request.approval_timeout_seconds is None
-    plain = CallOptions(prompt=crux.prompt(id="q", use=[look]), input="x").build("offline:echo")
+    plain = builder.build(crux.prompt(id="q", use=[look]), {"input": "x"})
     # Without such tools nothing changes: the start payload omits both fields.
     assert "approval_tools" not in plain.request.start_payload()
     assert "approval_timeout_seconds" not in plain.request.start_payload()
@@ -63,18 +62,16 @@ def test_valid_reason_codes_pass() -> None:
 
 
 def test_parallel_members_carry_the_approval_tools_and_the_runtime_timeout() -> None:
-    from crux._parallel import build_members
-    from crux._request import CallOptions
+    from crux._members import build_members
 
     pay = crux.tool("pay", lambda _: "ok", requires_approval=True)
     calls = build_members(
         "batch-1",
         {"a": crux.prompt(id="a", use=[pay]), "b": crux.prompt(id="b")},
-        CallOptions(prompt=""),
+        {},
         context="hi",
         threads=None,
-        default_model="offline:echo",
-        default_approval_timeout=120,
+        calls=CallBuilder("offline:echo", approval_timeout=120),
     )
     assert calls["a"].request.approval_tools == ["pay"]
     assert calls["a"].request.approval_timeout_seconds == 120

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import uuid
 from typing import Any
 
@@ -14,9 +12,9 @@ from temporalio.testing import ActivityEnvironment
 import crux
 from contracts.activities import ReadRequestInput, ReadRequestResult
 from crux._preview import preview_read
-from crux._request import CallOptions, stage_call
+from crux._request import CallBuilder
+from crux._staging import stage_call
 from crux._worker import worker_resources
-from crux.runtime import Runtime
 from planner import ModelCatalog, Preview, RequestReceipt
 from providers.loopback import LoopbackOpenAIServer
 from storage import GenerationStore, SummaryStore, ThreadStore
@@ -54,21 +52,6 @@ def _figures(figures: Preview | RequestReceipt) -> dict[str, Any]:
         ],
         "warnings": sorted(w.code for w in figures.warnings),
     }
-
-
-def test_call_options_spell_the_public_signatures_once() -> None:
-    fields = {f.name: f.default for f in dataclasses.fields(CallOptions)}
-    for method in (Runtime.generate, Runtime.stream, Runtime.preview):
-        parameters = inspect.signature(method).parameters
-        for name, parameter in parameters.items():
-            if name == "self":
-                continue
-            assert name in fields, (method.__name__, name)
-            if parameter.default is not inspect.Parameter.empty:
-                assert fields[name] == parameter.default, (method.__name__, name)
-    generate = set(inspect.signature(Runtime.generate).parameters) - {"self"}
-    assert generate == set(fields)
-    assert set(inspect.signature(Runtime.stream).parameters) - {"self"} == generate
 
 
 async def test_preview_equals_the_first_receipt_with_tools_context_and_managed_history(
@@ -166,9 +149,10 @@ async def test_preview_reads_what_the_read_activity_reads(
         await worker.runtime.generate(
             assistant, input="Prepare.", thread=thread_id, model=MODEL, input_budget={"max": 300}
         )
-    call = CallOptions(
-        assistant, input="Next?", thread=thread_id, model=MODEL, input_budget={"max": 300}
-    ).build("offline:echo")
+    call = CallBuilder("offline:echo").build(
+        assistant,
+        {"input": "Next?", "thread": thread_id, "model": MODEL, "input_budget": {"max": 300}},
+    )
     catalog = ModelCatalog.default()
     profile = catalog.resolve(MODEL)
     previewed = await preview_read(

@@ -3,7 +3,9 @@
 Workflows take their parameter as a `RawValue` so that nothing a client sends can fail in the
 SDK's argument decoding (which fails the workflow *task*, retried forever). Every defect,
 from invalid UTF-8 to a budget with `optimize_at > max`, becomes a `ConfigurationError` that
-names schema fields and error kinds only, never a value.
+names schema fields and error kinds only, never a value. The facade words its own validation
+errors with the same `describe_invalid`, so a caller reads one vocabulary of defects whether
+the facade or the workflow refused an input.
 """
 
 from __future__ import annotations

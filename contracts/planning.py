@@ -1,6 +1,10 @@
 """Translate the generation's wire input and read skeleton into a planner request.
 
-Pure functions over pure data: safe inside the workflow sandbox and deterministic.
+Pure functions over pure data: safe inside the workflow sandbox and deterministic. The
+generation workflow plans every step with them and `Runtime.preview` plans the first one,
+so a preview answers what the run's first plan will be. They live here rather than in
+`planner` because they read the wire shapes (`GenerationInput`, `ReadRequestResult`), which
+sit above the planner.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""Starting a generation workflow: ids only, labelled for the Temporal UI.
+
+A start attaches to a run already going under the same workflow id (the id derives from the
+generation id), so starting twice runs once. Search attributes and the static summary are
+ids, model names and counts: never content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+
+from contracts.generation import GenerationInput
+from contracts.search import GENERATION_ID, MODEL, STAGE, THREAD_ID
+from contracts.ui import generation_details, generation_summary
+from crux._outcomes import Finished
+from vocabulary.ids import workflow_id_for
+
+WORKFLOW_NAME = "ManagedGenerationWorkflow"
+
+
+class GenerationStarter:
+    """Starts (or attaches to) the workflow of a generation.
+
+    Args:
+        client: A Temporal client using the pydantic data converter.
+        task_queue: The Crux worker's task queue.
+        search_attributes: Set the Crux search attributes at start (they must be
+            registered on the namespace).
+    """
+
+    def __init__(self, client: Client, task_queue: str, *, search_attributes: bool) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._search_attributes = search_attributes
+
+    async def start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
+        """Start the run of `request`, or attach to the one already under its id."""
+        return await self._client.start_workflow(
+            WORKFLOW_NAME,
+            request.start_payload(),
+            id=workflow_id_for(request.generation_id, request.thread_id),
+            task_queue=self._task_queue,
+            result_type=Finished,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=self._attributes(request),
+            # What the Temporal UI lists: kind, model and Thread; the ids in the details.
+            static_summary=generation_summary(request),
+            static_details=generation_details(request),
+            # When a worker for this task queue runs in this process, its first task
+            # starts without a round trip through the server.
+            request_eager_start=True,
+        )
+
+    def _attributes(self, request: GenerationInput) -> TypedSearchAttributes | None:
+        if not self._search_attributes:
+            return None
+        pairs = [
+            SearchAttributePair(STAGE, "starting"),
+            SearchAttributePair(GENERATION_ID, request.generation_id),
+            SearchAttributePair(MODEL, request.model),
+        ]
+        if request.thread_id:
+            pairs.append(SearchAttributePair(THREAD_ID, request.thread_id))
+        return TypedSearchAttributes(pairs)
