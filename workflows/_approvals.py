@@ -15,10 +15,7 @@ from temporalio import workflow
 
 from contracts.approvals import (
     DEFAULT_DENIAL_REASON,
-    QUERY_PENDING_APPROVALS,
     TIMEOUT_REASON,
-    UPDATE_APPROVE,
-    UPDATE_DENY,
     ApprovalDecision,
     PendingApproval,
 )
@@ -111,35 +108,3 @@ class Approvals:
         """Forget the decided calls of a finished round."""
         self._pending.clear()
         self._decisions.clear()
-
-
-class ApprovalHandlers:
-    """The `pending_approvals` query and the `approve` and `deny` updates of a generation.
-
-    Mixed into the workflow class, which sets `_approvals`.
-    """
-
-    _approvals: Approvals
-
-    @workflow.query(name=QUERY_PENDING_APPROVALS)
-    def pending_approvals(self) -> list[PendingApproval]:
-        """The tool calls waiting for a decision (tool name and call id only)."""
-        return self._approvals.pending()
-
-    @workflow.update(name=UPDATE_APPROVE)
-    def approve(self, decision: ApprovalDecision) -> None:
-        """Run a pending tool call."""
-        self._approvals.decide(decision, approve=True)
-
-    @approve.validator
-    def _validate_approve(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)
-
-    @workflow.update(name=UPDATE_DENY)
-    def deny(self, decision: ApprovalDecision) -> None:
-        """Deny a pending tool call: the model sees a denial result with its reason code."""
-        self._approvals.decide(decision, approve=False)
-
-    @deny.validator
-    def _validate_deny(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)

@@ -10,7 +10,6 @@ the run is not in such a wait.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -111,58 +110,3 @@ def abandoned_failure(stage: Stage) -> RunAbandoned:
         type=ErrorType.THREAD_COMMIT,
         non_retryable=True,
     )
-
-
-class _Reporter(Protocol):
-    """What the handlers read of the workflow's stage reporter."""
-
-    stage: Stage
-    details: str | None
-    control: OperatorControl
-
-
-class _Progress(Protocol):
-    attempt: int
-
-
-class OperatorHandlers:
-    """The `describe` query and the `retry_now` and `abandon` updates of a generation run.
-
-    Mixed into the workflow class, which provides the stage reporter, the request and the
-    progress of its provider loop.
-    """
-
-    def _operated(self) -> tuple[_Reporter, GenerationInput | None, _Progress | None]:
-        """The run's stage reporter, request and provider-loop progress (so far)."""
-        raise NotImplementedError
-
-    @workflow.query(name="describe")
-    def describe(self) -> GenerationStatus:
-        """The run's content-free status: stage, details, attempt, ids, model, wait."""
-        stages, request, progress = self._operated()
-        attempt = progress.attempt if progress is not None else 0
-        return stages.control.status(request, stages.stage, stages.details, attempt)
-
-    @workflow.update(name="retry_now")
-    async def retry_now(self) -> str:
-        """Try the blocked stage again at once instead of waiting out the backoff."""
-        stages = self._operated()[0]
-        stages.control.retry_now()
-        return stages.stage.value
-
-    @retry_now.validator
-    def _validate_retry_now(self) -> None:
-        stages = self._operated()[0]
-        stages.control.check(stages.stage, "retry_now")
-
-    @workflow.update(name="abandon")
-    async def abandon(self) -> str:
-        """Give up the blocked run: nothing is committed and staged output is discarded."""
-        stages = self._operated()[0]
-        stages.control.abandon()
-        return stages.stage.value
-
-    @abandon.validator
-    def _validate_abandon(self) -> None:
-        stages = self._operated()[0]
-        stages.control.check(stages.stage, "abandon")

@@ -22,8 +22,16 @@ with workflow.unsafe.imports_passed_through():
         InvokeModelResult,
         ReadRequestResult,
     )
+    from contracts.approvals import (
+        QUERY_PENDING_APPROVALS,
+        UPDATE_APPROVE,
+        UPDATE_DENY,
+        ApprovalDecision,
+        PendingApproval,
+    )
     from contracts.decoding import NO_INPUT
     from contracts.generation import GenerationInput, GenerationOutcome
+    from contracts.operator import GenerationStatus
     from contracts.planning import build_plan_request, can_count_authoritatively
     from planner import SealedPlan, conservative_profile
     from planner.steps import (
@@ -43,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
-    from workflows._approvals import ApprovalHandlers, Approvals
+    from workflows._approvals import Approvals
     from workflows._failures import (
         attempt_timed_out,
         commit_rejected,
@@ -52,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         validated,
     )
     from workflows._hooks import StepHooks
-    from workflows._operator import OperatorHandlers, RunAbandoned
+    from workflows._operator import RunAbandoned
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import (
@@ -71,7 +79,7 @@ STAGE = _search.STAGE
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
 # the workflow, typed; they never fail the task, which Temporal would retry forever.
 @workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
-class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
+class ManagedGenerationWorkflow:
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 
     def __init__(self) -> None:
@@ -81,8 +89,55 @@ class ManagedGenerationWorkflow(OperatorHandlers, ApprovalHandlers):
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
 
-    def _operated(self) -> tuple[StageReporter, GenerationInput | None, TurnProgress | None]:
-        return self._stages, self._request, self._progress
+    @workflow.query(name="describe")
+    def describe(self) -> GenerationStatus:
+        """The run's content-free status: stage, details, attempt, ids, model, wait."""
+        stages = self._stages
+        attempt = self._progress.attempt if self._progress is not None else 0
+        return stages.control.status(self._request, stages.stage, stages.details, attempt)
+
+    @workflow.update(name="retry_now")
+    async def retry_now(self) -> str:
+        """Try the blocked stage again at once instead of waiting out the backoff."""
+        self._stages.control.retry_now()
+        return self._stages.stage.value
+
+    @retry_now.validator
+    def _validate_retry_now(self) -> None:
+        self._stages.control.check(self._stages.stage, "retry_now")
+
+    @workflow.update(name="abandon")
+    async def abandon(self) -> str:
+        """Give up the blocked run: nothing is committed and staged output is discarded."""
+        self._stages.control.abandon()
+        return self._stages.stage.value
+
+    @abandon.validator
+    def _validate_abandon(self) -> None:
+        self._stages.control.check(self._stages.stage, "abandon")
+
+    @workflow.query(name=QUERY_PENDING_APPROVALS)
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls waiting for a decision (tool name and call id only)."""
+        return self._approvals.pending()
+
+    @workflow.update(name=UPDATE_APPROVE)
+    def approve(self, decision: ApprovalDecision) -> None:
+        """Run a pending tool call."""
+        self._approvals.decide(decision, approve=True)
+
+    @approve.validator
+    def _validate_approve(self, decision: ApprovalDecision) -> None:
+        self._approvals.validate(decision)
+
+    @workflow.update(name=UPDATE_DENY)
+    def deny(self, decision: ApprovalDecision) -> None:
+        """Deny a pending tool call: the model sees a denial result with its reason code."""
+        self._approvals.decide(decision, approve=False)
+
+    @deny.validator
+    def _validate_deny(self, decision: ApprovalDecision) -> None:
+        self._approvals.validate(decision)
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
