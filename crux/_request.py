@@ -50,7 +50,7 @@ from vocabulary.ids import (
 )
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
-from workflows._decode import describe_invalid
+from workflows._decode import invalid_input
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def merge_budget(
         try:
             override = InputBudgetSpec.model_validate(dict(override))
         except ValidationError as error:
-            raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
+            raise invalid_input("input_budget", error) from None
     if base is None:
         return override
     try:
@@ -340,7 +340,7 @@ def merge_budget(
             max=override.max if override.max is not None else base.max,
         )
     except ValidationError as error:
-        raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
+        raise invalid_input("input_budget", error) from None
 
 
 def validated_input(**fields: Any) -> GenerationInput:
@@ -352,4 +352,4 @@ def validated_input(**fields: Any) -> GenerationInput:
     try:
         return GenerationInput(**fields)
     except ValidationError as error:
-        raise ConfigurationError(f"invalid generation request: {describe_invalid(error)}") from None
+        raise invalid_input("generation request", error) from None

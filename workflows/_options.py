@@ -1,4 +1,8 @@
-"""Activity options of the generation workflow, each with the reason for its values."""
+"""Activity options of the generation workflow, each with the reason for its values.
+
+Who retries what (one owner per kind of failure) is written down in
+`workflows._storage_wait`; the commit's options are `workflows._commit`'s.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from contracts.settings import AttemptPolicySpec, ToolPolicySpec
 from vocabulary.errors import ErrorType
+from workflows._storage_wait import INITIAL_BACKOFF, MAX_BACKOFF
 
 # Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
 # a ceiling), not inside an activity's retry budget: retrying them here would hide the
@@ -127,29 +132,14 @@ RECORD_PLAN_LOCAL = LocalActivityConfig(
 )
 
 COMMIT_TURN = ActivityConfig(
-    # A single transaction; bounded attempts so the workflow can surface `commit_blocked`
-    # and keep retrying in its own loop instead of hiding the outage inside one activity.
+    # The first path's commit (`workflows.legacy`): bounded attempts, then that path's own
+    # `commit_blocked` loop. The second path's commit is `workflows._commit`.
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(milliseconds=500),
         maximum_interval=timedelta(seconds=5),
         maximum_attempts=3,
     ),
-)
-
-COMMIT_TURN_LOCAL = LocalActivityConfig(
-    # The commit runs as a local activity on the worker that takes the workflow task
-    # after the provider answered: the turn is published and the run completes in that
-    # same task, with no scheduling round trip. Same timeout and retries as above; the
-    # commit replays idempotently, so a retry after a lost completion is safe.
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=5),
-        maximum_attempts=3,
-    ),
-    local_retry_threshold=timedelta(seconds=5),
-    summary="commit turn",
 )
 
 COMMIT_BLOCKED_MAX_BACKOFF = timedelta(seconds=30)
@@ -159,10 +149,9 @@ MAX_REVISION_REPLANS = 24
 """Re-reads after the Thread moved before dispatch (first path; the second path's bound is
 `planner.steps.MAX_REVISION_REPLANS`)."""
 
-STORAGE_BLOCKED_INITIAL_BACKOFF = timedelta(seconds=1)
-STORAGE_BLOCKED_MAX_BACKOFF = timedelta(seconds=15)
-"""Pauses between rounds of a stage waiting for storage: short enough that a 30 s outage
-costs seconds, not minutes, after it ends; long enough to stay cheap in history."""
+# The pauses of the storage wait, as the first path (`workflows.legacy`) reads them.
+STORAGE_BLOCKED_INITIAL_BACKOFF = INITIAL_BACKOFF
+STORAGE_BLOCKED_MAX_BACKOFF = MAX_BACKOFF
 
 
 def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:
