@@ -2,15 +2,19 @@
 
 Each kind of failure has exactly one owner of its retries:
 
-| what fails                          | retried by                                          |
-| ----------------------------------- | --------------------------------------------------- |
-| a provider attempt (408/429/5xx...) | the invoke activity's `RetryPolicy` (`_options`),    |
-|                                     | honouring retry-after; provider clients never retry |
-| storage, in any stage               | this module's wait (`storage_blocked`)               |
-| the commit, whatever failed         | this module's wait (`commit_blocked`, `_commit`)     |
-| a tool handler                      | the tool activity, up to its policy's attempts       |
-| a paid answer's or tool result's    | `activities._outage.keeping_side_effect` (seconds),  |
-| staging write                       | then this module's wait                             |
+| what fails                               | retried by                                        |
+| ---------------------------------------- | ------------------------------------------------- |
+| storage, in any stage of a generation    | this module's wait (`storage_blocked`)            |
+| the commit, whatever failed              | this module's wait alone (`commit_blocked`; the   |
+|                                          | commit activity has one attempt: `_commit`)       |
+| a provider attempt (408, 429, 5xx, ...)  | the activity's `RetryPolicy` (`_options`),        |
+|                                          | honouring retry-after; clients never retry        |
+| a tool handler                           | the tool activity's policy (`_options.run_tool`)  |
+| a lost worker, a timed-out read          | the activity's `RetryPolicy` (`_options`)         |
+| the staging write of a paid answer or a  | `activities._outage.keeping_side_effect` for      |
+| tool result                              | seconds, then this module's wait                  |
+| storage, while a summary is prepared     | `SummaryWorkflow`'s own wait (`workflows.summary`)|
+| discarding staging after a failure       | `_options.DISCARD_GENERATION` (bounded)           |
 
 The activities fail fast on an outage (their retry policies list `StorageUnavailableError`
 as non-retryable; the commit activity has one attempt), so the wait is the workflow's: it
