@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from temporalio import activity
 
-from activities._errors import is_storage_unavailable
+from vocabulary.errors import StorageUnavailableError
 
 _T = TypeVar("_T")
 _K = TypeVar("_K")
@@ -38,7 +38,7 @@ async def keeping_side_effect(write: Callable[[], Awaitable[_T]]) -> _T:
         try:
             return await write()
         except Exception as error:
-            if not is_storage_unavailable(error) or loop.time() + pause > deadline:
+            if not isinstance(error, StorageUnavailableError) or loop.time() + pause > deadline:
                 raise
         if activity.in_activity():
             activity.heartbeat()

@@ -10,12 +10,11 @@ from contextlib import asynccontextmanager
 
 from temporalio import activity
 
-from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from contracts.activities import InvokeModelInput
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
 from storage import GenerationStore
-from vocabulary.errors import ProviderResponseError
+from vocabulary.errors import ProviderResponseError, StorageUnavailableError
 
 STREAM_FLUSH_SECONDS = 0.05
 """Streamed text is written to PostgreSQL in batches at most this far apart."""
@@ -94,7 +93,7 @@ async def _stream(
             except Exception as error:
                 # Deltas are progress only: a storage outage must not cost the answer being
                 # paid for. The text stays pending and goes out with the next flush.
-                if not is_storage_unavailable(error):
+                if not isinstance(error, StorageUnavailableError):
                     raise
             else:
                 sequence += 1

@@ -15,7 +15,6 @@ from typing import TypeVar
 from temporalio import activity
 
 from activities._assembly import RequestAssembler
-from activities._errors import is_storage_unavailable
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._output import reply_defects
@@ -40,7 +39,7 @@ from providers import (
 )
 from storage import GenerationStore, ThreadStore
 from telemetry.logs import get_logger
-from vocabulary.errors import ThreadError
+from vocabulary.errors import StorageUnavailableError, ThreadError
 from vocabulary.ids import assistant_message_id, turn_message_id
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind, turn_kind
@@ -301,7 +300,7 @@ class ModelInvoker:
                 )
             )
         except Exception as error:
-            if is_storage_unavailable(error):
+            if isinstance(error, StorageUnavailableError):
                 self._unstaged.keep(key, answer)
             raise
         self._unstaged.staged(key)

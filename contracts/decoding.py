@@ -3,9 +3,8 @@
 Workflows take their parameter as a `RawValue` so that nothing a client sends can fail in the
 SDK's argument decoding (which fails the workflow *task*, retried forever). Every defect,
 from invalid UTF-8 to a budget with `optimize_at > max`, becomes a `ConfigurationError` that
-names schema fields and error kinds only, never a value. The facade words its own validation
-errors with the same `describe_invalid`, so a caller reads one vocabulary of defects whether
-the facade or the workflow refused an input.
+names schema fields and error kinds only, never a value: its `code` says which defect and,
+for a schema violation (`invalid_input`), `fields` lists the invalid fields' paths.
 """
 
 from __future__ import annotations
@@ -57,14 +56,44 @@ def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
     """
     value = _json_value(raw, what=what)
     if not isinstance(value, dict):
-        raise ConfigurationError(f"{what} must be a JSON object")
+        raise ConfigurationError(f"{what} must be a JSON object", code="not_an_object")
     _check_tree(value, what=what)  # pyright: ignore[reportUnknownArgumentType]
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        raise ConfigurationError(f"invalid {what}: {describe_invalid(error)}") from None
+        raise invalid_input(what, error) from None
     except RecursionError:
-        raise ConfigurationError(f"{what} is nested too deeply") from None
+        raise ConfigurationError(f"{what} is nested too deeply", code="too_deep") from None
+
+
+def invalid_input(what: str, error: ValidationError) -> ConfigurationError:
+    """`ConfigurationError` code `invalid_input`, naming the invalid fields' paths."""
+    return ConfigurationError(
+        f"invalid {what}: {describe_invalid(error)}",
+        code="invalid_input",
+        fields=invalid_fields(error),
+    )
+
+
+def invalid_fields(error: ValidationError) -> tuple[str, ...]:
+    """The dotted paths of the invalid fields (list positions `*`), at most `MAX_DEFECTS`.
+
+    An unknown key is left out: a key can carry content.
+    """
+    paths = {
+        _path(item["loc"])
+        for item in error.errors(include_url=False, include_input=False)
+        if item["type"] != "extra_forbidden"
+    }
+    return tuple(sorted(path or "input" for path in paths)[:MAX_DEFECTS])
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(
+        "*" if isinstance(part, int) else part
+        for part in loc
+        if isinstance(part, int) or _FIELD.match(part)
+    )
 
 
 MAX_DEFECTS = 8
@@ -83,11 +112,7 @@ def describe_invalid(error: ValidationError) -> str:
         if item["type"] == "extra_forbidden":
             parts.add("unknown field")
             continue
-        path = ".".join(
-            "*" if isinstance(part, int) else part
-            for part in item["loc"]
-            if isinstance(part, int) or _FIELD.match(part)
-        )
+        path = _path(item["loc"])
         reason = item["type"]
         raised = item.get("ctx", {}).get("error")
         if isinstance(raised, ConfigurationError):
@@ -103,22 +128,22 @@ def _json_value(raw: object, *, what: str) -> Any:
     if not isinstance(raw, RawValue):
         return raw
     if raw is NO_INPUT:
-        raise ConfigurationError(f"{what} is missing: pass one JSON object")
+        raise ConfigurationError(f"{what} is missing: pass one JSON object", code="input_missing")
     payload = raw.payload
     if payload.metadata.get("encoding", b"") not in _JSON_ENCODINGS:
-        raise ConfigurationError(f"{what} must be JSON (encoding json/plain)")
+        raise ConfigurationError(f"{what} must be JSON (encoding json/plain)", code="not_json")
     if len(payload.data) > MAX_INPUT_BYTES:
-        raise ConfigurationError(f"{what} is larger than {MAX_INPUT_BYTES} bytes")
+        raise ConfigurationError(f"{what} is larger than {MAX_INPUT_BYTES} bytes", code="too_large")
     try:
         text = payload.data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigurationError(f"{what} is not valid UTF-8") from None
+        raise ConfigurationError(f"{what} is not valid UTF-8", code="not_json") from None
     try:
         return json.loads(text)
     except RecursionError:
-        raise ConfigurationError(f"{what} is nested too deeply") from None
+        raise ConfigurationError(f"{what} is nested too deeply", code="too_deep") from None
     except ValueError:
-        raise ConfigurationError(f"{what} is not valid JSON") from None
+        raise ConfigurationError(f"{what} is not valid JSON", code="not_json") from None
 
 
 def _check_tree(value: object, *, what: str) -> None:
@@ -127,20 +152,26 @@ def _check_tree(value: object, *, what: str) -> None:
     values = 1
     while stack:
         if values > MAX_VALUES:
-            raise ConfigurationError(f"{what} holds more than {MAX_VALUES} values")
+            raise ConfigurationError(
+                f"{what} holds more than {MAX_VALUES} values", code="too_many_values"
+            )
         node, depth = stack.pop()
         if depth > MAX_NESTING:
-            raise ConfigurationError(f"{what} is nested deeper than {MAX_NESTING} levels")
+            raise ConfigurationError(
+                f"{what} is nested deeper than {MAX_NESTING} levels", code="too_deep"
+            )
         if isinstance(node, str):
             if unstorable_text(node):
                 raise ConfigurationError(
-                    f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)"
+                    f"{what} contains text PostgreSQL cannot store (NUL or lone surrogate)",
+                    code="unstorable_text",
                 )
         elif isinstance(node, float) and not _finite(node):
             # JSON has no NaN or infinities; the SDK's default converter writes them, and
             # passed on they would silently become null.
             raise ConfigurationError(
-                f"{what} contains a number JSON cannot carry (NaN or infinity)"
+                f"{what} contains a number JSON cannot carry (NaN or infinity)",
+                code="non_finite_number",
             )
         elif isinstance(node, dict):
             items: dict[object, object] = node  # pyright: ignore[reportUnknownVariableType]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from contracts.decoding import describe_invalid
+from contracts.decoding import invalid_input
 from contracts.generation import InputBudgetSpec
 from vocabulary.errors import ConfigurationError
 
@@ -31,7 +31,7 @@ def merge_budget(
         try:
             override = InputBudgetSpec.model_validate(dict(override))
         except ValidationError as error:
-            raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
+            raise invalid_input("input_budget", error) from None
     if base is None:
         return override
     try:
@@ -42,4 +42,4 @@ def merge_budget(
             max=override.max if override.max is not None else base.max,
         )
     except ValidationError as error:
-        raise ConfigurationError(f"invalid input_budget: {describe_invalid(error)}") from None
+        raise invalid_input("input_budget", error) from None

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.decoding import describe_invalid
+from contracts.decoding import invalid_input
 from contracts.generation import CompositionSpec
 from contracts.parallel import MAX_PARALLEL_MEMBERS, ParallelInput
 from crux._request import CallBuilder
@@ -105,5 +105,5 @@ def start_payload(parallel_id: str, calls: Mapping[str, BuiltCall]) -> dict[str,
     try:
         ParallelInput.model_validate(payload)
     except ValidationError as error:
-        raise ConfigurationError(f"invalid parallel input: {describe_invalid(error)}") from None
+        raise invalid_input("parallel input", error) from None
     return payload

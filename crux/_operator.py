@@ -12,9 +12,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from contracts.failures import rebuilt
 from contracts.operator import GenerationStatus
-from vocabulary.details import decode_details
-from vocabulary.errors import ConfigurationError, ErrorType, OperatorError
+from vocabulary.errors import ConfigurationError, OperatorError
 from vocabulary.ids import (
     MAX_SCOPE_ID_LENGTH,
     MAX_WORKFLOW_ID_BYTES,
@@ -85,11 +85,10 @@ class RunOperator:
             return str(result)
         except WorkflowUpdateFailedError as error:
             cause = error.cause
-            if isinstance(cause, ApplicationError) and cause.type == ErrorType.OPERATOR:
-                stage = decode_details(cause.details, cause.type).stage
-                raise OperatorError(
-                    "wrong_stage", f"{name} refused: the run is not waiting", stage=stage
-                ) from None
+            refused = rebuilt(cause) if isinstance(cause, ApplicationError) else None
+            if isinstance(refused, OperatorError):
+                # The validator's own words: which command, and the stage it found.
+                raise refused from None
             raise
         except RPCError as error:
             # A run that already ended takes no updates.

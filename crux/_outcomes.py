@@ -7,33 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError
 
+from contracts import failures
 from contracts.generation import GenerationResult, StepRecord, Usage
 from storage import GenerationStore
 from vocabulary.commits import ThreadCommit
-from vocabulary.details import ErrorDetails, decode_details, encode_details
-from vocabulary.errors import (
-    ConfigurationError,
-    ContextOverflowError,
-    CruxError,
-    ErrorType,
-    GenerationFailedError,
-    OutputValidationError,
-    PreparationError,
-    ProviderAuthError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderNotFoundError,
-    ProviderResponseError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
-    RequestCompositionError,
-    StorageUnavailableError,
-    ThreadCommitError,
-    ThreadError,
-)
+from vocabulary.details import ErrorDetails
+from vocabulary.errors import CruxError, ThreadError
 from vocabulary.ids import generation_key
 from vocabulary.messages import Message
 
@@ -148,115 +128,14 @@ async def stored_result(generations: GenerationStore, finished: Finished) -> Gen
     )
 
 
-_PROVIDER_TYPES: dict[str, type[ProviderError]] = {
-    ErrorType.PROVIDER: ProviderError,
-    ErrorType.PROVIDER_HTTP: ProviderHTTPError,
-    ErrorType.PROVIDER_AUTH: ProviderAuthError,
-    ErrorType.PROVIDER_NOT_FOUND: ProviderNotFoundError,
-    ErrorType.PROVIDER_UNAVAILABLE: ProviderUnavailableError,
-    ErrorType.PROVIDER_TIMEOUT: ProviderTimeoutError,
-    ErrorType.PROVIDER_CONNECTION: ProviderConnectionError,
-    ErrorType.PROVIDER_RESPONSE: ProviderResponseError,
-    ErrorType.CONTEXT_TOO_LONG: ContextOverflowError,
-}
-
-
 def domain_error(failure: WorkflowFailureError) -> CruxError:
     """Rebuild the typed domain error from a workflow failure's cause chain.
 
-    Always a `CruxError`: a failure nobody classified becomes `GenerationFailedError`, so
-    no `WorkflowFailureError` reaches the caller.
+    Always a `CruxError` (the registry in `vocabulary.failures` says how each family is
+    rebuilt): a failure nobody classified becomes `GenerationFailedError`, so no
+    `WorkflowFailureError` reaches the caller.
     """
-    cause: BaseException | None = failure.__cause__
-    while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.type:
-            rebuilt = _from_application_error(cause)
-            if rebuilt is not None:
-                return rebuilt
-        elif isinstance(cause, CancelledError):
-            return GenerationFailedError("cancelled", "the generation was cancelled")
-        elif isinstance(cause, TerminatedError):
-            return GenerationFailedError("terminated", "the generation was terminated")
-        elif isinstance(cause, TimeoutError):
-            return GenerationFailedError("timed_out", "the generation timed out")
-        cause = cause.__cause__
-    return GenerationFailedError("internal", "the generation failed")
-
-
-def _from_application_error(cause: ApplicationError) -> CruxError | None:
-    details = decode_details(cause.details, cause.type)
-    code = details.code or ""
-    message = cause.message.removeprefix(f"{code}: ") if code else cause.message
-    kind = cause.type
-    if kind == ErrorType.REQUEST_COMPOSITION:
-        return RequestCompositionError(
-            code,  # pyright: ignore[reportArgumentType]
-            message,
-            request_id=details.request_id,
-            diagnostics=_diagnostics(details.diagnostics),
-        )
-    if kind == ErrorType.THREAD_COMMIT:
-        if code == "abandoned":
-            return ThreadCommitError(message, code="abandoned")
-        return ThreadCommitError(message)
-    if kind == ErrorType.THREAD:
-        return ThreadError(code or "commit_failed", message)  # pyright: ignore[reportArgumentType]
-    if kind == ErrorType.CONFIGURATION:
-        return ConfigurationError(cause.message)
-    if kind == ErrorType.STORAGE_UNAVAILABLE:
-        return StorageUnavailableError(cause.message)
-    if kind == ErrorType.INTERNAL:
-        return GenerationFailedError("internal", cause.message)
-    if kind == ErrorType.OUTPUT_VALIDATION:
-        defects: object = details.diagnostics.get("defects", [])
-        attempts = details.diagnostics.get("attempts", 0)
-        listed: list[object] = list(defects) if isinstance(defects, list) else []  # pyright: ignore[reportUnknownArgumentType]
-        return OutputValidationError(
-            tuple(str(defect) for defect in listed),
-            attempts=attempts if isinstance(attempts, int) else 0,
-            request_id=details.request_id,
-        )
-    if kind == ErrorType.PREPARATION:
-        return PreparationError(code or "hook_failed", message)
-    provider_type = _PROVIDER_TYPES.get(kind or "")
-    if provider_type is not None:
-        return _provider_error(provider_type, cause, details)
-    return None
-
-
-def _provider_error(
-    kind: type[ProviderError], cause: ApplicationError, details: ErrorDetails
-) -> ProviderError:
-    """Rebuild a provider error from its details (provider, status, host, model)."""
-    provider = details.provider or "provider"
-    status = details.status
-    if issubclass(kind, ProviderHTTPError):
-        if kind is ContextOverflowError:
-            error: ProviderError = ContextOverflowError(
-                provider, status if status is not None else 400, error_type=details.code
-            )
-        else:
-            error = kind(
-                provider,
-                status if status is not None else 0,
-                error_type=details.code,
-                should_retry=not cause.non_retryable,
-            )
-    else:
-        error = kind(provider, "call failed")
-    error.host = details.host
-    error.model = details.model
-    error.retryable = not cause.non_retryable
-    # The message the worker composed (it names the remedy) is kept as is.
-    error.args = (cause.message,)
-    return error
-
-
-def _diagnostics(raw: object) -> dict[str, object]:
-    if not isinstance(raw, dict):
-        return {}
-    items: dict[object, object] = raw  # pyright: ignore[reportUnknownVariableType]
-    return {str(key): value for key, value in items.items()}
+    return failures.domain_error(failure)
 
 
 def rebuild_error(
@@ -267,8 +146,4 @@ def rebuild_error(
     A failure recorded by a workflow (a parallel member's, say) is rebuilt exactly as a
     workflow failure would be: a type nobody classified becomes `GenerationFailedError`.
     """
-    cause = ApplicationError(
-        message, encode_details(details), type=error_type, non_retryable=non_retryable
-    )
-    rebuilt = _from_application_error(cause) if error_type else None
-    return rebuilt or GenerationFailedError("internal", "the generation failed")
+    return failures.rebuilt_from(error_type, message, details, non_retryable=non_retryable)

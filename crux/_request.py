@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from activities.rendering import render_turn
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from contracts.decoding import describe_invalid
+from contracts.decoding import invalid_input
 from contracts.generation import GenerationInput
 from contracts.settings import (
     AttemptPolicySpec,
@@ -242,4 +242,4 @@ def validated_input(**fields: Any) -> GenerationInput:
     try:
         return GenerationInput(**fields)
     except ValidationError as error:
-        raise ConfigurationError(f"invalid generation request: {describe_invalid(error)}") from None
+        raise invalid_input("generation request", error) from None

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from contracts.generation import GenerationResult
+from storage._failures import storage_errors
 from storage._staging_sql import STAGE
 from vocabulary.ids import generation_key
 from vocabulary.messages import Message
@@ -45,11 +46,13 @@ class GenerationLedger:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool: Any = pool
 
+    @storage_errors()
     async def find_result(self, generation_id: str) -> GenerationResult | None:
         """The stored result of a completed generation, if any."""
         stored: Any = await self._pool.fetchval(_FIND_RESULT, generation_id)
         return None if stored is None else GenerationResult.model_validate(stored)
 
+    @storage_errors()
     async def record_result(
         self,
         result: GenerationResult,
@@ -105,6 +108,7 @@ class GenerationLedger:
             stored: Any = await connection.fetchval(_FIND_RESULT, key)
         return GenerationResult.model_validate(stored)
 
+    @storage_errors()
     async def record_support_request(
         self,
         request_id: str,
@@ -125,6 +129,7 @@ class GenerationLedger:
         key = None if generation_id is None else generation_key(generation_id, thread_id)
         await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
 
+    @storage_errors()
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Return `(receipt, inspection)` JSON for a request id.
 

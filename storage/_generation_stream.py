@@ -7,6 +7,7 @@ from typing import Any
 
 import asyncpg
 
+from storage._failures import storage_errors
 from storage._staging_sql import STAGE
 from vocabulary.ids import unstorable_text
 from vocabulary.staging import DELTA_PREFIX, delta_kind
@@ -21,6 +22,7 @@ class DeltaStream:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool: Any = pool
 
+    @storage_errors()
     async def stage_delta(
         self,
         generation_id: str,
@@ -51,6 +53,7 @@ class DeltaStream:
             )
             await connection.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, generation_id)
 
+    @storage_errors()
     async def drop_deltas(self, generation_id: str, attempt: int) -> None:
         """Delete the deltas streamed for one provider attempt (its reply was rejected)."""
         await self._pool.execute(
@@ -62,6 +65,7 @@ class DeltaStream:
             delta_kind(f"{attempt:03d}:") + "%",
         )
 
+    @storage_errors()
     async def deltas_after(self, generation_id: str, after: str) -> list[tuple[str, str]]:
         """Staged deltas with keys after `after`, in order: `(key, text)`."""
         rows = await self._pool.fetch(

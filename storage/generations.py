@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from storage._failures import storage_errors
 from storage._generation_ledger import GenerationLedger
 from storage._generation_stream import STREAM_CHANNEL, DeltaStream
 from storage._staging_sql import STAGE
@@ -117,6 +118,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @storage_errors()
     async def stage(
         self,
         generation_id: str,
@@ -164,6 +166,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
             raise KeyError(generation_id)
         return _staged(row)
 
+    @storage_errors()
     async def claim_identity(
         self, generation_id: str, fingerprint: str, *, thread_id: str | None
     ) -> tuple[bool, str | None]:
@@ -185,6 +188,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
             stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
         return claimed is not None, stored
 
+    @storage_errors()
     async def get_staged(self, generation_id: str, attempt: int, kind: str) -> StagedMessage | None:
         """Return a staged row, or `None` when nothing is staged under that key."""
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, attempt, kind)
@@ -192,6 +196,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
             return None
         return _staged(row)
 
+    @storage_errors()
     async def stage_messages(
         self,
         generation_id: str,
@@ -219,11 +224,13 @@ class GenerationStore(GenerationLedger, DeltaStream):
             row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return _messages(row)
 
+    @storage_errors()
     async def get_staged_messages(self, generation_id: str, kind: str) -> list[Message] | None:
         """Return a staged message list, or `None` when none is staged."""
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return None if row is None else _messages(row)
 
+    @storage_errors()
     async def drop_staged(self, generation_id: str, attempt: int) -> None:
         """Delete an attempt's staged output (it must never be committed)."""
         await self._pool.execute(
@@ -232,6 +239,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
             attempt,
         )
 
+    @storage_errors()
     async def discard_unfinished(
         self, generation_id: str, thread_id: str | None, *, refused: bool = False
     ) -> int:
@@ -251,6 +259,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
         status = await self._pool.execute(_DISCARD_UNFINISHED, generation_id, thread_id, refused)
         return _deleted(status)
 
+    @storage_errors()
     async def sweep_orphans(self, older_than_seconds: float) -> int:
         """Delete staging older than the given age of generations that never completed.
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import asyncpg
 
+from storage._failures import storage_errors
+
 _RECORD = """
 INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
 VALUES ($1, $2, $3, $4, $5)
@@ -52,6 +54,7 @@ class ReceiptStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @storage_errors()
     async def record(
         self,
         request_id: str,
@@ -74,6 +77,7 @@ class ReceiptStore:
             _RECORD, request_id, generation_key, thread_id, receipt, inspection
         )
 
+    @storage_errors()
     async def load(self, request_ids: Sequence[str]) -> dict[str, StoredReceipt]:
         """Load receipts by id in one round trip.
 

@@ -16,6 +16,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
+from storage._failures import storage_errors
+
 _FIND = """
 SELECT artifact_id, payload FROM crux_derived_artifacts
 WHERE thread_id = $1 AND kind = 'summary'
@@ -79,6 +81,7 @@ class SummaryStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @storage_errors()
     async def best(
         self, thread_id: str, path_ids: Sequence[str], *, strategy: str, model: str
     ) -> SummaryArtifact | None:
@@ -90,11 +93,13 @@ class SummaryStore:
         best = max(rows, key=lambda row: position[row["payload"]["through_id"]])
         return SummaryArtifact.model_validate(best["payload"])
 
+    @storage_errors()
     async def get(self, thread_id: str, artifact_id: str) -> SummaryArtifact | None:
         """The artifact, or `None` when it does not exist (or was erased)."""
         payload: Any = await self._pool.fetchval(_GET, artifact_id, thread_id)
         return None if payload is None else SummaryArtifact.model_validate(payload)
 
+    @storage_errors()
     async def put(
         self, thread_id: str, artifact: SummaryArtifact, source_message_ids: Sequence[str]
     ) -> SummaryArtifact:

@@ -2,7 +2,10 @@
 
 Raising sides (activities, workflows) attach one `ErrorDetails` as the only detail of an
 `ApplicationError`; catching sides (workflows, the facade) decode it with `decode_details`.
-Details are content-free: codes, ids, figures and hosts, never message text.
+Which fields each error family fills is declared in `vocabulary.failures`. Details are
+content-free: codes, ids, figures and hosts, never message text. Encoded, they are one JSON
+object (`{"crux_details": 1, "code": ..., ...}`) that any Temporal SDK's default converter
+decodes.
 
 Version 0 is the positional form of earlier releases (`[code, diagnostics, request_id]` for
 composition errors, `[provider, status, host, model]` for provider errors, `[code]` for Thread
@@ -34,6 +37,7 @@ class ErrorDetails(BaseModel):
         host: The provider host.
         model: The model id.
         stage: The stage that failed (for storage waits).
+        fields: The schema paths of invalid fields (for configuration errors).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -46,11 +50,12 @@ class ErrorDetails(BaseModel):
     host: str | None = None
     model: str | None = None
     stage: str | None = None
+    fields: tuple[str, ...] = ()
 
 
 def encode_details(details: ErrorDetails) -> dict[str, Any]:
     """The one detail to attach to an `ApplicationError` (unset fields left out)."""
-    return {_MARKER: DETAILS_VERSION, **details.model_dump(exclude_defaults=True)}
+    return {_MARKER: DETAILS_VERSION, **details.model_dump(mode="json", exclude_defaults=True)}
 
 
 def decode_details(raw: Sequence[Any], error_type: str | None = None) -> ErrorDetails:

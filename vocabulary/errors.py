@@ -8,10 +8,11 @@ CruxError
 ├── ConfigurationError (TypeError, ValueError)   the developer got something wrong
 ├── ThreadError(code)                            canonical conversation store failures
 │   ├── ThreadCommitError                        publication outcome may be unknown
+│   │   └── PublicationInterruptedError          ... because storage became unavailable
 │   └── ThreadInUseError                         delete while owners are registered
 ├── RequestCompositionError(code)                the request cannot be planned legally
 ├── GenerationFailedError(reason)                cancelled, terminated, timed out, internal
-├── StorageUnavailableError                     PostgreSQL could not be reached
+├── StorageUnavailableError                      PostgreSQL could not be reached (or was contended)
 ├── PreparationError(code)                       a step or invocation hook failed
 ├── OperatorError(code)                         retry/abandon refused: not found, wrong stage
 └── ProviderError(provider)                      a provider call failed
@@ -30,11 +31,13 @@ id, the base URL host); the provider's own body text is never kept.
 ```
 
 `ApplicationError.type` strings used across the Temporal boundary are the class names and
-are listed once in `ErrorType`.
+are listed once in `ErrorType`; how each family crosses Temporal (its details, its
+retryability, how it is rebuilt) is declared once in `vocabulary.failures`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Literal
 
@@ -54,7 +57,25 @@ class ConfigurationError(CruxError, TypeError, ValueError):
 
     Subclasses both `TypeError` (as the seed documents specify) and `ValueError` (as Python
     users expect for bad values).
+
+    Attributes:
+        code: What kind of defect: `invalid_configuration` by default, `invalid_input` when
+            a schema validation refused an input (then `fields` names where), or a specific
+            refusal of an input payload (`input_missing`, `not_json`, `too_large`, ...).
+        fields: The dotted schema paths of the invalid fields (list positions as `*`),
+            never a value.
     """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str = "invalid_configuration",
+        fields: Iterable[str] = (),
+    ):
+        super().__init__(message)
+        self.code = code
+        self.fields: tuple[str, ...] = tuple(fields)
 
 
 class RequestCompositionError(CruxError):
@@ -136,6 +157,9 @@ class ThreadCommitError(ThreadError):
 
     Repeating the same call with the same ids repairs: it either replays the stored receipt
     or publishes.
+
+    Attributes:
+        stage: For `abandoned`, the stage the run was waiting in when it was given up.
     """
 
     def __init__(
@@ -144,9 +168,11 @@ class ThreadCommitError(ThreadError):
         *,
         thread_id: str | None = None,
         code: ThreadErrorCode = "commit_failed",
+        stage: str | None = None,
     ):
         # `abandoned`: an operator gave the staged turn up; nothing was published.
         super().__init__(code, message, thread_id=thread_id)
+        self.stage = stage
 
 
 class OperatorError(CruxError):
@@ -367,7 +393,31 @@ class ProviderResponseError(ProviderError):
 
 
 class StorageUnavailableError(CruxError):
-    """The canonical store could not be reached; the operation can be retried safely."""
+    """The canonical store could not be reached; the operation can be retried safely.
+
+    Raised by the stores for connection failures, server shutdowns, exhausted resources and
+    contention (serialisation failures, deadlocks, lock timeouts), with the driver's error as
+    `__cause__`; and by a run whose storage wait outlasted its `storage_wait_seconds`.
+
+    Attributes:
+        stage: The run's stage that waited for storage, when a run gave up waiting.
+    """
+
+    def __init__(self, message: str = "storage unavailable", *, stage: str | None = None):
+        super().__init__(message)
+        self.stage = stage
+
+
+class PublicationInterruptedError(StorageUnavailableError, ThreadCommitError):
+    """Storage became unavailable during a publication: its outcome is unknown.
+
+    Both a `ThreadCommitError` (repeat the same call to repair) and a
+    `StorageUnavailableError` (waiting for storage is what helps); it crosses Temporal as the
+    latter.
+    """
+
+    def __init__(self, message: str, *, thread_id: str | None = None):
+        ThreadCommitError.__init__(self, message, thread_id=thread_id)
 
 
 class GenerationFailedError(CruxError):
@@ -439,6 +489,7 @@ __all__ = [
     "ProviderResponseError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "PublicationInterruptedError",
     "RequestCompositionError",
     "StorageUnavailableError",
     "ThreadCommitError",

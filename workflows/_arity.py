@@ -17,7 +17,6 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.converter import PayloadConverter
-from temporalio.exceptions import ApplicationError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -25,7 +24,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from vocabulary.errors import ErrorType
+from contracts.failures import application_error
+from vocabulary.errors import ConfigurationError
 
 SINGLE_INPUT_WORKFLOWS = frozenset(
     {"ManagedGenerationWorkflow", "SummaryWorkflow", "ParallelGenerationWorkflow"}
@@ -36,10 +36,11 @@ SINGLE_INPUT_WORKFLOWS = frozenset(
 class _SingleInput(WorkflowInboundInterceptor):
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
         if len(input.args) > 1 and workflow.info().workflow_type in SINGLE_INPUT_WORKFLOWS:
-            raise ApplicationError(
-                f"the workflow takes one JSON object, not {len(input.args)} arguments",
-                type=ErrorType.CONFIGURATION,
-                non_retryable=True,
+            raise application_error(
+                ConfigurationError(
+                    f"the workflow takes one JSON object, not {len(input.args)} arguments",
+                    code="too_many_arguments",
+                )
             )
         return await self.next.execute_workflow(input)
 

@@ -19,9 +19,9 @@ from contracts.activities import (
     DiscardGenerationInput,
 )
 from contracts.decoding import decode_input
+from contracts.failures import application_error, internal_error
 from contracts.generation import GenerationInput
 from planner.steps import Fail
-from vocabulary.details import ErrorDetails, decode_details, encode_details
 from vocabulary.errors import (
     ConfigurationError,
     CruxError,
@@ -38,43 +38,28 @@ from workflows._storage_wait import application_cause
 
 
 def validated(raw: object) -> GenerationInput:
-    """The generation input, or a typed, non-retryable `ConfigurationError` failure."""
+    """The generation input, or a typed `ConfigurationError` failure."""
     try:
         return decode_input(raw, GenerationInput, what="generation input")
     except ConfigurationError as error:
-        raise ApplicationError(
-            str(error), type=ErrorType.CONFIGURATION, non_retryable=True
-        ) from None
+        raise application_error(error) from None
 
 
 def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
     """The typed, content-free failure of a `Fail` decision."""
     error = action.error
-    if isinstance(error, RequestCompositionError):
+    if isinstance(error, RequestCompositionError | OutputValidationError):
+        # The plan that failed is the decision's request.
+        error.request_id = action.request_id
+    if isinstance(error, RequestCompositionError | ThreadError):
         stages.set(Stage.FAILED, error.code)
-        details = ErrorDetails(
-            code=error.code, request_id=action.request_id, diagnostics=error.diagnostics
-        )
-        error_type = ErrorType.REQUEST_COMPOSITION
-    elif isinstance(error, ThreadError):
-        stages.set(Stage.FAILED, error.code)
-        details = ErrorDetails(code=error.code)
-        error_type = ErrorType.THREAD
-    elif isinstance(error, OutputValidationError):
+        return application_error(error)
+    if isinstance(error, OutputValidationError):
         stages.set(Stage.FAILED, "output invalid")
-        details = ErrorDetails(
-            code="output_invalid",
-            request_id=action.request_id,
-            diagnostics={"defects": list(error.defects), "attempts": error.attempts},
-        )
-        error_type = ErrorType.OUTPUT_VALIDATION
-    else:
-        stages.set(Stage.FAILED)
-        details = ErrorDetails()
-        error_type = ErrorType.INTERNAL
-    return ApplicationError(
-        str(error), encode_details(details), type=error_type, non_retryable=True
-    )
+        return application_error(error)
+    stages.set(Stage.FAILED)
+    # Any other decision to fail is a bug of ours: internal, naming its class only.
+    return application_error(internal_error(error or RuntimeError()))
 
 
 def attempt_timed_out(request: GenerationInput, error: ActivityError) -> ApplicationError | None:
@@ -92,28 +77,7 @@ def attempt_timed_out(request: GenerationInput, error: ActivityError) -> Applica
     timed_out = ProviderTimeoutError(
         provider, "no answer within the attempt timeout", model=request.model
     )
-    return ApplicationError(
-        timed_out.explain(),
-        encode_details(ErrorDetails(provider=provider, model=request.model)),
-        type=ErrorType.PROVIDER_TIMEOUT,
-        non_retryable=False,
-    )
-
-
-def commit_rejected(
-    stages: StageReporter, error: ActivityError | ApplicationError
-) -> ApplicationError:
-    """`ThreadCommitError`: the commit was rejected, so no success may be reported."""
-    cause = application_cause(error)
-    details = cause.details if cause is not None else ()
-    code = decode_details(details, cause.type if cause is not None else None).code
-    stages.set(Stage.FAILED, "commit rejected")
-    return ApplicationError(
-        "the accepted turn could not be published",
-        encode_details(ErrorDetails(code=code or "commit_failed")),
-        type=ErrorType.THREAD_COMMIT,
-        non_retryable=True,
-    )
+    return application_error(timed_out)
 
 
 async def discard_after(

@@ -1,7 +1,8 @@
 """Operator control of a run that waits for storage: retry at once, or give it up.
 
 A stage blocked on PostgreSQL (`storage_blocked`, `commit_blocked`) waits out a backoff
-between tries. `retry_now` ends that wait early; `abandon` ends the run: the staged output
+between tries of the storage wait (`workflows._storage_wait`, the one owner of those
+retries). `retry_now` ends the current pause early, `abandon` ends the run: the staged output
 is discarded by the failure path and the caller gets `ThreadCommitError('abandoned')`.
 Both are Temporal updates whose validators refuse them, typed and content-free, whenever
 the run is not in such a wait.
@@ -9,15 +10,15 @@ the run is not in such a wait.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from contracts.failures import application_error
 from contracts.generation import GenerationInput
 from contracts.operator import GenerationStatus
-from vocabulary.details import ErrorDetails, encode_details
-from vocabulary.errors import ErrorType
+from vocabulary.errors import OperatorError, ThreadCommitError
 from vocabulary.stages import Stage
 
 ABANDONED = "abandoned"
@@ -43,32 +44,24 @@ class OperatorControl:
         """The stage got through: no wait is current any more."""
         self.blocked_since = None
 
-    async def backoff(self, stage: Stage, delay: timedelta) -> None:
-        """Wait out `delay`, or less if an operator asks to retry now or abandon.
+    def interrupted(self) -> bool:
+        """Whether an operator asked to retry now or to abandon (ends a pause early)."""
+        return self._retry or self._abandon
 
-        Raises:
-            ApplicationError: `ThreadCommitError` code `abandoned` when abandoned.
-        """
-        self.waiting = True
-        try:
-            # A timer like `workflow.sleep`, cancelled early when an update arrives.
-            await workflow.wait_condition(lambda: self._retry or self._abandon, timeout=delay)
-        except TimeoutError:
-            pass
-        finally:
-            self.waiting = False
-            self._retry = False
-        if self._abandon:
-            raise abandoned_failure(stage)
+    def resume(self) -> bool:
+        """Consume a `retry_now` after a pause; `True` when the run was abandoned."""
+        self._retry = False
+        return self._abandon
 
     def check(self, stage: Stage, action: str) -> None:
         """Refuse `action` unless a stage waits out its backoff (an update validator)."""
         if not self.waiting or self._abandon:
-            raise ApplicationError(
-                f"{action} applies only while the run waits for storage (stage {stage})",
-                encode_details(ErrorDetails(code="wrong_stage", stage=stage.value)),
-                type=ErrorType.OPERATOR,
-                non_retryable=True,
+            raise application_error(
+                OperatorError(
+                    "wrong_stage",
+                    f"{action} applies only while the run waits for storage (stage {stage})",
+                    stage=stage.value,
+                )
             )
 
     def retry_now(self) -> None:
@@ -104,9 +97,11 @@ class RunAbandoned(ApplicationError):
 
 def abandoned_failure(stage: Stage) -> RunAbandoned:
     """`ThreadCommitError` code `abandoned`: nothing was committed, staging is discarded."""
-    return RunAbandoned(
-        f"the run was abandoned by an operator during {stage}; nothing was committed",
-        encode_details(ErrorDetails(code=ABANDONED, stage=stage.value)),
-        type=ErrorType.THREAD_COMMIT,
-        non_retryable=True,
+    return application_error(
+        ThreadCommitError(
+            f"the run was abandoned by an operator during {stage}; nothing was committed",
+            code=ABANDONED,
+            stage=stage.value,
+        ),
+        kind=RunAbandoned,
     )

@@ -1,4 +1,8 @@
-"""Activity options of the generation workflow, each with the reason for its values."""
+"""Activity options of the generation workflow, each with the reason for its values.
+
+Who retries what (one owner per kind of failure) is written down in
+`workflows._storage_wait`; the commit's options are `workflows._commit`'s.
+"""
 
 from __future__ import annotations
 
@@ -110,28 +114,6 @@ RECORD_PLAN_LOCAL = LocalActivityConfig(
     ),
     local_retry_threshold=timedelta(seconds=5),
 )
-
-
-COMMIT_TURN_LOCAL = LocalActivityConfig(
-    # The commit runs as a local activity on the worker that takes the workflow task
-    # after the provider answered: the turn is published and the run completes in that
-    # same task, with no scheduling round trip. A single transaction; the
-    # commit replays idempotently, so a retry after a lost completion is safe.
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(milliseconds=500),
-        maximum_interval=timedelta(seconds=5),
-        maximum_attempts=3,
-    ),
-    local_retry_threshold=timedelta(seconds=5),
-    summary="commit turn",
-)
-
-
-STORAGE_BLOCKED_INITIAL_BACKOFF = timedelta(seconds=1)
-STORAGE_BLOCKED_MAX_BACKOFF = timedelta(seconds=15)
-"""Pauses between rounds of a stage waiting for storage: short enough that a 30 s outage
-costs seconds, not minutes, after it ends; long enough to stay cheap in history."""
 
 
 def with_summary(config: ActivityConfig, summary: str) -> ActivityConfig:

@@ -1,9 +1,27 @@
 """Waiting out a PostgreSQL outage, visibly, for every stage that touches storage.
 
-The activities fail fast on an outage (their retry policies leave it to the workflow), so
-the wait is the workflow's: it shows in the stage query, the current details and
-`CruxStage`, costs none of the provider's attempts, and ends in a typed
-`StorageUnavailableError` once it outlasts the generation's `storage_wait_seconds`.
+Each kind of failure has exactly one owner of its retries:
+
+| what fails                               | retried by                                        |
+| ---------------------------------------- | ------------------------------------------------- |
+| storage, in any stage of a generation    | this module's wait (`storage_blocked`)            |
+| the commit, whatever failed              | this module's wait alone (`commit_blocked`; the   |
+|                                          | commit activity has one attempt: `_commit`)       |
+| a provider attempt (408, 429, 5xx, ...)  | the activity's `RetryPolicy` (`_options`),        |
+|                                          | honouring retry-after; clients never retry        |
+| a tool handler                           | the tool activity's policy (`_options.run_tool`)  |
+| a lost worker, a timed-out read          | the activity's `RetryPolicy` (`_options`)         |
+| the staging write of a paid answer or a  | `activities._outage.keeping_side_effect` for      |
+| tool result                              | seconds, then this module's wait                  |
+| storage, while a summary is prepared     | `SummaryWorkflow`'s own wait (`workflows.summary`)|
+| discarding staging after a failure       | `_options.DISCARD_GENERATION` (bounded)           |
+
+The activities fail fast on an outage (their retry policies list `StorageUnavailableError`
+as non-retryable; the commit activity has one attempt), so the wait is the workflow's: it
+shows in the stage query, the current details and `CruxStage`, costs none of the provider's
+attempts, and ends in a typed `StorageUnavailableError` once it outlasts the generation's
+`storage_wait_seconds`. An operator's `retry_now` ends the current pause early and `abandon`
+ends the run (`workflows._operator`); neither is a loop of its own.
 """
 
 from __future__ import annotations
@@ -15,14 +33,19 @@ from typing import TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from contracts.failures import application_error
 from contracts.generation import GenerationInput
-from vocabulary.details import ErrorDetails, encode_details
-from vocabulary.errors import ErrorType
+from vocabulary.errors import ErrorType, StorageUnavailableError
 from vocabulary.stages import Stage
-from workflows import _options
+from workflows._operator import OperatorControl, abandoned_failure
 from workflows._stages import StageReporter
 
 _T = TypeVar("_T")
+
+INITIAL_BACKOFF = timedelta(seconds=1)
+MAX_BACKOFF = timedelta(seconds=15)
+"""Pauses between rounds of a stage waiting for storage: short enough that a 30 s outage
+costs seconds, not minutes, after it ends; long enough to stay cheap in history."""
 
 
 ActivityFailure = (ActivityError, ApplicationError)
@@ -50,16 +73,6 @@ def is_storage_outage(error: ActivityError | ApplicationError) -> bool:
     """Whether an activity failed because PostgreSQL was unavailable."""
     cause = application_cause(error)
     return cause is not None and cause.type == ErrorType.STORAGE_UNAVAILABLE
-
-
-def is_retryable(error: ActivityError | ApplicationError) -> bool:
-    """Whether an activity failed in a way a later try may not (it spent its own retries).
-
-    The commit's test: anything but a non-retryable rejection keeps the accepted turn staged
-    and is tried again, because a turn the provider already answered must not be lost.
-    """
-    cause = application_cause(error)
-    return not (cause is not None and cause.non_retryable)
 
 
 async def waiting_out_storage(
@@ -90,7 +103,7 @@ async def waiting_out_storage(
         StorageWaitExceeded: Typed `StorageUnavailableError` once the wait outlasts the
             ceiling.
     """
-    backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+    backoff = INITIAL_BACKOFF
     since: datetime | None = None
     rounds = 0
     while True:
@@ -115,9 +128,26 @@ async def waiting_out_storage(
         # The stage stays blocked through the next try too: a call that hangs on an
         # unreachable server must not look like progress. The caller's next stage
         # replaces it once the call succeeds.
-        # Ended early by an operator's `retry_now`; `abandon` raises from here.
-        await stages.control.backoff(stage, backoff)
-        backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
+        await _pause(stages.control, stage, backoff)
+        backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+async def _pause(control: OperatorControl, stage: Stage, delay: timedelta) -> None:
+    """Wait out `delay`, less if an operator asks to retry now (or abandons the run).
+
+    Raises:
+        RunAbandoned: `ThreadCommitError` code `abandoned` when abandoned.
+    """
+    control.waiting = True
+    try:
+        # A timer like `workflow.sleep`, cancelled early when an update arrives.
+        await workflow.wait_condition(control.interrupted, timeout=delay)
+    except TimeoutError:
+        pass
+    finally:
+        control.waiting = False
+    if control.resume():
+        raise abandoned_failure(stage)
 
 
 def _check_ceiling(
@@ -128,10 +158,11 @@ def _check_ceiling(
     if waited < timedelta(seconds=request.storage_wait_seconds):
         return
     stages.set(Stage.FAILED, f"storage unavailable during {stage}")
-    raise StorageWaitExceeded(
-        f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
-        f" (storage_wait_seconds={request.storage_wait_seconds})",
-        encode_details(ErrorDetails(stage=stage.value)),
-        type=ErrorType.STORAGE_UNAVAILABLE,
-        non_retryable=True,
+    raise application_error(
+        StorageUnavailableError(
+            f"storage unavailable for {int(waited.total_seconds())} s during {stage}"
+            f" (storage_wait_seconds={request.storage_wait_seconds})",
+            stage=stage.value,
+        ),
+        kind=StorageWaitExceeded,
     )

@@ -52,23 +52,17 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import Approvals
+    from workflows._commit import COMMIT_TURN_LOCAL, committing
     from workflows._failures import (
         attempt_timed_out,
-        commit_rejected,
         decision_failure,
         discard_after,
         validated,
     )
     from workflows._hooks import StepHooks
-    from workflows._operator import RunAbandoned
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
-    from workflows._storage_wait import (
-        ActivityFailure,
-        StorageWaitExceeded,
-        is_retryable,
-        waiting_out_storage,
-    )
+    from workflows._storage_wait import waiting_out_storage
     from workflows._summaries import needs_fresh_summary, prepare_summary, start_summary
     from workflows._tools import run_tools
 
@@ -402,23 +396,11 @@ class ManagedGenerationWorkflow:
         """
         self._stages.set(Stage.COMMITTING)
         arg = _inputs.commit_input(request, read, progress, progress.steps)
-        try:
-            committed = await waiting_out_storage(
-                self._stages,
-                request,
-                Stage.COMMITTING,
-                lambda: workflow.execute_local_activity(
-                    stubs.commit_turn,
-                    arg,
-                    **_options.COMMIT_TURN_LOCAL,
-                ),
-                blocked=Stage.COMMIT_BLOCKED,
-                outage=is_retryable,
-            )
-        except (StorageWaitExceeded, RunAbandoned):
-            raise
-        except ActivityFailure as error:
-            raise commit_rejected(self._stages, error) from None
+        committed = await committing(
+            self._stages,
+            request,
+            lambda: workflow.execute_local_activity(stubs.commit_turn, arg, **COMMIT_TURN_LOCAL),
+        )
         for need in progress.maintenance:
             await start_summary(self._stages, request, need)
         _ui.conclude_completed(self._stages, committed.result, progress)

@@ -15,11 +15,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import (
     ApplicationError,
-    CancelledError,
     ChildWorkflowError,
-    FailureError,
-    TerminatedError,
-    TimeoutError,
     WorkflowAlreadyStartedError,
     is_cancelled_exception,
 )
@@ -27,9 +23,9 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from contracts.decoding import NO_INPUT, decode_input
+    from contracts.failures import application_error, typed_cause
     from contracts.generation import CompositionSpec, GenerationOutcome
     from contracts.parallel import (
-        FailureKind,
         MemberFailure,
         MemberOutcome,
         ParallelInput,
@@ -70,9 +66,7 @@ class ParallelGenerationWorkflow:
         try:
             request = decode_input(raw, ParallelInput, what="parallel input")
         except ConfigurationError as error:
-            raise ApplicationError(
-                str(error), type=ErrorType.CONFIGURATION, non_retryable=True
-            ) from None
+            raise application_error(error) from None
         self._states = {member.name: "pending" for member in request.members}
         workflow.set_current_details(f"{len(request.members)} members")
         # Every member runs as its own concurrent step (all children start in the same
@@ -147,23 +141,14 @@ class ParallelGenerationWorkflow:
 
 def member_failure(error: ChildWorkflowError) -> MemberFailure:
     """The content-free record of a child's failure: its typed cause, or how it ended."""
-    cause: BaseException | None = error.cause
-    while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.type:
-            return MemberFailure(
-                error_type=cause.type,
-                message=cause.message,
-                non_retryable=cause.non_retryable,
-                details=decode_details(cause.details, cause.type),
-            )
-        kind: FailureKind | None = None
-        if isinstance(cause, CancelledError):
-            kind = "cancelled"
-        elif isinstance(cause, TerminatedError):
-            kind = "terminated"
-        elif isinstance(cause, TimeoutError):
-            kind = "timed_out"
-        if kind is not None:
-            return MemberFailure(kind=kind, non_retryable=False)
-        cause = cause.cause if isinstance(cause, FailureError) else None
+    cause = typed_cause(error.cause) if error.cause is not None else None
+    if isinstance(cause, ApplicationError):
+        return MemberFailure(
+            error_type=cause.type,
+            message=cause.message,
+            non_retryable=cause.non_retryable,
+            details=decode_details(cause.details, cause.type),
+        )
+    if cause is not None:
+        return MemberFailure(kind=cause, non_retryable=False)
     return MemberFailure(error_type=ErrorType.INTERNAL, message="the generation failed")

@@ -21,12 +21,18 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummaryResult,
     )
     from contracts.decoding import NO_INPUT, decode_input
+    from contracts.failures import application_error
     from contracts.generation import DEFAULT_STORAGE_WAIT_SECONDS
-    from vocabulary.details import ErrorDetails, encode_details
-    from vocabulary.errors import ConfigurationError, CruxError, ErrorType
+    from vocabulary.errors import (
+        ConfigurationError,
+        CruxError,
+        ErrorType,
+        StorageUnavailableError,
+    )
     from vocabulary.ids import summary_key
     from vocabulary.stages import Stage
     from workflows import _options, _search, _ui
+    from workflows._storage_wait import INITIAL_BACKOFF, MAX_BACKOFF
 
 
 SUMMARY_WORKFLOW = "SummaryWorkflow"
@@ -58,9 +64,7 @@ class SummaryWorkflow:
         try:
             request = decode_input(raw, PrepareSummaryInput, what="summary input")
         except ConfigurationError as error:
-            raise ApplicationError(
-                str(error), type=ErrorType.CONFIGURATION, non_retryable=True
-            ) from None
+            raise application_error(error) from None
         workflow.set_current_details(f"stage: summarising (through {request.through_id})")
         _search.upsert(
             _search.identity(
@@ -86,7 +90,7 @@ class SummaryWorkflow:
 
     async def _prepare(self, request: PrepareSummaryInput) -> PrepareSummaryResult:
         """Run the preparation activity, waiting out storage outages (visibly)."""
-        backoff = _options.STORAGE_BLOCKED_INITIAL_BACKOFF
+        backoff = INITIAL_BACKOFF
         blocked_since = None
         while True:
             try:
@@ -109,15 +113,16 @@ class SummaryWorkflow:
             blocked_since = blocked_since or workflow.now()
             waited = workflow.now() - blocked_since
             if waited >= timedelta(seconds=DEFAULT_STORAGE_WAIT_SECONDS):
-                raise ApplicationError(
-                    f"storage unavailable for {int(waited.total_seconds())} s while summarising",
-                    encode_details(ErrorDetails(stage=Stage.SUMMARISING.value)),
-                    type=ErrorType.STORAGE_UNAVAILABLE,
-                    non_retryable=True,
+                raise application_error(
+                    StorageUnavailableError(
+                        f"storage unavailable for {int(waited.total_seconds())} s"
+                        " while summarising",
+                        stage=Stage.SUMMARISING.value,
+                    )
                 )
             workflow.set_current_details(
                 f"stage: {Stage.STORAGE_BLOCKED} (summarising through {request.through_id})"
             )
             _search.upsert([_search.STAGE.value_set(Stage.STORAGE_BLOCKED.value)])
             await workflow.sleep(backoff)
-            backoff = min(backoff * 2, _options.STORAGE_BLOCKED_MAX_BACKOFF)
+            backoff = min(backoff * 2, MAX_BACKOFF)

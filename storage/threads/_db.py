@@ -1,20 +1,34 @@
 """Typed access to asyncpg and the transaction shapes the Thread store uses.
 
 asyncpg ships no type information, so the few connection methods used here are described by
-a `Protocol`. Connection-level failures are translated in one place: for a publishing
-transaction the outcome may be unknown (`ThreadCommitError`, repeat the call to repair); for a
-read, nothing changed (`StorageUnavailableError`, retry freely).
+a `Protocol`. Driver errors are translated in one place (`_classifier`, on the classes of
+`storage._failures`): for a publishing transaction the outcome may be unknown
+(`PublicationInterruptedError`, a `ThreadCommitError`: repeat the call to repair); for a read,
+nothing changed (`StorageUnavailableError`, retry freely).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, cast
 
 import asyncpg
 
-from vocabulary.errors import StorageUnavailableError, ThreadCommitError, ThreadError
+from storage._failures import (
+    TRANSIENT,
+    UNMIGRATED,
+    UNSTORABLE,
+    classified_by,
+    unstorable,
+)
+from vocabulary.errors import (
+    CruxError,
+    PublicationInterruptedError,
+    StorageUnavailableError,
+    ThreadCommitError,
+    ThreadError,
+)
 
 
 class Row(Protocol):
@@ -41,41 +55,42 @@ class Connection(Protocol):
     ) -> AbstractAsyncContextManager[Any]: ...
 
 
-# Failures after which the server may or may not have committed.
-_CONNECTION_ERRORS = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    ConnectionError,
-    OSError,
-    TimeoutError,
-)
+def _classifier(thread_id: str, *, publishing: bool) -> Callable[[BaseException], CruxError | None]:
+    """How the Thread store words a driver error (on top of `storage._failures.classify`)."""
 
-# Server-side errors of a statement inside a transaction: the transaction rolled back.
-_SERVER_ERRORS = (asyncpg.PostgresError,)
+    def classify_thread_error(error: BaseException) -> CruxError | None:
+        if isinstance(error, UNSTORABLE):
+            return unstorable(thread_id)
+        if isinstance(error, UNMIGRATED):
+            unsupported = ThreadError(
+                "unsupported_capability",
+                "the database has no thread tables; apply the storage migrations",
+                thread_id=thread_id,
+            )
+            unsupported.__cause__ = error
+            return unsupported
+        if not publishing:
+            if isinstance(error, TRANSIENT):
+                unreachable = StorageUnavailableError(f"thread store unreachable for {thread_id}")
+                unreachable.__cause__ = error
+                return unreachable
+            return None
+        # A publication: the outcome may be unknown, and the same call repairs.
+        if isinstance(error, TRANSIENT):
+            interrupted = PublicationInterruptedError(_REPEAT, thread_id=thread_id)
+            interrupted.__cause__ = error
+            return interrupted
+        if isinstance(error, asyncpg.PostgresError):
+            # The server rejected a statement: the transaction rolled back.
+            rejected = ThreadCommitError(_REPEAT, thread_id=thread_id)
+            rejected.__cause__ = error
+            return rejected
+        return None
+
+    return classify_thread_error
 
 
-# Values the server can never accept (NUL bytes, lone surrogates, out-of-range numbers):
-# repeating the call cannot help, so they are `invalid_message`, never "repeat the call".
-_DATA_ERRORS = (asyncpg.DataError, UnicodeEncodeError)
-
-
-def _unstorable(thread_id: str) -> ThreadError:
-    # Content-free: the driver's message may quote the value.
-    return ThreadError(
-        "invalid_message",
-        "a value PostgreSQL cannot store (a NUL byte, a lone surrogate or an out-of-range number)",
-        thread_id=thread_id,
-    )
-
-
-def _unsupported(thread_id: str, exc: Exception) -> ThreadError:
-    error = ThreadError(
-        "unsupported_capability",
-        "the database has no thread tables; apply the storage migrations",
-        thread_id=thread_id,
-    )
-    error.__cause__ = exc
-    return error
+_REPEAT = "publication failed; history may or may not contain it (repeat the call)"
 
 
 @asynccontextmanager
@@ -83,23 +98,18 @@ async def write_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connect
     """A READ COMMITTED transaction for a publishing operation.
 
     Raises:
-        ThreadCommitError: The connection failed (the outcome may be unknown) or the server
-            rejected a statement.
+        PublicationInterruptedError: Storage became unavailable (the outcome may be
+            unknown; repeat the call).
+        ThreadCommitError: The server rejected a statement.
+        ThreadError: `invalid_message` for a value PostgreSQL cannot store,
+            `unsupported_capability` when the migrations were not applied.
     """
-    try:
-        async with pool.acquire() as raw, raw.transaction():
-            yield cast(Connection, raw)
-    except ThreadError:
-        raise
-    except _DATA_ERRORS:
-        raise _unstorable(thread_id) from None
-    except asyncpg.UndefinedTableError as exc:
-        raise _unsupported(thread_id, exc) from exc
-    except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
-        raise ThreadCommitError(
-            "publication failed; history may or may not contain it (repeat the call)",
-            thread_id=thread_id,
-        ) from exc
+    async with (
+        classified_by(_classifier(thread_id, publishing=True)),
+        pool.acquire() as raw,
+        raw.transaction(),
+    ):
+        yield cast(Connection, raw)
 
 
 @asynccontextmanager
@@ -109,18 +119,8 @@ async def single_statement(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
     Raises:
         ThreadCommitError: As `write_transaction`.
     """
-    try:
-        async with pool.acquire() as raw:
-            yield cast(Connection, raw)
-    except ThreadError:
-        raise
-    except _DATA_ERRORS:
-        raise _unstorable(thread_id) from None
-    except (*_CONNECTION_ERRORS, *_SERVER_ERRORS) as exc:
-        raise ThreadCommitError(
-            "publication failed; history may or may not contain it (repeat the call)",
-            thread_id=thread_id,
-        ) from exc
+    async with classified_by(_classifier(thread_id, publishing=True)), pool.acquire() as raw:
+        yield cast(Connection, raw)
 
 
 @asynccontextmanager
@@ -129,21 +129,14 @@ async def read_transaction(pool: Any, thread_id: str) -> AsyncGenerator[Connecti
 
     Raises:
         StorageUnavailableError: The database could not be reached.
+        ThreadError: As `write_transaction`.
     """
-    try:
-        async with (
-            pool.acquire() as raw,
-            raw.transaction(isolation="repeatable_read", readonly=True),
-        ):
-            yield cast(Connection, raw)
-    except ThreadError:
-        raise
-    except _DATA_ERRORS:
-        raise _unstorable(thread_id) from None
-    except asyncpg.UndefinedTableError as exc:
-        raise _unsupported(thread_id, exc) from exc
-    except _CONNECTION_ERRORS as exc:
-        raise StorageUnavailableError(f"thread store unreachable for {thread_id}") from exc
+    async with (
+        classified_by(_classifier(thread_id, publishing=False)),
+        pool.acquire() as raw,
+        raw.transaction(isolation="repeatable_read", readonly=True),
+    ):
+        yield cast(Connection, raw)
 
 
 @asynccontextmanager
@@ -152,15 +145,7 @@ async def single_read(pool: Any, thread_id: str) -> AsyncGenerator[Connection]:
 
     Raises:
         StorageUnavailableError: The database could not be reached.
+        ThreadError: As `write_transaction`.
     """
-    try:
-        async with pool.acquire() as raw:
-            yield cast(Connection, raw)
-    except ThreadError:
-        raise
-    except _DATA_ERRORS:
-        raise _unstorable(thread_id) from None
-    except asyncpg.UndefinedTableError as exc:
-        raise _unsupported(thread_id, exc) from exc
-    except _CONNECTION_ERRORS as exc:
-        raise StorageUnavailableError(f"thread store unreachable for {thread_id}") from exc
+    async with classified_by(_classifier(thread_id, publishing=False)), pool.acquire() as raw:
+        yield cast(Connection, raw)

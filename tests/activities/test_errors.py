@@ -1,4 +1,4 @@
-"""The one error-mapping function: domain error -> Temporal ApplicationError."""
+"""Activities' exceptions leave as the registry's `ApplicationError`s (`vocabulary.failures`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from crux.errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
     RequestCompositionError,
+    StorageUnavailableError,
     ThreadCommitError,
     ThreadError,
     http_error,
@@ -81,44 +82,24 @@ def test_unknown_errors_fail_at_once_naming_only_their_class() -> None:
 @pytest.mark.parametrize(
     "error",
     [
-        UnicodeEncodeError("utf-8", "secret \ud800", 7, 8, "surrogates not allowed"),
-        asyncpg.UntranslatableCharacterError("unsupported Unicode escape: secret"),
-        asyncpg.NumericValueOutOfRangeError("value secret out of range"),
+        ConnectionRefusedError(111, "refused secret"),
+        TimeoutError("secret"),
+        asyncpg.AdminShutdownError("secret"),
     ],
 )
-def test_data_postgresql_cannot_store_is_never_retried(error: Exception) -> None:
+def test_errors_nobody_classified_are_internal_even_driver_ones(error: Exception) -> None:
+    # The stores classify driver errors (`storage/_failures.py`); one that reaches an
+    # activity unclassified is a bug, never waited out as an outage.
     mapped = to_application_error(error)
-    assert isinstance(mapped, ApplicationError)
-    assert (mapped.type, decode_details(mapped.details).code, mapped.non_retryable) == (
-        "ThreadError",
-        "invalid_message",
-        True,
-    )
+    assert (mapped.type, mapped.non_retryable) == ("InternalError", True)
     assert "secret" not in str(mapped)
 
 
-@pytest.mark.parametrize(
-    ("error", "retryable"),
-    [
-        (ConnectionRefusedError(), True),
-        (TimeoutError(), True),
-        (asyncpg.AdminShutdownError("shutting down"), True),
-        (asyncpg.SerializationError("conflict"), True),
-        (asyncpg.TooManyConnectionsError("busy"), True),
-        (asyncpg.UndefinedTableError("no table"), True),
-        (asyncpg.SyntaxOrAccessError("bug"), False),
-    ],
-)
-def test_only_storage_errors_that_can_pass_are_retried(error: Exception, retryable: bool) -> None:
-    mapped = to_application_error(error)
-    assert isinstance(mapped, ApplicationError)
-    assert mapped.non_retryable is (not retryable)
-
-
-def test_undefined_table_names_the_migration_command() -> None:
-    mapped = to_application_error(asyncpg.UndefinedTableError("x"))
-    assert isinstance(mapped, ApplicationError)
-    assert "crux db migrate" in str(mapped) and "CRUX_MIGRATE" in str(mapped)
+def test_storage_outages_from_the_stores_are_retryable_and_typed() -> None:
+    mapped = to_application_error(
+        StorageUnavailableError("storage unavailable (AdminShutdownError)")
+    )
+    assert (mapped.type, mapped.non_retryable) == ("StorageUnavailableError", False)
 
 
 @pytest.mark.parametrize(
@@ -197,14 +178,6 @@ def test_details_round_trip_and_leave_unset_fields_out() -> None:
     encoded = encode_details(details)
     assert set(encoded) == {"crux_details", "code", "diagnostics"}
     assert decode_details([encoded]) == details
-
-
-def test_a_connection_left_in_a_broken_state_is_waited_out_like_an_outage() -> None:
-    import asyncpg
-
-    mapped = to_application_error(asyncpg.InternalClientError("protocol state"))
-    assert isinstance(mapped, ApplicationError)
-    assert mapped.type == "StorageUnavailableError" and not mapped.non_retryable
 
 
 def test_the_provider_error_type_reaches_the_caller() -> None:

@@ -2,49 +2,35 @@
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
-from temporalio.exceptions import ApplicationError
 
-from activities._errors import is_storage_unavailable, to_application_error
+from activities._errors import to_application_error
 from activities._outage import Unstaged, keeping_side_effect
 from crux.errors import (
     ErrorType,
     ProviderConnectionError,
+    PublicationInterruptedError,
     StorageUnavailableError,
     ThreadCommitError,
     ThreadError,
 )
 from workflows import _options
-
-
-def _caused(error: BaseException, cause: BaseException) -> BaseException:
-    error.__cause__ = cause
-    return error
+from workflows._commit import COMMIT_TURN_LOCAL
 
 
 @pytest.mark.parametrize(
     "error",
     [
-        ConnectionRefusedError(111, "refused"),
-        FileNotFoundError(2, "no socket"),
-        TimeoutError(),
-        asyncpg.exceptions.ConnectionDoesNotExistError("closed mid-operation"),
-        asyncpg.exceptions.CannotConnectNowError("starting up"),
-        asyncpg.exceptions.AdminShutdownError("terminating connection"),
-        asyncpg.InterfaceError("pool is closed"),
-        StorageUnavailableError("thread store unreachable"),
-        # The stores wrap connection failures of a publication as an unknown outcome.
-        _caused(ThreadCommitError("repeat the call"), ConnectionResetError()),
+        StorageUnavailableError("thread store unreachable for t"),
+        # The Thread store's publication cut off by an outage: an unknown outcome that
+        # waiting for storage repairs.
+        PublicationInterruptedError("repeat the call", thread_id="t"),
     ],
 )
 def test_storage_outages_map_to_one_retryable_type(error: BaseException) -> None:
-    assert is_storage_unavailable(error)
     mapped = to_application_error(error)
-    assert isinstance(mapped, ApplicationError)
     assert mapped.type == ErrorType.STORAGE_UNAVAILABLE
     assert not mapped.non_retryable
-    assert mapped.message == "storage unavailable"
 
 
 @pytest.mark.parametrize(
@@ -53,14 +39,11 @@ def test_storage_outages_map_to_one_retryable_type(error: BaseException) -> None
         ThreadCommitError("repeat the call"),
         ThreadError("identity_conflict", "moved"),
         ProviderConnectionError("openai", "connection refused"),
-        asyncpg.exceptions.UniqueViolationError("duplicate"),
+        ConnectionRefusedError(111, "refused"),
     ],
 )
 def test_other_errors_are_not_storage_outages(error: BaseException) -> None:
-    mapped = to_application_error(error)
-    assert not isinstance(mapped, ApplicationError) or (
-        mapped.type != ErrorType.STORAGE_UNAVAILABLE
-    )
+    assert to_application_error(error).type != ErrorType.STORAGE_UNAVAILABLE
 
 
 def test_activities_leave_storage_outages_to_the_workflow() -> None:
@@ -70,10 +53,17 @@ def test_activities_leave_storage_outages_to_the_workflow() -> None:
         _options.COUNT_REQUEST,
         _options.INVOKE_MODEL,
         _options.RUN_TOOL,
+        _options.RECORD_PLAN_LOCAL,
+        _options.PREPARE_SUMMARY_RUN,
     ):
         policy = config.get("retry_policy")
         assert policy is not None
         assert ErrorType.STORAGE_UNAVAILABLE.value in (policy.non_retryable_error_types or [])
+
+
+def test_the_commit_is_retried_by_the_storage_wait_alone() -> None:
+    policy = COMMIT_TURN_LOCAL.get("retry_policy")
+    assert policy is not None and policy.maximum_attempts == 1
 
 
 async def test_a_paid_result_is_written_after_a_short_outage_not_obtained_again() -> None:
@@ -82,7 +72,7 @@ async def test_a_paid_result_is_written_after_a_short_outage_not_obtained_again(
     async def write() -> str:
         attempts.append(1)
         if len(attempts) < 3:
-            raise ConnectionRefusedError(111, "refused")
+            raise StorageUnavailableError("storage unavailable (ConnectionRefusedError)")
         return "staged"
 
     assert await keeping_side_effect(write) == "staged"
