@@ -175,7 +175,7 @@ async def test_a_turn_with_a_failed_attempt_and_a_tool_round_is_traced_and_count
     # Temporal's own spans, from the client through the workflow to the activities.
     assert "StartWorkflow:ManagedGenerationWorkflow" in names
     assert "RunWorkflow:ManagedGenerationWorkflow" in names
-    assert "RunActivity:crux.invoke_model.v2" in names
+    assert "RunActivity:crux.invoke_model" in names
     start = _one(spans, "StartWorkflow:ManagedGenerationWorkflow")
     assert start.context is not None
     trace_id = start.context.trace_id
