@@ -2,8 +2,8 @@
 
 `read_skeleton` resolves the history source, reads one exact Thread revision, fetches the
 stored summaries of a managed history and keeps the one `planner.summary_choice` chooses
-(with its support request ids), and measures the user turn, the system text,
-the context sources and the tool schemas. The read activity calls it with the staged texts
+(with its support request ids), and measures the user turn, the system text, the context
+sources and the tool schemas. The read activity calls it with the staged texts
 (storing new token counts); `Runtime.preview` calls it with the texts rendered in memory
 (storing nothing). Both get the same skeleton, so a preview is the first plan of the run.
 """
