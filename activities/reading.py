@@ -1,8 +1,9 @@
 """The read stage: one function sizes a request, for the read activity and for `preview()`.
 
-`read_skeleton` resolves the history source, reads one exact Thread revision, finds the best
-stored summary (with its support request ids) and measures the user turn, the system text,
-the context sources and the tool schemas. The read activity calls it with the staged texts
+`read_skeleton` resolves the history source, reads one exact Thread revision, fetches the
+stored summaries of a managed history and keeps the one `planner.summary_choice` chooses
+(with its support request ids), and measures the user turn, the system text, the context
+sources and the tool schemas. The read activity calls it with the staged texts
 (storing new token counts); `Runtime.preview` calls it with the texts rendered in memory
 (storing nothing). Both get the same skeleton, so a preview is the first plan of the run.
 """
@@ -22,6 +23,7 @@ from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
 from contracts.settings import ToolPolicySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
+from planner.summary_choice import longest_prefix_summary, summary_model
 from providers import TokenCounter, ToolSpec
 from storage import GenerationStore, SummaryStore, ThreadStore
 from storage.threads import MAIN_OWNER
@@ -128,12 +130,14 @@ async def read_skeleton(
     )
     summary = None
     if history.kind == "managed":
-        found = await summaries.best(
+        path = [entry.id for entry in skeleton.view.messages]
+        candidates = await summaries.candidates(
             thread_id,
-            [entry.id for entry in skeleton.view.messages],
+            path,
             strategy=history.strategy,
-            model=history.summary_model or model,
+            model=summary_model(history.summary_model, model),
         )
+        found = longest_prefix_summary(path, candidates)
         if found is not None:
             summary = as_history_summary(found)
     return measured.model_copy(

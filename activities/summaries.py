@@ -6,7 +6,9 @@ Strategies (the partitioning is the planner's pure `summary_chunks`):
 - `rolling`: start from the longest earlier summary on the path and fold in the newer range
   chunk by chunk;
 - `hierarchical`: one call per chunk, then reduce the summaries in batches until one remains;
-- `adaptive`: `regenerate` when the prefix is one chunk, `hierarchical` otherwise.
+- `adaptive`: `rolling` from the longest earlier summary when there is one, otherwise
+  `regenerate` (`planner.summary_choice.preparation_strategy`); `regenerate` itself goes
+  hierarchical when one support call cannot hold the prefix.
 
 Support calls are linked by id (receipts in PostgreSQL, content-free); they are never agent
 steps and never enter the Thread.
@@ -28,6 +30,11 @@ from contracts.activities import PrepareSummaryInput, PrepareSummaryResult
 from planner import HistoryItem, ModelCatalog, SupportRequestRecord, summary_chunks
 from planner.history import leading_system_prefix
 from planner.summaries import SUMMARY_CHUNK_UNITS, SummaryChunk
+from planner.summary_choice import (
+    folds_earlier_summary,
+    longest_prefix_summary,
+    preparation_strategy,
+)
 from providers import TokenCounter
 from storage import (
     GenerationStore,
@@ -117,19 +124,14 @@ class SummaryPreparer:
         by_id = {message.id: message for message in messages}
         calls = SupportCalls(request, sizing, support_counter, profile)
         sources = [entry.id for entry in covered_entries]
-        strategy = request.strategy
         earlier = None
-        if strategy in ("rolling", "adaptive"):
-            earlier = await self._summaries.best(
-                request.thread_id,
-                ids[leading : end - 1],
-                strategy=request.strategy,
-                model=request.model,
+        if folds_earlier_summary(request.strategy):
+            path = ids[leading : end - 1]
+            candidates = await self._summaries.candidates(
+                request.thread_id, path, strategy=request.strategy, model=request.model
             )
-        if strategy == "adaptive":
-            # Fold the new range into the longest earlier summary when there is one (one
-            # call per refresh, however long the conversation); otherwise summarise anew.
-            strategy = "rolling" if earlier is not None else "regenerate"
+            earlier = longest_prefix_summary(path, candidates)
+        strategy = preparation_strategy(request.strategy, has_earlier=earlier is not None)
         if strategy == "rolling":
             text = await self._rolling(ids[leading:end], items, by_id, calls, earlier)
         else:

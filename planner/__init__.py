@@ -70,13 +70,7 @@ from planner.receipt import (
     SupportRequestRecord,
 )
 from planner.request import EpochFloor, EpochFloors, PlanRequest, epoch_key
-from planner.seal import (
-    background_preparations,
-    inline_preparations,
-    inspect_plan,
-    needs_authoritative_count,
-    plan,
-)
+from planner.seal import inspect_plan, needs_authoritative_count, plan
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 from planner.summaries import (
     SUMMARY_CHUNK_TOKENS,
@@ -85,6 +79,7 @@ from planner.summaries import (
     summary_calls,
     summary_chunks,
 )
+from planner.summary_choice import background_preparations, inline_preparations
 from vocabulary.errors import ConfigurationError, CruxError, RequestCompositionError
 
 __all__ = [

@@ -2,41 +2,18 @@
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
-from planner._rungs import Ladder, Rung, flatten
+from planner._rungs import Ladder, flatten
 from planner.budget import DerivedBudget, derive_budget
 from planner.history import HistoryWarning, scan_history
 from planner.measure import MessageFormat, message_format
-from planner.policies import MANAGED_RECENT_TOKEN_PERCENT, ManagedHistory, RecentHistory
+from planner.policies import ManagedHistory, RecentHistory
 from planner.projection import Projector, Span
 from planner.request import PlanRequest, epoch_key
 from planner.select import Option
+from planner.summary_rung import HISTORY_ID, Managed, managed_ladder
 from vocabulary.errors import ConfigurationError, RequestCompositionError
-
-HISTORY_ID = "history"
-"""Contributor id of managed history in receipts, floors and inspections."""
-
-HISTORY_PRIORITY = 2**53 - 1
-"""Managed history outranks every contributor: it is the first fidelity dimension."""
-
-
-@dataclass(frozen=True, slots=True)
-class Managed:
-    """Managed-history facts needed after selection (internal)."""
-
-    policy: ManagedHistory
-    spans: tuple[Span | None, ...]
-    prefix_messages: int
-    refresh_due: bool
-    through_id: str | None = None
-    suffix: Span | None = None
-    stale: bool = False
-    next_prefix_messages: int = 0
-    next_through_id: str | None = None
-    through_position: int | None = None
-    next_through_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,125 +72,6 @@ def _duplicate(message: str, request_id: str, contributor: str) -> RequestCompos
             ]
         },
     )
-
-
-def _next_suffix_start(
-    projector: Projector,
-    caps: tuple[int | None, int | None],
-    first_group: int,
-    turn: tuple[int, int],
-) -> int:
-    """Where the exact suffix of the next request will start, once this turn is committed.
-
-    The committed turn becomes the newest group (`turn` is its expected messages and
-    tokens), so the suffix moves forward; a refresh after the response summarises up to
-    there, and the next request finds a summary that is not stale.
-    """
-    messages_cap, tokens_cap = caps
-    count, total = turn
-    start = projector.group_count
-    g = start - 1
-    while g >= max(first_group, projector.scan.prefix_groups):
-        if (messages_cap is not None and count >= messages_cap) or (
-            tokens_cap is not None and total >= tokens_cap
-        ):
-            break
-        size, tokens = projector.group_size(g), projector.group_tokens(g)
-        if (messages_cap is not None and count + size > messages_cap) or (
-            tokens_cap is not None and total + tokens > tokens_cap
-        ):
-            break
-        count += size
-        total += tokens
-        start = g
-        g -= 1
-    return start
-
-
-def _managed_ladder(
-    policy: ManagedHistory,
-    projector: Projector,
-    budget: DerivedBudget,
-    turn: tuple[int, int] = (2, 0),
-) -> tuple[Ladder, Managed, tuple[HistoryWarning, ...]] | None:
-    messages, tokens = policy.recent_messages, policy.recent_tokens
-    if messages is None and tokens is None:
-        tokens = max(1, budget.max * MANAGED_RECENT_TOKEN_PERCENT // 100)
-    suffix, warnings = projector.recent(messages, tokens)
-    older = projector.older
-    prefix_groups = projector.scan.prefix_groups
-    if suffix.first_group <= prefix_groups and (older.count == 0 or suffix.include_older):
-        return None  # Everything fits the recent suffix: history stays exact.
-    full = projector.full()
-    fmt = projector.fmt
-    # Conversational position (messages after the leading prefix, aggregate included) of
-    # each listed group start; a summary must end exactly at one of them.
-    offset = older.count - projector.prefix_items
-    prefix_messages = offset + projector.bounds[suffix.first_group]
-    rungs: list[Rung] = [Rung("full", HISTORY_ID, full.tokens, True)]
-    spans: list[Span | None] = [full]
-    summary = policy.summary
-    if summary is None:
-        expected = suffix.tokens + policy.expected_summary_tokens + fmt.per_message
-        rungs.append(Rung("summary", None, 0, False, unprepared=True, expected=expected))
-        spans.append(suffix)
-    else:
-        # The summary must end exactly at a listed group boundary at or after the prefix.
-        target = summary.covers - offset
-        bounds = projector.bounds
-        at = bisect.bisect_left(bounds, target, lo=prefix_groups)
-        aligned = summary.covers >= older.count and at < len(bounds) and bounds[at] == target
-        raw = projector.span(at, False) if aligned else None
-        size = (raw.tokens if raw else 0) + summary.tokens + fmt.per_message
-        rungs.append(
-            Rung(
-                "summary",
-                summary.artifact_id,
-                size,
-                aligned,
-                artifact_id=summary.artifact_id,
-                support_request_ids=summary.support_request_ids,
-            )
-        )
-        spans.append(raw)
-    if policy.on_miss == "recent-only":
-        rungs.append(Rung("omitted", None, suffix.tokens, True))
-        spans.append(suffix)
-    # A summary that ends before the exact suffix starts (or cannot be placed at all) is
-    # stale: reusing it sends the uncovered gap raw. A fresher one is then always possible.
-    stale = summary is not None and (summary.covers < prefix_messages or not rungs[1].available)
-    refresh_due = summary is None or stale
-    ladder = Ladder(
-        id=HISTORY_ID,
-        priority=HISTORY_PRIORITY,
-        order=-1,
-        sources=(HISTORY_ID,),
-        tools=(),
-        kinds=tuple(rung.kind for rung in rungs),
-        rungs=tuple(rungs),
-    )
-    # The last message the summary should cover: just before the exact suffix.
-    through_id, through_position = projector.through(projector.bounds[suffix.first_group])
-    # Maintenance runs after the commit: aim at the suffix the next request will keep.
-    next_start = _next_suffix_start(projector, (messages, tokens), suffix.first_group, turn)
-    next_at = projector.bounds[next_start]
-    next_through, next_position = projector.through(next_at)
-    if stale and summary is not None and not summary.stale:
-        policy = policy.model_copy(update={"summary": summary.model_copy(update={"stale": True})})
-    facts = Managed(
-        policy,
-        tuple(spans),
-        prefix_messages,
-        refresh_due,
-        through_id,
-        suffix,
-        stale,
-        offset + next_at,
-        next_through,
-        through_position,
-        next_position,
-    )
-    return ladder, facts, warnings
 
 
 def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Composition:
@@ -281,11 +139,8 @@ def compose(request: PlanRequest, *, assume_prepared: bool = False) -> Compositi
         measurement=measurement,
     )
     if isinstance(policy, ManagedHistory):
-        # The committed turn: the user message, any tool rounds, and an answer about as
-        # large as the question (the best guess before the reply exists).
-        turn_messages = (request.current_turn_messages or 1) + 1
-        built = _managed_ladder(
-            policy, projector, budget, (turn_messages, 2 * request.current_turn_tokens)
+        built = managed_ladder(
+            policy, projector, budget, (request.current_turn_messages, request.current_turn_tokens)
         )
         if built is None:
             history_span = projector.full()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from planner._compose import HISTORY_ID, Composition
+from planner._compose import Composition
 from planner.receipt import Diagnostic
+from planner.summary_rung import HISTORY_ID
 from vocabulary.errors import CompositionErrorCode, RequestCompositionError
 
 REQUEST_REMEDIES: tuple[str, ...] = (

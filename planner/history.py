@@ -12,7 +12,7 @@ Policies:
 - `RecentHistory` (`history.recent(...)`): the newest exact suffix at causal-group
   boundaries, capped softly by messages and/or tokens.
 - `ManagedHistory` (`history(...)`): older turns may be replaced by a derived summary; see
-  `planner.managed`.
+  `planner.summary_choice`.
 """
 
 from __future__ import annotations

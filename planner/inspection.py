@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner._compose import HISTORY_ID, Composition
+from planner._compose import Composition
 from planner.projection import Span
 from planner.receipt import (
     ArtifactRecord,
@@ -17,6 +17,7 @@ from planner.receipt import (
     RequestReceipt,
     SupportRequestRecord,
 )
+from planner.summary_rung import HISTORY_ID
 
 
 def _name(ladder_id: str) -> str:

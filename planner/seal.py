@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from typing import Literal
 
-from planner._compose import HISTORY_ID, Composition, compose
+from planner._compose import Composition, compose
 from planner.diagnostics import composition_error
 from planner.inspection import build_inspection, history_record, with_runtime_facts
 from planner.projection import Span
@@ -19,7 +19,13 @@ from planner.receipt import (
 from planner.request import EpochFloor, EpochFloors, PlanRequest
 from planner.sealed import ContributorChoice, HistorySummaryPlacement, Preparation, SealedPlan
 from planner.select import Selection, select_two_tier
-from vocabulary.errors import RequestCompositionError
+from planner.summary_choice import (
+    MAINTENANCE_SCHEDULED,
+    maintenance,
+    miss_preparations,
+    summary_missing,
+)
+from planner.summary_rung import HISTORY_ID, summary_warnings
 
 
 def needs_authoritative_count(request: PlanRequest) -> bool:
@@ -46,63 +52,17 @@ def _unavailable(comp: Composition) -> tuple[str, ...]:
     return tuple(names)
 
 
-MAINTENANCE_PERCENT = 85
-"""Without a lower `optimize_at`, maintenance starts past this share of the strict max."""
+def _smallest_rest(comp: Composition) -> int:
+    """Everything but managed history, each elastic contributor at its smallest legal rung.
 
-
-def maintenance_watermark(comp: Composition) -> int:
-    """Request size past which a due summary refresh is started after the response.
-
-    The soft watermark `optimize_at`, or a share of `max` when the budget sets no lower
-    watermark: a background refresh needs headroom to land before the next turn needs it.
+    What a fresh summary is always sent beside: the most room it could ever have.
     """
-    budget = comp.budget
-    return min(budget.optimize_at, budget.max * MAINTENANCE_PERCENT // 100)
-
-
-def summary_room(comp: Composition, limit: int) -> int:
-    """Tokens a fresh summary may take so that summary plus exact suffix fit `limit`.
-
-    Everything else is counted at its smallest legal rung, so the figure is the most the
-    summary could ever use; a summary model is asked to stay within it.
-    """
-    managed = comp.managed
-    if managed is None or managed.suffix is None:
-        return 0
     others = sum(
         min((size for _, size in options), default=0)
         for ladder, options in zip(comp.ladders, comp.options, strict=True)
         if ladder.id != HISTORY_ID
     )
-    used = comp.fixed_tokens + others + managed.suffix.tokens + comp.fmt.per_message
-    return max(0, limit - used)
-
-
-def _preparation(comp: Composition, when: Literal["inline", "after-response"]) -> Preparation:
-    managed = comp.managed
-    assert managed is not None
-    # Maintenance aims below the soft watermark; an inline preparation must fit the max.
-    limit = maintenance_watermark(comp) if when == "after-response" else comp.budget.max
-    # Maintenance runs after the commit: it aims at the suffix the next request keeps.
-    ahead = when == "after-response" and managed.next_through_position is not None
-    return Preparation(
-        contributor=HISTORY_ID,
-        when=when,
-        prefix_messages=managed.next_prefix_messages if ahead else managed.prefix_messages,
-        through_id=managed.next_through_id if ahead else managed.through_id,
-        through_position=managed.next_through_position if ahead else managed.through_position,
-        max_summary_tokens=summary_room(comp, limit),
-    )
-
-
-def _inline_need(comp: Composition) -> tuple[Preparation, ...]:
-    # Missing or stale: a summary through the start of the exact suffix may still fit.
-    managed = comp.managed
-    if managed is None or not managed.refresh_due or managed.through_position is None:
-        return ()
-    if managed.policy.on_miss != "inline":
-        return ()
-    return (_preparation(comp, "inline"),)
+    return comp.fixed_tokens + others
 
 
 def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]]:
@@ -121,26 +81,13 @@ def _select(comp: Composition) -> tuple[Selection, Literal["optimize_at", "max"]
     if found is None:
         unavailable = _unavailable(comp)
         managed = comp.managed
-        if (
-            managed is not None
-            and managed.refresh_due
-            and managed.policy.on_miss != "recent-only"
-            and HISTORY_ID not in unavailable
-        ):
-            # A stale summary that no longer fits with its uncovered gap: the fresh one is
-            # the representation that is missing.
-            unavailable = (HISTORY_ID, *unavailable)
-        needs = _inline_need(comp)
-        if (
-            not needs
-            and managed is not None
-            and managed.refresh_due
-            and managed.through_position is not None
-            and managed.policy.on_miss == "fail"
-        ):
-            # `fail` does not wait, but the refresh is started so a later turn finds it:
-            # otherwise nothing would ever change and every later turn would fail too.
-            needs = (_preparation(comp, "inline").model_copy(update={"when": "after-response"}),)
+        needs: tuple[Preparation, ...] = ()
+        if managed is not None:
+            if summary_missing(managed) and HISTORY_ID not in unavailable:
+                # A stale summary that no longer fits with its uncovered gap: the fresh one
+                # is the representation that is missing.
+                unavailable = (HISTORY_ID, *unavailable)
+            needs = miss_preparations(managed, budget, _smallest_rest(comp))
         preparations = tuple(need.model_dump() for need in needs)
         code = "REPRESENTATION_UNAVAILABLE" if unavailable else "REQUEST_TOO_LARGE"
         raise composition_error(comp, code, unavailable=unavailable, preparations=preparations)
@@ -237,22 +184,8 @@ def plan(request: PlanRequest) -> SealedPlan:
                     position=comp.projector.prefix_items,
                     tokens=rung.tokens - (span.tokens if span else 0),
                 )
-                if policy_summary.origin != "stored":
-                    warnings.append(
-                        ReceiptWarning(
-                            code=f"HISTORY_SUMMARY_{policy_summary.origin.upper()}",
-                            message=f"the history summary was {policy_summary.origin} "
-                            "before dispatch",
-                        )
-                    )
+                warnings.extend(summary_warnings(policy_summary))
                 summary_path = policy_summary.path
-                if policy_summary.stale or comp.managed.stale:
-                    warnings.append(
-                        ReceiptWarning(
-                            code="HISTORY_SUMMARY_STALE",
-                            message="a summary of an older prefix is used with a longer raw suffix",
-                        )
-                    )
     choices.extend(
         ContributorChoice(
             contributor=ladder.id,
@@ -270,27 +203,16 @@ def plan(request: PlanRequest) -> SealedPlan:
     choices.sort(key=lambda choice: declared[choice.contributor])
 
     preparations: tuple[Preparation, ...] = ()
-    managed = comp.managed
-    if (
-        managed is not None
-        and managed.next_through_position is not None
-        and managed.policy.on_miss != "recent-only"
-        and total > maintenance_watermark(comp)
-        and (
-            managed.policy.summary is None
-            or managed.policy.summary.covers < managed.next_prefix_messages
-        )
-    ):
-        # Past the soft watermark, refresh in the background so the next turn finds a
-        # summary through its own suffix and an inline refresh stays rare. `recent-only`
-        # never pays for a support call.
-        preparations = (_preparation(comp, "after-response"),)
-        warnings.append(
-            ReceiptWarning(
-                code="HISTORY_MAINTENANCE_SCHEDULED",
-                message="a history summary will be prepared after the response",
-            )
-        )
+    refresh = (
+        maintenance(comp.managed, budget, total, _smallest_rest(comp))
+        if comp.managed is not None
+        else None
+    )
+    if refresh is not None:
+        # Refreshed in the background so the next turn finds a summary through its own
+        # suffix and an inline refresh stays rare.
+        preparations = (refresh,)
+        warnings.append(MAINTENANCE_SCHEDULED)
     has_history = comp.projector.listed > 0 or request.older_history.count > 0
     if comp.policy == "exact" and has_history and total > budget.optimize_at:
         warnings.append(
@@ -367,36 +289,3 @@ def inspect_plan(
     return with_runtime_facts(
         plan(request).inspection, retry_count=retry_count, support_requests=support_requests
     )
-
-
-def inline_preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
-    """Return the preparations a `REPRESENTATION_UNAVAILABLE` error asks to run inline.
-
-    A managed history whose summary is missing while the full history cannot fit (with
-    `on_miss="inline"`) fails planning with this list; the runtime prepares the summary
-    (joining an identical preparation already running), then plans again.
-
-    Args:
-        error: An error raised by `plan`.
-
-    Returns:
-        The preparations, empty when there is nothing to prepare.
-    """
-    return tuple(need for need in _preparations(error) if need.when == "inline")
-
-
-def background_preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
-    """Return the refreshes a rejected request asks to start without waiting.
-
-    Under `on_miss="fail"` a stale or missing summary fails the request, and the refresh it
-    needs is listed here: the runtime starts it in the background so that a later turn
-    finds a summary that fits.
-    """
-    return tuple(need for need in _preparations(error) if need.when == "after-response")
-
-
-def _preparations(error: RequestCompositionError) -> tuple[Preparation, ...]:
-    raw = error.diagnostics.get("preparations")
-    if not isinstance(raw, list):
-        return ()
-    return tuple(Preparation.model_validate(item) for item in cast("list[object]", raw))

@@ -19,13 +19,9 @@ from dataclasses import dataclass
 from typing import Literal, overload
 
 from planner.request import PlanRequest
-from planner.seal import (
-    background_preparations,
-    inline_preparations,
-    needs_authoritative_count,
-    plan,
-)
+from planner.seal import needs_authoritative_count, plan
 from planner.sealed import Preparation, SealedPlan
+from planner.summary_choice import failure_refresh, inline_summary_need
 from vocabulary.errors import (
     CruxError,
     OutputValidationError,
@@ -246,10 +242,12 @@ def _before_dispatch(state: Planning) -> PlanningAction:
         return Seal(plan(state.request))
     except RequestCompositionError as error:
         rejection = error
-    needs = inline_preparations(rejection)
-    if needs and state.managed_thread and not state.summary_prepared:
+    need = inline_summary_need(
+        rejection, managed_thread=state.managed_thread, summary_prepared=state.summary_prepared
+    )
+    if need is not None:
         # Managed history needs a summary before this call can fit.
-        return PrepareSummary(needs[0])
+        return PrepareSummary(need)
     if (
         rejection.code == "REQUEST_TOO_LARGE"
         and state.countable
@@ -264,12 +262,11 @@ def _before_dispatch(state: Planning) -> PlanningAction:
             else request.history_columns.message_count
         )
         return CountAuthoritatively(((0, listed),) if listed else ())
-    background = background_preparations(rejection) if state.managed_thread else ()
     # `on_miss="fail"` does not wait for the summary but starts its refresh: without it
     # every later turn would fail the same way.
     return Fail(
         rejection,
-        refresh=background[0] if background else None,
+        refresh=failure_refresh(rejection, managed_thread=state.managed_thread),
         request_id=state.request.request_id,
     )
 

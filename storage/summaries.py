@@ -5,6 +5,9 @@ message in an immutable tree is unique, so `(thread, through_id, strategy, model
 exactly one prefix: that is the artifact's identity. Artifacts live in
 `crux_derived_artifacts` with every covered message id in `source_message_ids`, so the
 Thread store's redaction and deletion remove them in the same transaction.
+
+This module stores and fetches; it never chooses. Which artifact a request uses, and when
+one is prepared, is decided in `planner.summary_choice`.
 """
 
 from __future__ import annotations
@@ -82,16 +85,16 @@ class SummaryStore:
         self._pool = pool
 
     @storage_errors()
-    async def best(
+    async def candidates(
         self, thread_id: str, path_ids: Sequence[str], *, strategy: str, model: str
-    ) -> SummaryArtifact | None:
-        """The artifact covering the longest prefix of `path_ids`, if any."""
+    ) -> list[SummaryArtifact]:
+        """The artifacts of `strategy` and `model` that end on the path `path_ids`.
+
+        Fetching only: which of them a request uses is
+        `planner.summary_choice.longest_prefix_summary`.
+        """
         rows = await self._pool.fetch(_FIND, thread_id, list(path_ids), strategy, model)
-        if not rows:
-            return None
-        position = {message_id: index for index, message_id in enumerate(path_ids)}
-        best = max(rows, key=lambda row: position[row["payload"]["through_id"]])
-        return SummaryArtifact.model_validate(best["payload"])
+        return [SummaryArtifact.model_validate(row["payload"]) for row in rows]
 
     @storage_errors()
     async def get(self, thread_id: str, artifact_id: str) -> SummaryArtifact | None:

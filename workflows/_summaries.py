@@ -28,9 +28,9 @@ from contracts.activities import (
 )
 from contracts.generation import GenerationInput
 from contracts.ui import summary_run_details, summary_run_summary
-from planner import HistorySummary, Preparation, inline_preparations
-from planner.steps import Fail, Planning
-from vocabulary.errors import ErrorType, RequestCompositionError
+from planner import HistorySummary, Preparation
+from planner.summary_choice import summary_model
+from vocabulary.errors import ErrorType
 from vocabulary.stages import Stage
 from workflows import _options
 from workflows._stages import StageReporter
@@ -75,7 +75,7 @@ async def _summary_input(
         owner=request.owner,
         through_id=through_id,
         strategy=request.history.strategy,
-        model=request.history.summary_model or request.model,
+        model=summary_model(request.history.summary_model, request.model),
         counting_model=request.model,
         generation_id=request.generation_id,
         max_summary_tokens=need.max_summary_tokens,
@@ -163,13 +163,3 @@ def _preparation_failed(error: ChildWorkflowError | ActivityError) -> Applicatio
         type=ErrorType.PROVIDER,
         non_retryable=True,
     )
-
-
-def needs_fresh_summary(
-    state: Planning, action: Fail, prepared: set[tuple[str | None, int | None]]
-) -> bool:
-    """Whether planning failed only for a summary no earlier step of this run prepared."""
-    if not state.summary_prepared or not isinstance(action.error, RequestCompositionError):
-        return False
-    needs = inline_preparations(action.error)
-    return bool(needs) and (needs[0].through_id, needs[0].through_position) not in prepared

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         Seal,
         next_action,
     )
+    from planner.summary_choice import PreparationKey, needs_fresh_summary, preparation_key
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
@@ -63,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import waiting_out_storage
-    from workflows._summaries import needs_fresh_summary, prepare_summary, start_summary
+    from workflows._summaries import prepare_summary, start_summary
     from workflows._tools import run_tools
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -78,7 +79,7 @@ class ManagedGenerationWorkflow:
 
     def __init__(self) -> None:
         self._stages = StageReporter()
-        self._summarised: set[tuple[str | None, int | None]] = set()  # inline, this run
+        self._summarised: set[PreparationKey] = set()  # inline, this run
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
@@ -262,7 +263,7 @@ class ManagedGenerationWorkflow:
                 progress.maintenance = action.maintenance
                 return progress.link(action.plan)
             if isinstance(action, PrepareSummary):
-                self._summarised.add((action.need.through_id, action.need.through_position))
+                self._summarised.add(preparation_key(action.need))
                 progress.summary = await prepare_summary(self._stages, request, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
@@ -273,7 +274,12 @@ class ManagedGenerationWorkflow:
                 if counted is not None:
                     plan_request = plan_request.model_copy(update={"counted_input_tokens": counted})
                 state = replace(state, request=plan_request, counted=True)
-            elif not prepared_here and needs_fresh_summary(state, action, self._summarised):
+            elif needs_fresh_summary(
+                action.error,
+                summary_prepared=state.summary_prepared,
+                prepared_this_step=prepared_here,
+                prepared=self._summarised,
+            ):
                 # The summary prepared for an earlier step no longer fits this one (the
                 # Thread moved meanwhile, or the turn grew): prepare the one it needs.
                 state = replace(state, summary_prepared=False)
