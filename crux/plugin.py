@@ -65,10 +65,19 @@ PASSTHROUGH_MODULES = (
 _EAGER_ACTIVITIES = 3
 
 
-def crux_data_converter(base: DataConverter = pydantic_data_converter) -> DataConverter:
-    """`base` (the pydantic converter by default) with extra start arguments left raw."""
+def crux_data_converter(base: DataConverter | None = None) -> DataConverter:
+    """The converter Crux's workflows need, keeping `base`'s codec and failure converter.
+
+    Payloads are pydantic JSON (`temporalio.contrib.pydantic`), and several start arguments
+    decoded without type hints stay raw (see `workflows.raw_extras_converter`). A payload
+    codec on `base` (encryption, say) is kept.
+    """
+    base = base or pydantic_data_converter
     return dataclasses.replace(
-        base, payload_converter_class=raw_extras_converter(base.payload_converter_class)
+        base,
+        payload_converter_class=raw_extras_converter(
+            pydantic_data_converter.payload_converter_class
+        ),
     )
 
 
@@ -102,9 +111,7 @@ class CruxPlugin(SimplePlugin):
         # The SDK types `activities` as bare `Callable`, which strict checking reports.
         super().__init__(  # pyright: ignore[reportUnknownMemberType]
             PLUGIN_NAME,
-            data_converter=lambda existing: crux_data_converter(
-                existing or pydantic_data_converter
-            ),
+            data_converter=crux_data_converter,
             workflows=list(WORKFLOWS),
             activities=implemented or None,
             workflow_runner=_sandbox,
