@@ -28,6 +28,8 @@ from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
 from vocabulary.details import decode_details
 
+pytestmark = pytest.mark.durability
+
 MODEL = "openai:gpt-4o-mini"
 SECRET = "body-text-that-must-never-surface"
 
