@@ -16,8 +16,9 @@ UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3
 TEST_WORKERS ?= 4
 PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 # The edit-test loop leaves out the long suites (crashes, kills, outages, fault matrices,
-# long conversations) and the long property runs; `make test` runs everything.
-QUICK = -m "not durability and not slow"
+# long conversations), the tests that start processes or whole stacks, and the long property
+# runs; `make test` runs everything.
+QUICK = -m "not durability and not stack and not slow"
 
 .DEFAULT_GOAL := help
 .PHONY: help install lock docs demo dev worker test test-suite check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean

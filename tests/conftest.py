@@ -45,6 +45,8 @@ LONG_POLES = (
     "e2e/test_canary_leaks.py",
     "e2e/test_approval_kill.py",
     "e2e/test_demo_real_model.py",
+    "e2e/test_readme.py",
+    "e2e/test_revision_moved.py",
     "e2e/test_hostile_input.py",
     "e2e/test_provider_faults.py",
     "planner/test_properties.py",

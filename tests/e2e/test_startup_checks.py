@@ -31,6 +31,8 @@ from crux._checks import StartupCheckError, ensure_search_attributes
 from crux.config import Settings
 from crux.stack import SEARCH_ATTRIBUTES
 
+pytestmark = pytest.mark.stack
+
 ROOT = Path(__file__).resolve().parents[2]
 FAIL_FAST_SECONDS = 30.0
 
