@@ -13,7 +13,8 @@ UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3
 # long ones first, see LONG_POLES in tests/conftest.py) and keeps the tests that hold the
 # well-known ports 7233/8233 on one worker. The suite mostly waits (servers, timers, outages),
 # so on 2 cores 4 workers beat 3 (measured on a quiet machine: make test 4:02 against 4:24,
-# make check the same); on a machine busy with other work, TEST_WORKERS=3 can be faster.
+# make check the same); on a machine busy with other work, TEST_WORKERS=3 can be faster, and
+# TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 # The edit-test loop leaves out the long suites (crashes, kills, outages, fault matrices,
@@ -77,7 +78,7 @@ test: $(STAMP) ## Everything CI runs: lint, type-check and docs beside the whole
 test-suite: $(STAMP)
 	$(PYTEST) $(PYTEST_ARGS)
 
-check: $(STAMP) ## Edit-test loop (< 2 min): unit, replay and behaviour tests in parallel, no durability suites
+check: $(STAMP) ## Edit-test loop (< 2 min): unit, replay and behaviour tests in parallel (no durability or stack suites)
 	$(PYTEST) $(QUICK) $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## Every test (parallel) without lint, type-check and docs; stops at the first failure

@@ -72,6 +72,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests = Path(__file__).parent
 
     def rank(item: pytest.Item) -> int:
+        if not item.path.is_relative_to(tests):
+            return len(LONG_POLES)
         module = item.path.relative_to(tests).as_posix()
         return LONG_POLES.index(module) if module in LONG_POLES else len(LONG_POLES)
 

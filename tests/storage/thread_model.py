@@ -4,13 +4,16 @@ It is written from the Thread semantics (the glossary, and the operations' rules
 read, edit, select, redaction, removal and deletion), not from `storage.threads`, and shares
 no code or algorithm with it: every path is materialised whole from parent links, and every
 answer is computed from that whole path with the plainest rule that states it (a page is the
-longest run of whole causal groups ending at the addressed head that fits the limit; a
-sibling is a group start with the same parent; publication order is insertion order). A bug
-in the store's paging, branch bookkeeping or variant lookup cannot repeat itself here.
+longest run of whole causal groups ending at the addressed head that fits the limit, or the
+newest group alone when even that one does not; a sibling is a group start with the same
+parent; publication order is insertion order). A bug in the store's paging, branch
+bookkeeping or variant lookup cannot repeat itself here.
 
-Two behaviours of the store that the semantics leave open are modelled as the store defines
-them: `history()` leaves out every causal group with a removed or redacted member, and
-sibling order is publication order (ids break no ties, as no two groups publish at once).
+Three behaviours the semantics leave open are modelled as the store defines them:
+`history()` leaves out every causal group with a removed or redacted member; sibling order
+is publication order (ids break no ties, as no two groups publish at once); and of two
+remembered continuations equally deep and long, an edit takes the one whose branch starts
+at the smaller id.
 
 Results are rendered in a comparable, timestamp-free form:
 
