@@ -2,6 +2,11 @@
 
 Each test that asks for `database_url` gets a fresh database cloned from a migrated template,
 so tests never see each other's rows.
+
+Under pytest-xdist (`make test`, `make check`) every worker is a session of its own: it starts
+its own PostgreSQL and Temporal dev server (random ports, temporary directories), so no two
+tests share a server they could disturb, and fixed names inside one server (the README's
+task queue, workflow ids built from fixed generation ids) never meet a concurrent run.
 """
 
 from __future__ import annotations
@@ -28,12 +33,51 @@ from storage.migrate import migrate
 
 TEMPLATE_DATABASE = "crux_test_template"
 
+LONG_POLES = (
+    "e2e/test_crash_and_outage.py",
+    "e2e/test_storage_faults.py",
+    "storage/test_thread_fuzz.py",
+    "e2e/test_parallel_restart.py",
+    "e2e/test_long_conversations.py",
+    "e2e/test_identity_and_errors.py",
+    "e2e/test_dev_stack.py",
+    "e2e/test_operator_control.py",
+    "e2e/test_canary_leaks.py",
+    "e2e/test_approval_kill.py",
+    "e2e/test_demo_real_model.py",
+    "e2e/test_readme.py",
+    "e2e/test_revision_moved.py",
+    "e2e/test_hostile_input.py",
+    "e2e/test_provider_faults.py",
+    "planner/test_properties.py",
+)
+"""Modules with the longest tests, longest first (measured with `--durations`).
+
+Parallel workers take them first, so the run does not end waiting for one long test that
+started late; the short tests fill the gaps after.
+"""
+
 # A shared 2-core machine makes wall-clock health checks and deadlines flaky; the
 # properties themselves stay the same. Example counts are chosen per test.
 settings.register_profile(
     "crux", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("crux")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On parallel workers, run the long poles first (the order is the same on every worker)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    tests = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        if not item.path.is_relative_to(tests):
+            return len(LONG_POLES)
+        module = item.path.relative_to(tests).as_posix()
+        return LONG_POLES.index(module) if module in LONG_POLES else len(LONG_POLES)
+
+    items.sort(key=rank)
 
 
 def _with_database(url: str, database: str) -> str:

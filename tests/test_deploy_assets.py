@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from temporalio.client import Client
 
@@ -142,6 +143,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.stack
 def test_the_registration_script_registers_every_attribute_and_is_idempotent(
     client: Client,
 ) -> None:

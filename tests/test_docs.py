@@ -116,6 +116,7 @@ def test_every_page_is_in_the_navigation_and_the_references_are_generated() -> N
     assert "getting-started.md" in listed and "operations.md" in listed
 
 
+@pytest.mark.stack
 def test_the_site_builds_strictly_with_the_generated_references(tmp_path: Path) -> None:
     # What `make docs` runs (without --quiet, which would hide the warnings --strict counts).
     site = tmp_path / "site"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.stack
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
     "vocabulary",

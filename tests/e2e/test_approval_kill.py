@@ -26,6 +26,8 @@ from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply
 from storage import ThreadStore
 from tests.helpers import eventually
 
+pytestmark = pytest.mark.durability
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "openai:gpt-4o-mini"
 

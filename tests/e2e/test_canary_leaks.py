@@ -60,6 +60,8 @@ from tests.leaks import (
     workflows_since,
 )
 
+pytestmark = pytest.mark.durability
+
 # Tables that hold caller text until it is erased: canonical messages, staged turns and
 # streamed deltas, and derived artifacts (summaries). Nothing else may ever hold the canary.
 TEXT_TABLES = {

@@ -82,6 +82,8 @@ from tests.pg_faults import new_database, own_postgres
 from vocabulary.commits import ThreadCommit
 from vocabulary.ids import generation_key
 
+pytestmark = pytest.mark.durability
+
 SOAK = os.environ.get("CRUX_SOAK", "").strip() in ("1", "true", "yes")
 THREADS = 35 if SOAK else 12
 IN_FLIGHT = 3

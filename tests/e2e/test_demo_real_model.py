@@ -102,6 +102,7 @@ async def test_demo_conversation_runs_on_an_unknown_openai_compatible_model(
     assert roles.count("tool") == 1
 
 
+@pytest.mark.stack
 async def test_crux_demo_command_talks_to_the_configured_server(tmp_path: Path) -> None:
     model_server = LlamaLikeServer()
     async with LoopbackOpenAIServer(responder=model_server) as server:

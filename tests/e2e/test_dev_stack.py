@@ -4,6 +4,10 @@ The stack is quiet (server output goes to log files under the stack directory), 
 cleanly on a terminal's Ctrl-C (SIGINT to the whole process group), and keeps the Temporal
 history across restarts. The test holds 7233 and 8233 itself when they are free, so it never
 takes a developer's ports and shows that a busy port leads to another, printed, address.
+
+The tests that hold the well-known ports run in one xdist group (one worker, one at a
+time): another test releasing 7233 while `crux dev` picks its port would hand it 7233. Every
+other test that starts a stack passes free ports explicitly.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pytest
+
 from crux.stack import temporal_cli_path
+
+pytestmark = [pytest.mark.durability, pytest.mark.xdist_group("well-known-ports")]
 
 NOISE = re.compile(r"\b(WARN|WARNING|ERROR|Traceback)\b")
 

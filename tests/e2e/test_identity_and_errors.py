@@ -28,6 +28,8 @@ from storage import ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
 from vocabulary.details import decode_details
 
+pytestmark = pytest.mark.durability
+
 MODEL = "openai:gpt-4o-mini"
 SECRET = "body-text-that-must-never-surface"
 
@@ -449,13 +451,17 @@ async def test_provider_rejections_reach_the_caller_typed_with_their_remedy(
 async def test_refused_connection_is_a_provider_unavailable_error(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    settings = settings_for(database_url, openai_base_url=f"http://127.0.0.1:{port}/v1")
-    async with new_worker(client, pool, settings) as running:
-        with pytest.raises(crux.ProviderError) as raised:
-            await running.runtime.generate("hi", model=MODEL)
+    # Bound, never listening: connections are refused, and no other test can take the port.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        settings = settings_for(database_url, openai_base_url=f"http://127.0.0.1:{port}/v1")
+        async with new_worker(client, pool, settings) as running:
+            with pytest.raises(crux.ProviderError) as raised:
+                # The default number of attempts, with short pauses between them.
+                await running.runtime.generate(
+                    "hi", model=MODEL, attempt_policy={"initial_interval_seconds": 0.1}
+                )
     error = raised.value
     assert isinstance(error, crux.ProviderUnavailableError)
     assert error.retryable and error.status is None

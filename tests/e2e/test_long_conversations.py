@@ -32,6 +32,8 @@ from providers.loopback import (
 from providers.loopback._server import RecordedRequest
 from tests.helpers import eventually, new_worker, settings_for
 
+pytestmark = pytest.mark.durability
+
 MODEL = "openai:gpt-4o-mini"
 SUMMARY_MARK = "faithful, compact summaries"
 TOOL_EVERY = 7

@@ -24,6 +24,8 @@ from providers.loopback import LoopbackOpenAIServer, TextReply
 from tests.helpers import eventually, new_worker, record_history, settings_for
 from vocabulary.ids import generation_key, workflow_id_for
 
+pytestmark = pytest.mark.durability
+
 MODEL = "openai:gpt-4o-mini"
 OFFLINE = "ALTER TABLE crux_generations RENAME TO crux_generations_offline"
 ONLINE = "ALTER TABLE crux_generations_offline RENAME TO crux_generations"

@@ -26,6 +26,8 @@ from providers.loopback._replies import Reply
 from providers.loopback._shared import input_tokens_of
 from tests.helpers import eventually
 
+pytestmark = pytest.mark.durability
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "openai:gpt-4o-mini"
 

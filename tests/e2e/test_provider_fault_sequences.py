@@ -56,6 +56,8 @@ from tests.faults import (
     sse_cut,
 )
 
+pytestmark = pytest.mark.durability
+
 SOAK = os.environ.get("CRUX_SOAK", "").strip() in ("1", "true", "yes")
 GENERATIONS = 300 if SOAK else 12
 IN_FLIGHT = 6

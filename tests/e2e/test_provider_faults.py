@@ -145,6 +145,8 @@ from tests.faults import (
 )
 from vocabulary.details import decode_details
 
+pytestmark = pytest.mark.durability
+
 
 @pytest_asyncio.fixture(scope="module")
 async def stack(

@@ -256,6 +256,7 @@ def test_readme_has_runnable_blocks_and_few_skips() -> None:
                     pytest.fail(f"README.md:{block.line}: write .venv/bin/{command.split()[0]}")
 
 
+@pytest.mark.stack
 async def test_every_readme_block_runs_against_the_embedded_stack(
     client: Client, pool: asyncpg.Pool, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

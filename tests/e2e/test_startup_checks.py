@@ -13,7 +13,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -30,14 +31,21 @@ from crux._checks import StartupCheckError, ensure_search_attributes
 from crux.config import Settings
 from crux.stack import SEARCH_ATTRIBUTES
 
+pytestmark = pytest.mark.stack
+
 ROOT = Path(__file__).resolve().parents[2]
 FAIL_FAST_SECONDS = 30.0
 
 
-def _closed_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@contextmanager
+def _refusing_port() -> Iterator[int]:
+    """A port that refuses connections for the block: bound by this test, never listening.
+
+    Holding it bound keeps a concurrent test (or server) from taking it in the meantime.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
 
 
 @pytest_asyncio.fixture
@@ -107,14 +115,15 @@ async def test_worker_names_temporal_address_when_temporal_is_unreachable(
     empty_database: str,
 ) -> None:
     # CRUX_MIGRATE migrates the empty database first; then Temporal is the problem.
-    address = f"127.0.0.1:{_closed_port()}"
-    completed, elapsed = await asyncio.to_thread(
-        _run,
-        [sys.executable, "-m", "crux", "worker"],
-        CRUX_DATABASE_URL=empty_database,
-        TEMPORAL_ADDRESS=address,
-        CRUX_MIGRATE="true",
-    )
+    with _refusing_port() as port:
+        address = f"127.0.0.1:{port}"
+        completed, elapsed = await asyncio.to_thread(
+            _run,
+            [sys.executable, "-m", "crux", "worker"],
+            CRUX_DATABASE_URL=empty_database,
+            TEMPORAL_ADDRESS=address,
+            CRUX_MIGRATE="true",
+        )
     line = _one_clear_line(completed)
     assert "TEMPORAL_ADDRESS" in line
     assert address in line

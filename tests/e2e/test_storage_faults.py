@@ -88,6 +88,8 @@ from tests.pg_faults import (
 )
 from vocabulary.ids import generation_key
 
+pytestmark = pytest.mark.durability
+
 SOAK = os.environ.get("CRUX_SOAK", "").strip() in ("1", "true", "yes")
 SEED = int(os.environ.get("CRUX_FAULT_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
 CRASH_ROUNDS = 5 if SOAK else 1

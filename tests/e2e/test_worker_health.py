@@ -27,6 +27,8 @@ from crux.runtime import Runtime
 from telemetry.readiness import main as readiness_main
 from tests.helpers import eventually
 
+pytestmark = pytest.mark.stack
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

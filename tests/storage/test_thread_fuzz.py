@@ -1,11 +1,15 @@
 """Differential state-machine test: random Thread operations on PostgreSQL and on a model.
 
 Every observable result (receipts without timestamps, snapshots, history views, revisions and
-error codes) must match the in-memory reference model in `thread_model.py`. The async store
-runs on one event loop owned by the test; tables are emptied between examples.
+error codes) must match the in-memory reference model in `thread_model.py`, which derives each
+answer from the Thread semantics on the whole materialised path and shares no code with the
+store. Both Threads start with a few turns, and most ids the operations name are published
+ones, so paths grow long enough that reads page, cut before a cursor and walk back a whole
+path page by page. The async store runs on one event loop owned by the test; tables are
+emptied between examples.
 
-`CRUX_FUZZ_EXAMPLES` sets the number of examples (500 by default; `make fuzz` runs the slow
-variant with 5000).
+`CRUX_FUZZ_EXAMPLES` sets the number of examples (500 by default, run as two independent
+halves so that parallel workers share them; `make fuzz` runs the slow variant with 5000).
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from typing import Any, ClassVar
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
 
 from crux.errors import ThreadError
 from crux.messages import Message
@@ -27,11 +36,11 @@ from storage.threads import MessageEntry, RemovedEntry, ThreadSnapshot, ThreadSt
 from tests.storage.thread_model import ModelError, ModelThread
 
 THREADS = st.sampled_from(["a", "b"])
-IDS = st.sampled_from([f"m{i}" for i in range(8)])
 TEXTS = st.sampled_from(["x", "y"])
 ROLES = st.sampled_from(["user", "assistant"])
-BATCHES = st.lists(st.tuples(IDS, ROLES, TEXTS), min_size=1, max_size=3)
-MAYBE_ID = st.none() | IDS
+STRANGER = "m-unknown"
+"""An id never published on any Thread: the `not_found` paths."""
+LIMITS = st.none() | st.integers(1, 4)
 
 _RESET = """
 DELETE FROM crux_thread_token_counts; DELETE FROM crux_thread_leaves;
@@ -67,20 +76,67 @@ def _snapshot(snapshot: ThreadSnapshot) -> tuple[Any, ...]:
 
 
 class ThreadMachine(RuleBasedStateMachine):
+    """Random operations whose ids mostly name messages the Thread has, so paths grow long.
+
+    Ids are drawn from the model's published messages (most of the time), from ids new to
+    both Threads, or `STRANGER`; a fresh id is new to both Threads, so a batch of fresh
+    ids appends instead of colliding, and reused ids exercise replays and conflicts.
+    """
+
     runner: ClassVar[asyncio.Runner]
     store: ClassVar[ThreadStore]
 
     def __init__(self) -> None:
         super().__init__()
         self.models = {"a": ModelThread(), "b": ModelThread()}
+        self.batches: dict[str, list[list[tuple[str, str, str]]]] = {"a": [], "b": []}
+        self.fresh = 0
         self.runner.run(self.store.pool.execute(_RESET))
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        self.fresh += 1
+        return f"m{self.fresh}"
+
+    def _known(self, data: st.DataObject, thread: str) -> str:
+        """A published id of `thread` (most often), or one it has never seen."""
+        published = sorted(self.models[thread].messages)
+        if published and data.draw(st.integers(0, 5)) > 0:
+            return data.draw(st.sampled_from(published))
+        return STRANGER
+
+    def _maybe_known(self, data: st.DataObject, thread: str) -> str | None:
+        return None if data.draw(st.booleans()) else self._known(data, thread)
+
+    def _batch(self, data: st.DataObject, thread: str) -> list[tuple[str, str, str]]:
+        """One to three messages: new ids mostly, a published one at times, or a replay."""
+        earlier = self.batches[thread]
+        if earlier and data.draw(st.integers(0, 4)) == 0:
+            batch = list(data.draw(st.sampled_from(earlier)))
+            if data.draw(st.booleans()):
+                index = data.draw(st.integers(0, len(batch) - 1))
+                message_id, role, text = batch[index]
+                batch[index] = (message_id, role, "y" if text == "x" else "x")
+            return batch
+        size = data.draw(st.integers(1, 3))
+        return [
+            (
+                self._known(data, thread) if data.draw(st.integers(0, 7)) == 0 else self._new_id(),
+                data.draw(ROLES),
+                data.draw(TEXTS),
+            )
+            for _ in range(size)
+        ]
+
+    # -- checking --------------------------------------------------------------------------
 
     def _check(
         self,
         expected: Callable[[], Any],
         actual: Callable[[], Coroutine[Any, Any, Any]],
         render: Callable[[Any], Any] = lambda value: value,
-    ) -> None:
+    ) -> tuple[str, Any]:
         try:
             want: tuple[str, Any] = ("ok", expected())
         except ModelError as error:
@@ -90,6 +146,7 @@ class ThreadMachine(RuleBasedStateMachine):
         except ThreadError as error:
             got = ("error", error.code)
         assert got == want
+        return got
 
     @staticmethod
     def _messages(batch: list[tuple[str, str, str]]) -> list[Message]:
@@ -105,48 +162,84 @@ class ThreadMachine(RuleBasedStateMachine):
             commit.replayed,
         )
 
-    @rule(thread=THREADS, batch=BATCHES, after=MAYBE_ID)
-    def append(self, thread: str, batch: list[tuple[str, str, str]], after: str | None) -> None:
-        self._check(
+    # -- operations ------------------------------------------------------------------------
+
+    @initialize(data=st.data())
+    def grow(self, data: st.DataObject) -> None:
+        """Start each Thread with a few turns (none at times), so paging has paths to cut."""
+        for thread in self.models:
+            for _ in range(data.draw(st.integers(0, 4))):
+                batch = [
+                    (self._new_id(), data.draw(ROLES), data.draw(TEXTS))
+                    for _ in range(data.draw(st.integers(1, 3)))
+                ]
+                self._append(thread, batch, after=None)
+
+    @rule(thread=THREADS, data=st.data())
+    def append(self, thread: str, data: st.DataObject) -> None:
+        self._append(thread, self._batch(data, thread), after=self._maybe_known(data, thread))
+
+    def _append(self, thread: str, batch: list[tuple[str, str, str]], after: str | None) -> None:
+        outcome = self._check(
             lambda: self.models[thread].append(batch, explicit=after is not None, parent_id=after),
             lambda: self.store.append(thread, self._messages(batch), after=after),
             self._receipt,
         )
+        if outcome[0] == "ok":
+            self.batches[thread].append(batch)
 
-    @rule(thread=THREADS, batch=BATCHES, expected=MAYBE_ID)
-    def managed_commit(
-        self, thread: str, batch: list[tuple[str, str, str]], expected: str | None
-    ) -> None:
-        self._check(
+    @rule(thread=THREADS, data=st.data())
+    def managed_commit(self, thread: str, data: st.DataObject) -> None:
+        batch = self._batch(data, thread)
+        # Mostly the head a managed turn read; at times a stale or unknown one.
+        head = self.models[thread].head
+        expected = head if data.draw(st.booleans()) else self._maybe_known(data, thread)
+        outcome = self._check(
             lambda: self.models[thread].append(batch, explicit=True, parent_id=expected),
             lambda: self.store.commit_managed_turn(
                 thread, self._messages(batch), expected_head=expected
             ),
             self._receipt,
         )
+        if outcome[0] == "ok":
+            self.batches[thread].append(batch)
 
-    @rule(thread=THREADS, node=IDS, text=TEXTS, new_id=IDS)
-    def edit(self, thread: str, node: str, text: str, new_id: str) -> None:
+    @rule(thread=THREADS, text=TEXTS, data=st.data())
+    def edit(self, thread: str, text: str, data: st.DataObject) -> None:
+        # Mostly a message that can be edited (a live user message alone in its group).
+        editable = sorted(
+            m.id
+            for m in self.models[thread].messages.values()
+            if m.role == "user" and m.first and m.last and m.erased is None
+        )
+        if editable and data.draw(st.booleans()):
+            node = data.draw(st.sampled_from(editable))
+        else:
+            node = self._known(data, thread)
+        new_id = self._known(data, thread) if data.draw(st.integers(0, 3)) == 0 else self._new_id()
         self._check(
             lambda: self.models[thread].edit(node, text, new_id),
             lambda: self.store.edit(thread, node, content=text, id=new_id),
             self._receipt,
         )
 
-    @rule(thread=THREADS, node=IDS)
-    def select(self, thread: str, node: str) -> None:
+    @rule(thread=THREADS, data=st.data())
+    def select(self, thread: str, data: st.DataObject) -> None:
+        node = self._known(data, thread)
         self._check(
             lambda: self.models[thread].select(node),
             lambda: self.store.select(thread, node),
             _snapshot,
         )
 
-    @rule(thread=THREADS, ids=st.lists(IDS, max_size=3))
-    def redact(self, thread: str, ids: list[str]) -> None:
+    @rule(thread=THREADS, data=st.data())
+    def redact(self, thread: str, data: st.DataObject) -> None:
+        ids = [self._known(data, thread) for _ in range(data.draw(st.integers(0, 3)))]
         self._check(lambda: self.models[thread].redact(ids), lambda: self.store.redact(thread, ids))
 
-    @rule(thread=THREADS, node=IDS)
-    def remove(self, thread: str, node: str) -> None:
+    @rule(thread=THREADS, data=st.data())
+    def remove(self, thread: str, data: st.DataObject) -> None:
+        node = self._known(data, thread)
         self._check(
             lambda: self.models[thread].remove(node),
             lambda: self.store.remove_group(thread, node),
@@ -158,16 +251,38 @@ class ThreadMachine(RuleBasedStateMachine):
             return  # deletion ends a Thread's story; keep it rare
         self._check(lambda: self.models[thread].delete(), lambda: self.store.delete(thread))
 
-    @rule(thread=THREADS, at=MAYBE_ID, before=MAYBE_ID, limit=st.none() | st.integers(1, 4))
-    def read(self, thread: str, at: str | None, before: str | None, limit: int | None) -> None:
-        self._check(
+    @rule(thread=THREADS, limit=LIMITS, data=st.data())
+    def read(self, thread: str, limit: int | None, data: st.DataObject) -> None:
+        at = self._maybe_known(data, thread)
+        self._read(thread, at=at, before=self._maybe_known(data, thread), limit=limit)
+
+    def _read(
+        self, thread: str, *, at: str | None, before: str | None, limit: int | None
+    ) -> tuple[str, Any]:
+        return self._check(
             lambda: self.models[thread].read(at=at, before=before, limit=limit),
             lambda: self.store.read(thread, at=at, before=before, limit=limit),
             _snapshot,
         )
 
-    @rule(thread=THREADS, counts=st.dictionaries(IDS, st.integers(0, 50), max_size=3))
-    def store_tokens(self, thread: str, counts: dict[str, int]) -> None:
+    @rule(thread=THREADS, data=st.data())
+    def page_back(self, thread: str, data: st.DataObject) -> None:
+        """Page the whole selected path (or a prefix) newest first, as a client would."""
+        limit = data.draw(st.integers(1, 4))
+        at = self._maybe_known(data, thread)
+        before: str | None = None
+        for _ in range(40):
+            page = self._read(thread, at=at, before=before, limit=limit)
+            if page[0] == "error" or page[1][3] is None:
+                return
+            before = page[1][3]
+
+    @rule(thread=THREADS, data=st.data())
+    def store_tokens(self, thread: str, data: st.DataObject) -> None:
+        counts = {
+            self._known(data, thread): data.draw(st.integers(0, 50))
+            for _ in range(data.draw(st.integers(0, 3)))
+        }
         self._check(
             lambda: self.models[thread].store_tokens(counts),
             lambda: self.store.store_token_counts(thread, "enc", counts),
@@ -210,9 +325,14 @@ def _run(database_url: str, *, examples: int, steps: int) -> None:
             runner.run(pool.close())
 
 
+HALVES = 2
+"""The CI examples run as independent halves, so parallel workers share them."""
+
+
 @pytest.mark.timeout(600)
-def test_thread_store_matches_the_reference_model(database_url: str) -> None:
-    _run(database_url, examples=_examples(500), steps=30)
+@pytest.mark.parametrize("half", range(HALVES))
+def test_thread_store_matches_the_reference_model(database_url: str, half: int) -> None:
+    _run(database_url, examples=_examples(500) // HALVES, steps=30)
 
 
 @pytest.mark.slow

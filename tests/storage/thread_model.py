@@ -1,7 +1,28 @@
 """An in-memory reference model of one Thread, for differential tests against PostgreSQL.
 
-It follows the documented semantics of `storage.threads` (including its recorded deviations)
-with plain dictionaries, and renders every result in a comparable, timestamp-free form.
+It is written from the Thread semantics (the glossary, and the operations' rules for append,
+read, edit, select, redaction, removal and deletion), not from `storage.threads`, and shares
+no code or algorithm with it: every path is materialised whole from parent links, and every
+answer is computed from that whole path with the plainest rule that states it (a page is the
+longest run of whole causal groups ending at the addressed head that fits the limit, or the
+newest group alone when even that one does not; a sibling is a group start with the same
+parent; publication order is insertion order). A bug in the store's paging, branch
+bookkeeping or variant lookup cannot repeat itself here.
+
+Three behaviours the semantics leave open are modelled as the store defines them:
+`history()` leaves out every causal group with a removed or redacted member; sibling order
+is publication order (ids break no ties, as no two groups publish at once); and of two
+remembered continuations equally deep and long, an edit takes the one whose branch starts
+at the smaller id.
+
+Results are rendered in a comparable, timestamp-free form:
+
+- receipt: `(status, message_ids, parent_id, selected_head, replayed)`;
+- snapshot: `(revision, head, entries, cursor)`, each entry
+  `("message", id, parent_id, (role, text), variant)` with variant
+  `(index, count, previous, next)` or `None`, `("removed", id, parent_id)`, or
+  `("redacted", id, parent_id)`;
+- history: `(revision, head, ((id, tokens), ...))`.
 """
 
 from __future__ import annotations
@@ -12,382 +33,385 @@ from typing import Any
 Outcome = tuple[str, Any]
 """`("ok", value)` or `("error", code)`."""
 
-MAIN = "main"
+Batch = list[tuple[str, str, str]]
+"""`(message_id, role, text)` per message of one append call."""
 
 
 class ModelError(Exception):
+    """An operation the semantics refuse, with the error code the store must raise."""
+
     def __init__(self, code: str) -> None:
         super().__init__(code)
         self.code = code
 
 
 @dataclass
-class ModelNode:
+class Stored:
+    """One published message: where it sits, what it says, and what erasure did to it."""
+
     id: str
     parent: str | None
-    group_id: str
-    seq: int
-    group_end: bool
-    depth: int
-    version: int
+    group: str
+    """Id of the first message of its causal group."""
+    first: bool
+    last: bool
     role: str
-    identity: tuple[str, str]
-    state: str = "live"
-    edit_of: str | None = None
+    text: str
+    edit_of: str | None
+    erased: str | None = None
+    """`None` while live, then `"removed"` or `"redacted"`."""
 
 
 @dataclass
-class ModelGroup:
-    message_ids: list[str]
-    parent: str | None
+class Receipt:
+    """What the publication of one causal group returned the first time."""
+
     status: str
+    message_ids: tuple[str, ...]
+    parent: str | None
     selected_head: str
-    edit_of: str | None = None
+    edit_of: str | None
+
+    def render(self, *, replayed: bool) -> tuple[Any, ...]:
+        return (self.status, self.message_ids, self.parent, self.selected_head, replayed)
 
 
 @dataclass
 class ModelThread:
-    state: str = "absent"
-    version: int = 0
-    heads: dict[str, str] = field(default_factory=dict[str, str])
-    nodes: dict[str, ModelNode] = field(default_factory=dict[str, ModelNode])
-    groups: dict[str, ModelGroup] = field(default_factory=dict[str, ModelGroup])
-    leaves: dict[str, str] = field(default_factory=dict[str, str])
+    """The main owner's view of one Thread (the only owner the differential test uses)."""
+
+    exists: bool = False
+    deleted: bool = False
+    changes: int = 0
+    """Publishing mutations so far: the revision is a function of this count alone."""
+    head: str | None = None
+    messages: dict[str, Stored] = field(default_factory=dict[str, Stored])
+    """Every published message, in publication order (dicts keep insertion order)."""
+    receipts: dict[str, Receipt] = field(default_factory=dict[str, Receipt])
+    """By the first message id of each group."""
+    remembered: dict[str, str] = field(default_factory=dict[str, str])
+    """Remembered leaves: first message of a branch -> the last leaf visited on it."""
     tokens: dict[str, int] = field(default_factory=dict[str, int])
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- reading the tree ------------------------------------------------------------------
 
     @property
     def revision(self) -> str:
-        return f"r{self.version}"
+        return f"r{self.changes}"
 
-    def _live(self) -> None:
-        if self.state == "absent":
-            raise ModelError("not_found")
-        if self.state == "deleted":
+    def _require_live(self) -> None:
+        if self.deleted:
             raise ModelError("deleted")
+        if not self.exists:
+            raise ModelError("not_found")
 
-    def _path(self, head: str) -> list[ModelNode]:
-        path: list[ModelNode] = []
-        current: str | None = head
-        while current is not None:
-            node = self.nodes[current]
-            path.append(node)
-            current = node.parent
-        return path[::-1]
+    def path_to(self, leaf: str) -> list[Stored]:
+        """Root-to-`leaf` path: follow parent links to the root, then reverse."""
+        path: list[Stored] = []
+        cursor: str | None = leaf
+        while cursor is not None:
+            path.insert(0, self.messages[cursor])
+            cursor = self.messages[cursor].parent
+        return path
 
-    @staticmethod
-    def _on_path(path: list[ModelNode], target: ModelNode) -> bool:
-        return target.depth < len(path) and path[target.depth].id == target.id
+    def _members(self, group: str) -> list[Stored]:
+        return [m for m in self.messages.values() if m.group == group]
 
-    def _receipt(self, group: ModelGroup, replayed: bool) -> tuple[Any, ...]:
-        return (group.status, tuple(group.message_ids), group.parent, group.selected_head, replayed)
+    def _siblings(self, parent: str | None) -> list[str]:
+        """Group starts under `parent`, oldest publication first."""
+        return [m.id for m in self.messages.values() if m.first and m.parent == parent]
 
-    def _insert(
-        self,
-        batch: list[tuple[str, str, str]],
-        parent: ModelNode | None,
-        status: str,
-        selected_head: str,
-        edit_of: str | None = None,
-    ) -> ModelGroup:
-        first = batch[0][0]
-        previous = parent.id if parent else None
-        depth = parent.depth + 1 if parent else 0
-        for seq, (message_id, role, text) in enumerate(batch):
-            self.nodes[message_id] = ModelNode(
+    def _publish(
+        self, batch: Batch, parent: str | None, *, edit_of: str | None = None
+    ) -> list[Stored]:
+        ids = [message_id for message_id, _, _ in batch]
+        members = [
+            Stored(
                 id=message_id,
-                parent=previous,
-                group_id=first,
-                seq=seq,
-                group_end=seq == len(batch) - 1,
-                depth=depth + seq,
-                version=self.version + 1,
+                parent=parent if index == 0 else ids[index - 1],
+                group=ids[0],
+                first=index == 0,
+                last=index == len(batch) - 1,
                 role=role,
-                identity=(role, text),
+                text=text,
                 edit_of=edit_of,
             )
-            previous = message_id
-        group = ModelGroup(
-            message_ids=[item[0] for item in batch],
-            parent=parent.id if parent else None,
-            status=status,
-            selected_head=selected_head,
-            edit_of=edit_of,
-        )
-        self.groups[first] = group
-        return group
+            for index, (message_id, role, text) in enumerate(batch)
+        ]
+        for member in members:
+            self.messages[member.id] = member
+        return members
 
     # -- operations ------------------------------------------------------------------------
 
-    def append(
-        self, batch: list[tuple[str, str, str]], *, explicit: bool, parent_id: str | None
-    ) -> tuple[Any, ...]:
-        ids = [item[0] for item in batch]
-        if len(set(ids)) != len(ids):
+    def append(self, batch: Batch, *, explicit: bool, parent_id: str | None) -> tuple[Any, ...]:
+        """Publish `batch` as one causal group after `parent_id` (explicit) or the head."""
+        ids = [message_id for message_id, _, _ in batch]
+        if len(set(ids)) < len(ids):
             raise ModelError("identity_conflict")
-        if self.state == "deleted":
+        if self.deleted:
             raise ModelError("deleted")
-        existing = [self.nodes[i] for i in ids if i in self.nodes]
-        if any(node.state == "redacted" for node in existing):
+        known = [self.messages[i] for i in ids if i in self.messages]
+        if any(m.erased == "redacted" for m in known):
             raise ModelError("redacted")
-        if existing:
-            if len(existing) != len(ids):
-                raise ModelError("identity_conflict")
-            group = self.groups[existing[0].group_id]
-            if group.message_ids != ids or group.edit_of is not None:
-                raise ModelError("identity_conflict")
-            for message_id, role, text in batch:
-                if self.nodes[message_id].identity != (role, text):
-                    raise ModelError("identity_conflict")
-            if explicit and group.parent != parent_id:
-                raise ModelError("identity_conflict")
-            return self._receipt(group, True)
-        head = self.heads.get(MAIN)
-        target = parent_id if explicit else head
-        parent = None
-        if target is not None:
-            parent = self.nodes.get(target)
-            if parent is None:
+        if known:
+            return self._replay(batch, known, explicit=explicit, parent_id=parent_id)
+        parent = parent_id if explicit else self.head
+        if parent is not None:
+            if parent not in self.messages:
                 raise ModelError("not_found")
-            if not parent.group_end:
+            if not self.messages[parent].last:
                 raise ModelError("invalid_group")
         leaf = ids[-1]
-        selected = head is None or head == target
-        status = "selected" if selected else "alternative"
-        selected_head = head if head is not None and not selected else leaf
-        group = self._insert(batch, parent, status, selected_head)
-        advanced = 0
-        if target is not None:
-            for start, tip in list(self.leaves.items()):
-                if tip == target:
-                    self.leaves[start] = leaf
-                    advanced += 1
-        if not selected and advanced == 0:
-            self.leaves[ids[0]] = leaf
+        previous_head = self.head
+        selected = previous_head == parent
+        self._publish(batch, parent)
+        receipt = Receipt(
+            status="selected" if selected else "alternative",
+            message_ids=tuple(ids),
+            parent=parent,
+            selected_head=leaf if selected or previous_head is None else previous_head,
+            edit_of=None,
+        )
+        self.receipts[ids[0]] = receipt
+        # Branches whose remembered leaf was the parent now end at the new leaf.
+        followed = [start for start, tip in self.remembered.items() if tip == parent]
+        for start in followed:
+            self.remembered[start] = leaf
+        if not selected and not followed:
+            self.remembered[ids[0]] = leaf
         if selected:
-            self.heads[MAIN] = leaf
-        self.state = "live"
-        self.version += 1
-        return self._receipt(group, False)
+            self.head = leaf
+        self.exists = True
+        self.changes += 1
+        return receipt.render(replayed=False)
+
+    def _replay(
+        self, batch: Batch, known: list[Stored], *, explicit: bool, parent_id: str | None
+    ) -> tuple[Any, ...]:
+        """An append of ids already published: the same group again, or a conflict."""
+        if len(known) < len(batch):
+            raise ModelError("identity_conflict")
+        receipt = self.receipts.get(known[0].id)
+        same_group = receipt is not None and list(receipt.message_ids) == [m.id for m in known]
+        same_messages = [(m.role, m.text) for m in known] == [(r, t) for _, r, t in batch]
+        if receipt is None or not same_group or receipt.edit_of is not None or not same_messages:
+            raise ModelError("identity_conflict")
+        if explicit and receipt.parent != parent_id:
+            raise ModelError("identity_conflict")
+        return receipt.render(replayed=True)
 
     def edit(self, target_id: str, text: str, new_id: str) -> tuple[Any, ...]:
-        self._live()
-        target = self.nodes.get(target_id)
+        """Publish a replacement of a sole-member user message beside it, and select it."""
+        self._require_live()
+        target = self.messages.get(target_id)
         if target is None:
             raise ModelError("not_found")
-        if target.state == "redacted":
+        if target.erased == "redacted":
             raise ModelError("redacted")
-        existing = self.nodes.get(new_id)
-        if existing is not None:
-            if existing.state == "redacted":
+        if new_id in self.messages:
+            existing = self.messages[new_id]
+            if existing.erased == "redacted":
                 raise ModelError("redacted")
-            group = self.groups[existing.group_id]
+            receipt = self.receipts.get(new_id)
             if (
-                existing.edit_of == target_id
-                and existing.identity == ("user", text)
-                and group.message_ids == [new_id]
+                receipt is not None
+                and existing.edit_of == target_id
+                and (existing.role, existing.text) == ("user", text)
+                and receipt.message_ids == (new_id,)
             ):
-                return self._receipt(group, True)
+                return receipt.render(replayed=True)
             raise ModelError("identity_conflict")
-        if not (
-            target.state == "live"
-            and target.role == "user"
-            and target.seq == 0
-            and target.group_end
-        ):
+        sole_user_message = target.role == "user" and target.first and target.last
+        if target.erased is not None or not sole_user_message:
             raise ModelError("invalid_group")
-        head = self.heads.get(MAIN)
-        if head is None:
+        if self.head is None:
             raise ModelError("not_found")
-        current = self._path(head)
-        parent_path = self._path(target.parent) if target.parent else []
-        shared = 0
-        while (
-            shared < len(current)
-            and shared < len(parent_path)
-            and current[shared].id == parent_path[shared].id
-        ):
-            shared += 1
-        if shared < len(current):
-            self.leaves[current[shared].id] = head
-        if self._on_path(current, target):
-            continuation = head
-        else:
-            continuation = target_id
-            best: tuple[int, int] | None = None
-            for start in sorted(self.leaves):
-                path = self._path(self.leaves[start])
-                if not self._on_path(path, target):
-                    continue
-                start_depth = next((n.depth for n in path if n.id == start), -1)
-                candidate = (start_depth, len(path))
-                if best is None or candidate > best:
-                    best = candidate
-                    continuation = self.leaves[start]
-        self.leaves[target_id] = continuation
-        parent = parent_path[-1] if parent_path else None
-        group = self._insert(
-            [(new_id, "user", text)], parent, "selected", new_id, edit_of=target_id
+        old_head = self.head
+        current = self.path_to(old_head)
+        on_current = {m.id for m in current}
+        toward_parent = {m.id for m in self.path_to(target.parent)} if target.parent else set()
+        # The branch being left: the first message of the current path that is not on the
+        # way to the replacement's parent.
+        leaving = [m.id for m in current if m.id not in toward_parent]
+        if leaving:
+            self.remembered[leaving[0]] = old_head
+        self.remembered[target_id] = (
+            old_head if target_id in on_current else self._best_continuation(target_id)
         )
-        self.heads[MAIN] = new_id
-        self.version += 1
-        return self._receipt(group, False)
+        self._publish([(new_id, "user", text)], target.parent, edit_of=target_id)
+        receipt = Receipt(
+            status="selected",
+            message_ids=(new_id,),
+            parent=target.parent,
+            selected_head=new_id,
+            edit_of=target_id,
+        )
+        self.receipts[new_id] = receipt
+        self.head = new_id
+        self.changes += 1
+        return receipt.render(replayed=False)
+
+    def _best_continuation(self, target_id: str) -> str:
+        """The remembered leaf whose path holds `target_id`: deepest branch, then longest."""
+        candidates: list[tuple[int, int, str, str]] = []
+        for start, leaf in self.remembered.items():
+            path = [m.id for m in self.path_to(leaf)]
+            if target_id in path:
+                branch_depth = path.index(start) if start in path else -1
+                candidates.append((-branch_depth, -len(path), start, leaf))
+        return min(candidates)[3] if candidates else target_id
 
     def select(self, target_id: str) -> tuple[Any, ...]:
-        self._live()
-        target = self.nodes.get(target_id)
+        """Make the branch starting at `target_id` the selected path; return its snapshot."""
+        self._require_live()
+        target = self.messages.get(target_id)
         if target is None:
             raise ModelError("not_found")
-        head = self.heads.get(MAIN)
-        if head is None:
+        if self.head is None:
             raise ModelError("not_found")
-        current = self._path(head)
-        if self._on_path(current, target):
-            return self.read(at=head)
-        sibling = current[target.depth] if target.depth < len(current) else None
-        if target.seq != 0 or sibling is None or sibling.parent != target.parent:
+        old_head = self.head
+        current = self.path_to(old_head)
+        if target in current:
+            return self.read(at=old_head)
+        # The message of the current path that shares the target's parent.
+        beside = [m for m in current if m.parent == target.parent]
+        if not target.first or not beside:
             raise ModelError("invalid_group")
-        leaf = self.leaves.get(target_id)
+        leaf = self.remembered.get(target_id)
         if leaf is None:
-            leaf = next(
-                n.id for n in self.nodes.values() if n.group_id == target.group_id and n.group_end
-            )
-        self.leaves[sibling.id] = head
-        self.heads[MAIN] = leaf
-        self.version += 1
+            [leaf] = [m.id for m in self._members(target.group) if m.last]
+        self.remembered[beside[0].id] = old_head
+        self.head = leaf
+        self.changes += 1
         return self.read(at=leaf)
 
     def redact(self, ids: list[str]) -> None:
-        wanted = sorted(set(ids))
-        if not wanted:
+        """Tombstone every message of `ids` at once (all must be published)."""
+        if not ids:
             raise ModelError("invalid_message")
-        self._live()
-        if any(i not in self.nodes for i in wanted):
+        self._require_live()
+        if any(i not in self.messages for i in ids):
             raise ModelError("not_found")
-        fresh = [i for i in wanted if self.nodes[i].state != "redacted"]
-        if not fresh:
-            return
+        fresh = {i for i in ids if self.messages[i].erased != "redacted"}
         for message_id in fresh:
-            self.nodes[message_id].state = "redacted"
+            self.messages[message_id].erased = "redacted"
             self.tokens.pop(message_id, None)
-        self.version += 1
+        if fresh:
+            self.changes += 1
 
     def remove(self, message_id: str) -> None:
-        self._live()
-        target = self.nodes.get(message_id)
-        if target is None:
+        """Hide the whole causal group of `message_id` (redacted members stay redacted)."""
+        self._require_live()
+        if message_id not in self.messages:
             raise ModelError("not_found")
-        changed = 0
-        for node in self.nodes.values():
-            if node.group_id == target.group_id and node.state == "live":
-                node.state = "removed"
-                changed += 1
-        if changed:
-            self.version += 1
+        live = [m for m in self._members(self.messages[message_id].group) if m.erased is None]
+        for member in live:
+            member.erased = "removed"
+        if live:
+            self.changes += 1
 
     def delete(self) -> None:
-        if self.state == "deleted":
+        """Erase the whole Thread, leaving a deleted marker (a second delete is a no-op)."""
+        if self.deleted:
             return
-        self.state = "deleted"
-        self.heads = {}
-        self.nodes = {}
-        self.groups = {}
-        self.leaves = {}
-        self.tokens = {}
-        self.version += 1
+        self.deleted = True
+        self.head = None
+        self.messages.clear()
+        self.receipts.clear()
+        self.remembered.clear()
+        self.tokens.clear()
+        self.changes += 1
 
     def read(
         self, *, at: str | None = None, before: str | None = None, limit: int | None = None
     ) -> tuple[Any, ...]:
+        """The path to `at` (or the head), cut before `before`, paged to `limit` messages."""
         if before is not None and limit is None:
             raise ModelError("invalid_group")
-        if self.state == "absent":
-            return ("r0", None, (), None)
-        if self.state == "deleted":
+        if not self.exists and not self.deleted:
+            return (self.revision, None, (), None)
+        if self.deleted:
             raise ModelError("deleted")
-        head = at if at is not None else self.heads.get(MAIN)
+        head = self.head if at is None else at
         if head is None:
             return (self.revision, None, (), None)
-        if head not in self.nodes:
+        if head not in self.messages:
             raise ModelError("not_found")
-        path = self._path(head)
+        path = self.path_to(head)
         if before is not None:
-            index = next((i for i, n in enumerate(path) if n.id == before), None)
-            if index is None:
+            older = [m.id for m in path]
+            if before not in older:
                 raise ModelError("not_found")
-            if path[index].seq != 0:
+            if not self.messages[before].first:
                 raise ModelError("invalid_group")
-            path = path[:index]
-        start = 0
-        if limit is not None:
-            taken = 0
-            start = len(path)
-            while start > 0:
-                group_start = start - 1
-                while group_start > 0 and path[group_start].seq != 0:
-                    group_start -= 1
-                size = start - group_start
-                if taken and taken + size > limit:
-                    break
-                taken += size
-                start = group_start
-                if taken >= limit:
-                    break
-        page = path[start:]
-        entries: list[tuple[Any, ...]] = []
-        for node in page:
-            if node.state == "redacted":
-                entries.append(("redacted", node.id, node.parent))
-            elif node.state == "removed":
-                entries.append(("removed", node.id, node.parent))
-            else:
-                entries.append(
-                    ("message", node.id, node.parent, node.identity, self._variant(node))
-                )
-        cursor = page[0].id if start > 0 and page else None
-        return (self.revision, head, tuple(entries), cursor)
+            path = path[: older.index(before)]
+        page = path if limit is None else self._page(path, limit)
+        cursor = page[0].id if len(page) < len(path) else None
+        return (self.revision, head, tuple(self._entry(m) for m in page), cursor)
 
-    def _variant(self, node: ModelNode) -> tuple[Any, ...] | None:
-        if node.seq != 0:
-            return None
-        siblings = sorted(
-            (n for n in self.nodes.values() if n.seq == 0 and n.parent == node.parent),
-            key=lambda n: (n.version, n.id),
+    @staticmethod
+    def _page(path: list[Stored], limit: int) -> list[Stored]:
+        """The longest tail of `path` made of whole groups and at most `limit` long.
+
+        When even the newest group alone is longer than `limit`, that group is the page: a
+        group is never split. The newest group may be cut short by `at` itself.
+        """
+        group_starts = [index for index, m in enumerate(path) if m.first]
+        tails = [path[index:] for index in group_starts]
+        fitting = [tail for tail in tails if len(tail) <= limit]
+        if fitting:
+            return max(fitting, key=len)
+        return min(tails, key=len) if tails else []
+
+    def _entry(self, message: Stored) -> tuple[Any, ...]:
+        if message.erased is not None:
+            return (message.erased, message.id, message.parent)
+        return (
+            "message",
+            message.id,
+            message.parent,
+            (message.role, message.text),
+            self._variant(message),
         )
+
+    def _variant(self, message: Stored) -> tuple[Any, ...] | None:
+        if not message.first:
+            return None
+        siblings = self._siblings(message.parent)
         if len(siblings) < 2:
             return None
-        order = [n.id for n in siblings]
-        index = order.index(node.id)
+        index = siblings.index(message.id)
         return (
             index,
-            len(order),
-            order[index - 1] if index > 0 else None,
-            order[index + 1] if index + 1 < len(order) else None,
+            len(siblings),
+            siblings[index - 1] if index > 0 else None,
+            siblings[index + 1] if index < len(siblings) - 1 else None,
         )
 
     def store_tokens(self, counts: dict[str, int]) -> None:
+        """Record token counts of messages; redacted ones keep none."""
         if not counts:
             return
-        self._live()
-        if any(i not in self.nodes for i in counts):
+        self._require_live()
+        if any(i not in self.messages for i in counts):
             raise ModelError("not_found")
         for message_id, value in counts.items():
-            if self.nodes[message_id].state != "redacted":
+            if self.messages[message_id].erased != "redacted":
                 self.tokens[message_id] = value
 
     def history(self) -> tuple[Any, ...]:
-        if self.state == "absent":
-            return ("r0", None, ())
-        if self.state == "deleted":
-            raise ModelError("deleted")
-        head = self.heads.get(MAIN)
-        if head is None:
+        """The selected path's ids and token counts, whole live groups only."""
+        if not self.exists and not self.deleted:
             return (self.revision, None, ())
-        path = self._path(head)
-        incomplete = {n.group_id for n in path if n.state != "live"}
+        if self.deleted:
+            raise ModelError("deleted")
+        if self.head is None:
+            return (self.revision, None, ())
+        path = self.path_to(self.head)
+        broken = {m.group for m in path if m.erased is not None}
         return (
             self.revision,
-            head,
-            tuple((n.id, self.tokens.get(n.id)) for n in path if n.group_id not in incomplete),
+            self.head,
+            tuple((m.id, self.tokens.get(m.id)) for m in path if m.group not in broken),
         )
