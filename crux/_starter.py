@@ -29,12 +29,16 @@ class GenerationStarter:
         task_queue: The Crux worker's task queue.
         search_attributes: Set the Crux search attributes at start (they must be
             registered on the namespace).
+        eager_start: Ask for eager workflow start (see `Runtime`).
     """
 
-    def __init__(self, client: Client, task_queue: str, *, search_attributes: bool) -> None:
+    def __init__(
+        self, client: Client, task_queue: str, *, search_attributes: bool, eager_start: bool
+    ) -> None:
         self._client = client
         self._task_queue = task_queue
         self._search_attributes = search_attributes
+        self._eager_start = eager_start
 
     async def start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
         """Start the run of `request`, or attach to the one already under its id."""
@@ -51,7 +55,7 @@ class GenerationStarter:
             static_details=generation_details(request),
             # When a worker for this task queue runs in this process, its first task
             # starts without a round trip through the server.
-            request_eager_start=True,
+            request_eager_start=self._eager_start,
         )
 
     def _attributes(self, request: GenerationInput) -> TypedSearchAttributes | None:

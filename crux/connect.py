@@ -99,6 +99,8 @@ async def connect(
         catalog=catalog,
         search_attributes=search_attributes,
         approval_timeout_seconds=approval_timeout_seconds,
+        # A versioned worker in this process must not take runs meant for the current build.
+        eager_start=resolved.deployment_name is None,
     )
     runtime._owns_pool = True  # pyright: ignore[reportPrivateUsage]
     return runtime

@@ -83,6 +83,12 @@ class Runtime:
         approval_timeout_seconds: How long a call of a tool that requires approval waits
             for an operator's decision before it is denied with reason `timeout` (a day
             by default; `None` waits without limit). Calls may override it.
+        eager_start: Start each run's first workflow task on a worker of this process, when
+            one polls the task queue, without a round trip through the server. Turn it off
+            when this process hosts a versioned worker (`CRUX_DEPLOYMENT_NAME`): an eagerly
+            started run is taken by the local worker's build whatever the deployment's
+            current version is. `crux.connect` turns it off when the settings name a
+            deployment.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class Runtime:
         catalog: ModelCatalog | None = None,
         attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
         approval_timeout_seconds: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+        eager_start: bool = True,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -108,7 +115,9 @@ class Runtime:
             attempt_policy=as_attempt_policy(attempt_policy),
             approval_timeout=approval_timeout_seconds,
         )
-        self._starter = GenerationStarter(client, task_queue, search_attributes=search_attributes)
+        self._starter = GenerationStarter(
+            client, task_queue, search_attributes=search_attributes, eager_start=eager_start
+        )
         self._results = StoredResults(self._generations, threads)
         self._previewer = Previewer(catalog or ModelCatalog.default(), threads, SummaryStore(pool))
         self._parallel = ParallelRunner(
@@ -125,7 +134,11 @@ class Runtime:
     def from_settings(cls, client: Client, pool: asyncpg.Pool, settings: Settings) -> Runtime:
         """Build a runtime with the task queue and default model of `settings`."""
         return cls(
-            client, pool, task_queue=settings.task_queue, default_model=settings.default_model
+            client,
+            pool,
+            task_queue=settings.task_queue,
+            default_model=settings.default_model,
+            eager_start=settings.deployment_name is None,
         )
 
     @property

@@ -11,6 +11,7 @@ import asyncio
 import uuid
 
 import asyncpg
+from temporalio.api.enums.v1 import RoutingConfigUpdateState
 from temporalio.api.enums.v1 import VersioningBehavior as VersioningBehaviorProto
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
@@ -42,8 +43,14 @@ async def _promote(client: Client, deployment: str, build_id: str) -> None:
         described = await client.workflow_service.describe_worker_deployment(
             DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
         )
-        current = described.worker_deployment_info.routing_config.current_deployment_version
-        return current.build_id == build_id
+        info = described.worker_deployment_info
+        current = info.routing_config.current_deployment_version
+        # The change reaches the task queues asynchronously: new runs follow it once the
+        # update is complete.
+        completed = info.routing_config_update_state == (
+            RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+        )
+        return current.build_id == build_id and completed
 
     await eventually(attempt, bool, timeout=30.0, interval=0.5)
 
@@ -79,7 +86,9 @@ async def test_a_run_in_flight_finishes_on_its_build_and_new_runs_take_the_new_o
         )
         async with worker_a:
             await _promote(client, deployment, "build-a")
-            runtime = Runtime(client, pool, task_queue=task_queue, default_model="offline:echo")
+            # As `crux.connect` builds it for versioned settings: no eager start, so every
+            # new run is routed by the deployment's current version.
+            runtime = Runtime.from_settings(client, pool, first)
             pending = asyncio.ensure_future(
                 runtime.generate(
                     "first", thread=thread_id, model="openai:gpt-4o-mini", generation_id="g1"
