@@ -193,7 +193,9 @@ async def test_ctrl_c_during_the_demo_stops_it_cleanly(tmp_path: Path) -> None:
             async with asyncio.timeout(120):
                 while b"Budget from the model profile" not in seen:
                     line = await process.stdout.readline()
-                    assert line, seen.decode()
+                    if not line:  # the demo ended before its first turn: say why
+                        errors = await process.stderr.read()
+                        raise AssertionError((seen + errors).decode()[-2000:])
                     seen += line
                 while not server.requests:  # the first turn is at the model
                     await asyncio.sleep(0.1)
