@@ -581,7 +581,11 @@ async def _verify(
                 )
                 codes = {warning.code for warning in receipt.warnings}
                 found["with_summary"] += receipt.summary_path is not None
-                found["inline"] += "HISTORY_SUMMARY_INLINE" in codes
+                # A request that waited for its summary: prepared by this run, or joined
+                # when another run was already preparing it (timing decides which).
+                found["inline"] += bool(
+                    {"HISTORY_SUMMARY_INLINE", "HISTORY_SUMMARY_JOINED"} & codes
+                )
                 found["scheduled"] += "HISTORY_MAINTENANCE_SCHEDULED" in codes
                 found["replans"] += receipt.previous_reason is not None
     return {
