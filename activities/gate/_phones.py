@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from phonenumbers import SUPPORTED_REGIONS, Leniency, PhoneNumberMatcher
 
 from activities.gate._spans import Span
 from contracts.gate import PhoneLeniency
 from vocabulary.errors import ConfigurationError
 
+_DIGIT = re.compile(r"\d")
 _LENIENCY: dict[PhoneLeniency, int] = {
     "possible": Leniency.POSSIBLE,
     "valid": Leniency.VALID,
@@ -35,6 +38,8 @@ def find_phones(scan: str, region: str | None, leniency: PhoneLeniency) -> list[
             written with `+` and a country code.
         leniency: How plausible a candidate must be.
     """
+    if _DIGIT.search(scan) is None:
+        return []  # the matcher parses every candidate in Python: skip texts without any
     # The matcher gives up after `max_tries` rejected candidates; every candidate spans
     # at least one character, so the text's length means it never gives up early.
     matcher = PhoneNumberMatcher(

@@ -3,7 +3,8 @@
 Detectors run in a fixed order, e-mail, IBAN, card, phone, each on a copy of the text
 with everything found before blanked out, so a finding belongs to one kind only (an
 IBAN's digits are never also a phone number). Mask tokens already in the text are
-blanked first and never found again: masking masked text changes nothing.
+blanked first and never found again, and masking repeats until nothing is left to find
+(`MAX_MASK_ROUNDS`), so masking masked text changes nothing.
 
 What each detector catches and misses:
 
@@ -21,11 +22,13 @@ What each detector catches and misses:
 - **IBAN** (ISO 13616; checksum by `stdnum.iban`). Catches IBANs of every registered
   country, upper or lower case, compact or in groups separated by single spaces
   (`DE89 3704 0044 0532 0130 00`), when the mod-97 check digits are right and the
-  length and structure match the country's format. Misses IBANs with other separators
-  (hyphens, dots, two spaces), ones glued to a preceding letter or digit, ones of
-  countries not in python-stdnum's registry, and ones with a mistyped character (the
-  checksum fails: that is the point). National check digits inside the BBAN are not
-  checked, so a mod-97-valid number of the right shape counts.
+  length and structure match the country's format. An IBAN is recognised by its own
+  characters, so one glued to other letters or digits is caught too (and a long code
+  that happens to contain a valid IBAN is masked). Misses IBANs with other separators
+  (hyphens, dots, two spaces), ones of countries not in python-stdnum's registry, and
+  ones with a mistyped character (the checksum fails: that is the point). National check
+  digits inside the BBAN are not checked, so a mod-97-valid number of the right shape
+  counts.
 - **Card** (payment card numbers; checksum by `stdnum.luhn`). Catches 12-19 digits
   starting with 1-9 that pass the Luhn check, written unbroken or in groups of three or
   more digits separated by single spaces or hyphens (`4111 1111 1111 1111`,
@@ -61,6 +64,11 @@ from activities.gate._verdicts import Applied, TokenCount
 from contracts.gate import PII_DETECTION_ORDER, PiiKind, PiiPolicySpec
 
 _SEVERITY = {"block": 2, "retry": 1, "mask": 0}
+
+MAX_MASK_ROUNDS = 4
+"""Most masking passes over one text. A pass finds something new only where the previous
+pass's masks changed what surrounds a candidate, so more than two are needed only for
+chains of findings glued to one another."""
 
 
 class PiiPolicy:
@@ -103,21 +111,33 @@ class PiiPolicy:
         return find_phones(scan, self._spec.phone_region, self._spec.phone_leniency)
 
     def apply(self, text: str, count_tokens: TokenCount | None) -> Applied:
-        """Find, then block, retry or mask according to the rules of the kinds found."""
+        """Find, then block, retry or mask according to the rules of the kinds found.
+
+        Masking repeats on the masked text until nothing more is found (at most
+        `MAX_MASK_ROUNDS` times): a detector's verdict can depend on what surrounds a
+        candidate (libphonenumber's checks, digits glued to a card number), and a mask
+        can change that, so the result is a text in which nothing is left to find.
+        """
         del count_tokens  # PII detection does not count tokens
-        spans = self.find(text)
         counts: dict[str, int] = {}
-        for span in spans:
-            counts[span.kind] = counts.get(span.kind, 0) + 1
-        if not spans:
+        reason: str | None = None
+        masked = text
+        for _ in range(MAX_MASK_ROUNDS):
+            spans = self.find(masked)
+            if not spans:
+                break
+            for span in spans:
+                counts[span.kind] = counts.get(span.kind, 0) + 1
+            found = [self._rules[kind] for kind in self._order if kind in counts]
+            worst = max(found, key=lambda rule: _SEVERITY[rule.mode])
+            if worst.mode != "mask":
+                return Applied(worst.mode, text, f"pii.{worst.kind}", counts)
+            reason = reason or f"pii.{worst.kind}"
+            kept = [
+                span if self._rules[span.kind].keep_last4 else dataclasses.replace(span, last4="")
+                for span in spans
+            ]
+            masked = replace(masked, kept, self._masks)
+        if reason is None:
             return Applied("allow", text)
-        found = [self._rules[kind] for kind in self._order if kind in counts]
-        worst = max(found, key=lambda rule: _SEVERITY[rule.mode])
-        reason = f"pii.{worst.kind}"
-        if worst.mode != "mask":
-            return Applied(worst.mode, text, reason, counts)
-        kept = [
-            span if self._rules[span.kind].keep_last4 else dataclasses.replace(span, last4="")
-            for span in spans
-        ]
-        return Applied("transform", replace(text, kept, self._masks), reason, counts)
+        return Applied("transform", masked, reason, counts)
