@@ -177,7 +177,9 @@ class DenyListPolicySpec(WireModel):
     """Find listed words, phrases or patterns; block, retry or mask them.
 
     Entries are numbered across both lists, words first: with three words, the first
-    pattern is entry 3. Reports name matched entries by these numbers only.
+    pattern is entry 3. Reports name matched entries by these numbers only. A mask token
+    that an entry matches is refused; masking masked text then changes nothing, unless an
+    entry can match a mask's edge together with the text beside it (`] x`).
 
     Attributes:
         name: The policy's name in reports.
@@ -299,7 +301,7 @@ class PolicyOutcome(WireModel):
             `{"chars": 5120, "max_chars": 4000}`, `{"matches": 3}`).
         entries: Indices of the deny-list entries that matched (words, then patterns).
         chars_before: The text's length in characters when the policy ran.
-        chars_after: Its length after the policy (differs only on `transform`).
+        chars_after: Its length after the policy (changes only on `transform`).
     """
 
     policy: str

@@ -28,7 +28,6 @@ from activities.gate._verdicts import (
 )
 
 __all__ = [
-    "MAX_REGEX_TEXT_CHARS",
     "Allow",
     "Block",
     "Constraints",
@@ -37,6 +36,7 @@ __all__ = [
     "GatePolicyError",
     "GatePolicyErrorCode",
     "GateRun",
+    "MAX_REGEX_TEXT_CHARS",
     "PiiPolicy",
     "Retry",
     "Span",

@@ -23,7 +23,7 @@ class CustomPolicyRunner:
     Args:
         name: The policy's (and the function's registered) name.
         function: The function.
-        stage: `retry` is a valid verdict on output only.
+        stage: `Transform` is a valid verdict on input only, `Retry` on output only.
     """
 
     def __init__(self, name: str, function: CustomPolicy, stage: PolicyStage) -> None:
@@ -39,7 +39,8 @@ class CustomPolicyRunner:
         Raises:
             GatePolicyError: `raised` when the function raised (only the exception's type
                 is kept), `invalid_result` when it returned something other than a
-                verdict, a bad reason code, a non-string text, or `Retry` on input.
+                verdict, a bad reason code, a non-string text, `Retry` on input or
+                `Transform` on output (a reply is never rewritten).
         """
         del count_tokens  # a custom policy measures what it needs itself
         try:
@@ -54,7 +55,11 @@ class CustomPolicyRunner:
     def _result(self, text: str, verdict: object) -> Applied:
         if isinstance(verdict, Allow):
             return Applied("allow", text)
-        if isinstance(verdict, Transform) and isinstance(verdict.text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if (
+            isinstance(verdict, Transform)
+            and isinstance(verdict.text, str)  # pyright: ignore[reportUnnecessaryIsInstance]
+            and self._stage == "input"
+        ):
             reason = check_reason_code(verdict.reason_code)
             if verdict.text == text:
                 return Applied("allow", text)

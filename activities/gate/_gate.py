@@ -49,6 +49,10 @@ class Gate:
         stage: `input` (the caller's text) or `output` (the final reply).
         custom: The custom policy functions registered on this worker, by name.
 
+    Attributes:
+        stage: The stage the gate was built for.
+        specs: The policies, in order.
+
     Raises:
         ConfigurationError: The specs do not form a legal gate for `stage` (see
             `contracts.gate.check_policies`), a pattern has a refused shape, or the

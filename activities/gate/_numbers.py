@@ -1,8 +1,8 @@
 """Payment card numbers (Luhn) and IBANs (mod 97), found in linear time.
 
-Both start from a bounded, unambiguous pattern for a run of digit groups or alphanumerics
-and then look for the checksum-valid number inside the run, so a text of random digits
-costs a constant per digit and only checksum-valid numbers are reported.
+Both start from a bounded, unambiguous pattern (a run of digit groups; a country code and
+up to 30 alphanumerics) and then run the checksum, so a text of random digits costs a
+constant per character and only checksum-valid numbers are reported.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _SEPARATORS = re.compile(r"[ -]")
 # A country code, two check digits, then alphanumerics with single spaces between them.
 # No boundary on either side: an IBAN is recognised by its own characters alone, so what
 # surrounds it (and masks put there) cannot change the verdict.
-_IBAN_RUN = re.compile(r"[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}")
+_IBAN_RUN = re.compile(r"[A-Za-z]{2}[0-9]{2}(?: ?[A-Za-z0-9]){11,30}")
 IBAN_CHARS = range(15, 35)
 """IBANs have 15 (Norway) to 34 characters."""
 

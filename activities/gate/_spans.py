@@ -24,7 +24,8 @@ class Span:
     Attributes:
         start: First character's offset.
         end: Offset after the last character.
-        kind: What was found (`email`, `phone`, `card`, `iban`, `match`).
+        kind: What was found (`email`, `phone`, `card`, `iban`; `token` for a mask
+            already in the text).
         last4: The last four digits of a card, for masks that keep them.
     """
 

@@ -271,6 +271,14 @@ def test_a_failing_custom_policy_raises_a_content_free_error_naming_it(
     assert error.__cause__ is None and error.__suppress_context__
 
 
+def test_a_custom_output_policy_cannot_rewrite_the_reply() -> None:
+    gate = Gate([CustomPolicySpec(name="shout")], stage="output", custom={"shout": shout})
+    assert gate.run("quiet").report.decision == "allow"
+    with pytest.raises(GatePolicyError) as caught:
+        gate.run("loud!")
+    assert caught.value.code == "invalid_result"
+
+
 def test_retry_is_a_valid_custom_verdict_on_output() -> None:
     run = run_gate(
         "x",

@@ -62,6 +62,8 @@ LOOK_ALIKES = [
     "[iban]",
     "[card]",
     "class",
+    "Bad  Word",
+    "c++",
 ]
 SEPARATORS = [" ", "\n", "-", "@", ".", "+", "[", "]", "*", "\x00", ",", "(", ")"]
 
@@ -105,6 +107,16 @@ def test_masking_masked_text_changes_nothing(spec: PiiPolicySpec, text: str) -> 
     twice = gate.run(once.text)
     assert twice.text == once.text
     assert twice.report.decision == "allow"
+
+
+@FUZZ
+@given(text=texts)
+def test_masking_deny_listed_words_twice_changes_nothing(text: str) -> None:
+    gate = Gate(
+        [DenyListPolicySpec(words=("class", "bad word", "c++"), mode="mask")], stage="input"
+    )
+    once = gate.run(text)
+    assert gate.run(once.text).text == once.text
 
 
 def _occurrences(text: str, spec: PiiPolicySpec) -> dict[str, int]:
