@@ -24,6 +24,9 @@ class LengthPolicy:
     def apply(self, text: str, count_tokens: TokenCount | None) -> Applied:
         """Measure the text; `block` (or `retry`) with `length.exceeded` over a limit.
 
+        Characters are measured first; tokens only when the characters are within their
+        limit (so `counts` has no `tokens` when the character limit was exceeded).
+
         Raises:
             ConfigurationError: The policy limits tokens and no token counter was given.
         """
@@ -33,7 +36,9 @@ class LengthPolicy:
         if spec.max_chars is not None:
             counts.update(chars=len(text), max_chars=spec.max_chars)
             exceeded = len(text) > spec.max_chars
-        if spec.max_tokens is not None:
+        # A text already over the character limit is not tokenized: that limit is what
+        # keeps a huge text from costing a tokenizer pass.
+        if spec.max_tokens is not None and not exceeded:
             if count_tokens is None:
                 raise ConfigurationError(f"policy {spec.name}: limiting tokens needs a counter")
             tokens = count_tokens(text)

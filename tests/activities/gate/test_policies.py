@@ -137,6 +137,22 @@ def test_length_counts_tokens_with_the_given_counter_and_retries_on_output() -> 
         LengthPolicySpec()
 
 
+def test_a_text_over_the_character_limit_is_not_tokenized() -> None:
+    def refuse(text: str) -> int:
+        raise AssertionError("tokenized")
+
+    spec = LengthPolicySpec(max_chars=3, max_tokens=100)
+    run = run_gate("abcd", [spec], stage="input", count_tokens=refuse)
+    assert run.report.outcomes[0].counts == {"chars": 4, "max_chars": 3}
+    run = run_gate("abc", [spec], stage="input", count_tokens=len)
+    assert run.report.outcomes[0].counts == {
+        "chars": 3,
+        "max_chars": 3,
+        "tokens": 3,
+        "max_tokens": 100,
+    }
+
+
 DENY = DenyListPolicySpec(words=("class", "credit card", "c++"), patterns=(r"secret-\d++",))
 
 
