@@ -7,9 +7,10 @@ constant per character and only checksum-valid numbers are reported.
 
 from __future__ import annotations
 
+import functools
 import re
 
-from stdnum import iban, luhn
+from stdnum import iban, luhn, numdb
 
 from activities.gate._spans import Span
 
@@ -25,8 +26,8 @@ _SEPARATORS = re.compile(r"[ -]")
 # No boundary on either side: an IBAN is recognised by its own characters alone, so what
 # surrounds it (and masks put there) cannot change the verdict.
 _IBAN_RUN = re.compile(r"[A-Za-z]{2}[0-9]{2}(?: ?[A-Za-z0-9]){11,30}")
-IBAN_CHARS = range(15, 35)
-"""IBANs have 15 (Norway) to 34 characters."""
+_IBAN_REGISTRY = numdb.get("iban")
+_LETTER_VALUES = str.maketrans({chr(ord("A") + n): str(10 + n) for n in range(26)})
 
 
 def find_cards(scan: str) -> list[Span]:
@@ -48,8 +49,8 @@ def find_cards(scan: str) -> list[Span]:
 def find_ibans(scan: str) -> list[Span]:
     """Spans of the valid IBANs in `scan` (a scan copy, see `_spans`).
 
-    A valid IBAN is a prefix of a candidate run, 15-34 characters, whose mod-97 check
-    passes and whose length and structure match its country's registered format.
+    A valid IBAN is the prefix of a candidate run as long as its country's registered
+    IBANs, whose mod-97 check digits are right and whose structure matches the format.
     """
     spans: list[Span] = []
     position = 0
@@ -65,18 +66,30 @@ def find_ibans(scan: str) -> list[Span]:
 
 def _iban_end(candidate: str) -> int | None:
     """Offset after the valid IBAN that starts `candidate`, if one does."""
-    chars = [(index, ch.upper()) for index, ch in enumerate(candidate) if ch != " "]
-    # Check digits are verified on the number rearranged as BBAN + country + check
-    # digits; letters count as 10-35. The BBAN's remainder grows one character at a time,
-    # so each prefix length costs a constant, and stdnum confirms the country's format
-    # only when the remainder says 1.
-    head = "".join(str(int(ch, 36)) for _, ch in chars[:4])
-    head_value, head_scale = int(head), 10 ** len(head)
-    remainder = 0
-    for count, (index, ch) in enumerate(chars[4:], start=5):
-        remainder = (remainder * (100 if ch.isalpha() else 10) + int(ch, 36)) % 97
-        if count not in IBAN_CHARS or (remainder * head_scale + head_value) % 97 != 1:
-            continue
-        if iban.is_valid("".join(c for _, c in chars[:count]), check_country=False):
-            return index + 1
-    return None
+    length = _iban_length(candidate[:2].upper())
+    compact = candidate.replace(" ", "")
+    if length is None or len(compact) < length:
+        return None
+    number = compact[:length].upper()
+    # The check digits first (mod 97 of the number rearranged as BBAN + country + check
+    # digits, letters counting 10-35): cheap, and it rejects 96 candidates in 97 before
+    # stdnum confirms the country's structure.
+    if int((number[4:] + number[:4]).translate(_LETTER_VALUES)) % 97 != 1:
+        return None
+    if not iban.is_valid(number, check_country=False):
+        return None
+    seen = 0
+    for offset, ch in enumerate(candidate):
+        seen += ch != " "
+        if seen == length:
+            return offset + 1
+    return None  # pragma: no cover - `compact` has `length` characters
+
+
+@functools.cache
+def _iban_length(country: str) -> int | None:
+    """The IBAN length of a country in python-stdnum's registry (`DE`: 22), if listed."""
+    found = _IBAN_REGISTRY.info(country)[0][1].get("bban")
+    if not found:
+        return None
+    return 4 + sum(int(size) for size in re.findall(r"(\d+)!", found))

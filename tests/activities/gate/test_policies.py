@@ -163,6 +163,7 @@ DENY = DenyListPolicySpec(words=("class", "credit card", "c++"), patterns=(r"sec
         ("classic and subclass are other words", (), 0),
         ("my Credit\n  Card number", (1,), 1),
         ("I write C++ and c++", (2,), 2),
+        ("c++class: punctuation is a boundary", (0, 2), 2),
         ("the secret-42 and secret-7", (3,), 2),
         ("class, credit card, secret-1", (0, 1, 3), 3),
     ],
