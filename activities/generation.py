@@ -99,6 +99,7 @@ class GenerationActivities:
                 if getattr(tool, "requires_approval", False) is True
             ],
         )
+        self._receipts = receipts or ReceiptStore(threads.pool)
         self._invoker = ModelInvoker(
             threads=threads,
             generations=generations,
@@ -107,8 +108,8 @@ class GenerationActivities:
             tools=offered,
             assembler=assembler,
             prompts=prompts,
+            receipts=self._receipts,
         )
-        self._receipts = receipts or ReceiptStore(threads.pool)
         self._committer = TurnCommitter(threads, generations, assembler, self._receipts)
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
         self._tool_runner = ToolRunner(generations, offered, catalog)

@@ -146,6 +146,8 @@ class InvokeModelInput(CompactWireModel):
     worker with this very schema, validates the reply too."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
+    request_id: str | None = None
+    """The sealed plan's request id: a retried try stores its retry count on that receipt."""
 
 
 class InvokeModelResult(CompactWireModel):
