@@ -37,7 +37,10 @@ and carry out what they return.
    per summary identity) instead of starting a second, and the receipt says which
    (`HISTORY_SUMMARY_INLINE` or `HISTORY_SUMMARY_JOINED`). `fail` fails the request but
    starts the same preparation in the background (`failure_refresh`), so a later turn can
-   fit.
+   fit. A required summary whose preparation fails (its support calls' provider failed, or
+   a call cannot fit the summary model) fails the request with
+   `REPRESENTATION_UNAVAILABLE`, the failure behind it kept as a content-free cause
+   (`unprepared_summary`).
 5. **Maintenance after a fitting plan.** Past the maintenance watermark (`optimize_at`, at
    most 85 % of `max`), when the summary does not yet cover what the *next* request will
    keep out of its suffix (this turn committed, `next_suffix_start`), a refresh through
@@ -59,10 +62,12 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol, TypeVar, cast
 
 from planner.budget import DerivedBudget
-from planner.receipt import ReceiptWarning
+from planner.receipt import Diagnostic, ReceiptWarning
 from planner.sealed import Preparation
 from planner.summary_rung import HISTORY_ID, Managed, SummaryTarget
-from vocabulary.errors import CruxError, RequestCompositionError
+from vocabulary.details import ErrorDetails
+from vocabulary.errors import CruxError, ErrorType, RequestCompositionError
+from vocabulary.failures import failure_cause, is_provider_failure
 
 MAINTENANCE_PERCENT = 85
 """Without a lower `optimize_at`, maintenance starts past this share of the strict max."""
@@ -289,3 +294,42 @@ def needs_fresh_summary(
         return False
     needs = inline_preparations(error)
     return bool(needs) and preparation_key(needs[0]) not in prepared
+
+
+def unprepared_summary(
+    error_type: str | None, details: ErrorDetails
+) -> RequestCompositionError | None:
+    """The error of a request whose required summary could not be prepared, if it is one.
+
+    A preparation that failed because of its support calls (their provider failed, or one
+    cannot fit the summary model) leaves the summary the request needs unavailable: the
+    request fails with `REPRESENTATION_UNAVAILABLE`, as the seed's error table says, with
+    the preparation's failure as its content-free cause (`diagnostics["cause"]`: type,
+    code, provider, HTTP status, host, model). Other failures (storage outages, a deleted
+    Thread, invalid configuration) stand as they are: `None`.
+
+    Args:
+        error_type: The preparation failure's `ApplicationError.type`.
+        details: Its decoded details.
+    """
+    if not (is_provider_failure(error_type) or error_type == ErrorType.REQUEST_COMPOSITION):
+        return None
+    assert error_type is not None
+    cause = failure_cause(error_type, details)
+    by = f"{details.provider} HTTP {details.status}" if details.status else error_type
+    return RequestCompositionError(
+        "REPRESENTATION_UNAVAILABLE",
+        f"the history summary could not be prepared ({by}); check the summary model and its"
+        " provider, or set on_miss='recent-only' to send the recent turns without it",
+        diagnostics={
+            "items": [
+                Diagnostic(
+                    id=f"{HISTORY_ID}:summary-unprepared",
+                    code="REPRESENTATION_CAPABILITY_UNAVAILABLE",
+                    contributor=HISTORY_ID,
+                    message=f"the summary of {HISTORY_ID} could not be prepared",
+                ).model_dump(mode="json")
+            ],
+            "cause": cause,
+        },
+    )

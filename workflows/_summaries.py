@@ -26,10 +26,12 @@ from contracts.activities import (
     ResolveHistoryIdsInput,
     ResolveHistoryIdsResult,
 )
+from contracts.failures import application_error
 from contracts.generation import GenerationInput
 from contracts.ui import summary_run_details, summary_run_summary
 from planner import HistorySummary, Preparation
-from planner.summary_choice import summary_model
+from planner.summary_choice import summary_model, unprepared_summary
+from vocabulary.details import decode_details
 from vocabulary.errors import ErrorType
 from vocabulary.stages import Stage
 from workflows import _options
@@ -143,23 +145,25 @@ async def prepare_summary(
 def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
     """A typed, content-free failure for a history summary that could not be prepared.
 
-    The cause's type is kept (a provider failure of the summary model reaches the caller as
-    that `ProviderError`); details carry codes only.
+    A failure of the support calls makes the summary unavailable:
+    `RequestCompositionError(REPRESENTATION_UNAVAILABLE)` with the provider's failure as its
+    content-free cause (`planner.summary_choice.unprepared_summary`). Any other failure
+    keeps its type (a storage outage stays `StorageUnavailableError`); details carry codes
+    only.
     """
     cause: BaseException | None = error.cause
     while isinstance(cause, FailureError) and not (
         isinstance(cause, ApplicationError) and cause.type is not None
     ):
         cause = cause.cause
-    if isinstance(cause, ApplicationError):
-        return ApplicationError(
-            "the history summary could not be prepared",
-            *cause.details,
-            type=cause.type,
-            non_retryable=True,
-        )
+    if not isinstance(cause, ApplicationError):
+        cause = ApplicationError("the summary preparation failed", type=ErrorType.PROVIDER)
+    unavailable = unprepared_summary(cause.type, decode_details(cause.details, cause.type))
+    if unavailable is not None:
+        return application_error(unavailable)
     return ApplicationError(
         "the history summary could not be prepared",
-        type=ErrorType.PROVIDER,
+        *cause.details,
+        type=cause.type,
         non_retryable=True,
     )

@@ -32,9 +32,11 @@ from planner.summary_choice import (
     preparation_strategy,
     summary_missing,
     summary_model,
+    unprepared_summary,
 )
 from planner.summary_rung import Managed, SummaryTarget
 from tests.planner.helpers import EXACT
+from vocabulary.details import ErrorDetails
 from vocabulary.errors import CruxError, RequestCompositionError, ThreadError
 
 OnMiss = Literal["inline", "recent-only", "fail"]
@@ -272,3 +274,43 @@ def test_needs_fresh_summary(case: str) -> None:
         prepared=PREPARED,
     )
     assert fresh is expected
+
+
+UNPREPARED: dict[str, tuple[str | None, ErrorDetails, dict[str, object] | None]] = {
+    "a provider refusal": (
+        "ProviderHTTPError",
+        ErrorDetails(code="invalid_request_error", provider="openai", status=400, model="m:x"),
+        {
+            "type": "ProviderHTTPError",
+            "code": "invalid_request_error",
+            "provider": "openai",
+            "status": 400,
+            "model": "m:x",
+        },
+    ),
+    "an unusable reply": (
+        "ProviderResponseError",
+        ErrorDetails(provider="openai"),
+        {"type": "ProviderResponseError", "provider": "openai"},
+    ),
+    "a support call that cannot fit": (
+        "RequestCompositionError",
+        ErrorDetails(code="REQUEST_TOO_LARGE", diagnostics={"items": []}),
+        {"type": "RequestCompositionError", "code": "REQUEST_TOO_LARGE"},
+    ),
+    "a storage outage stands as it is": ("StorageUnavailableError", ErrorDetails(), None),
+    "a deleted Thread stands as it is": ("ThreadError", ErrorDetails(code="deleted"), None),
+    "no type at all": (None, ErrorDetails(), None),
+}
+
+
+@pytest.mark.parametrize("case", UNPREPARED)
+def test_unprepared_summary(case: str) -> None:
+    error_type, details, cause = UNPREPARED[case]
+    error = unprepared_summary(error_type, details)
+    if cause is None:
+        assert error is None
+        return
+    assert error is not None and error.code == "REPRESENTATION_UNAVAILABLE"
+    assert error.diagnostics["cause"] == cause
+    assert "\n" not in str(error) and "on_miss='recent-only'" in str(error)
