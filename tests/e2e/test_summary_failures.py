@@ -90,7 +90,7 @@ async def test_a_refused_summary_fails_the_facade_call_typed_with_its_cause(
     error = raised.value
     assert error.code == "REPRESENTATION_UNAVAILABLE"
     assert "summary" in str(error) and CANARY not in str(error)
-    cause = error.diagnostics["cause"]
+    cause: Any = error.diagnostics["cause"]
     assert cause == {
         "type": "ProviderHTTPError",
         "code": "invalid_request_error",
