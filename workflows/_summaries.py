@@ -143,11 +143,49 @@ async def _summary_input(
     )
 
 
+async def before_commit(
+    stages: StageReporter,
+    request: GenerationInput,
+    read: ReadRequestResult,
+    needs: tuple[Preparation, ...],
+) -> tuple[Preparation | PrepareSummaryInput, ...]:
+    """Name and stage the transcript prefixes the maintenance after the commit summarises.
+
+    The commit removes the generation's staged transcript, so a transcript prefix is staged
+    for its preparation now; a Thread's prefix stays on the Thread and is resolved after the
+    commit, as before (no command for it here).
+
+    Returns:
+        What `start_summary` takes after the commit, one per need that still applies.
+    """
+    if read.history_source != "caller-messages":
+        return needs
+    staged: list[Preparation | PrepareSummaryInput] = []
+    for need in needs:
+        summary_input = await _summary_input(stages, request, read, need)
+        if summary_input is not None:
+            staged.append(summary_input)
+    return tuple(staged)
+
+
 async def start_summary(
-    stages: StageReporter, request: GenerationInput, read: ReadRequestResult, need: Preparation
+    stages: StageReporter,
+    request: GenerationInput,
+    read: ReadRequestResult,
+    need: Preparation | PrepareSummaryInput,
 ) -> None:
-    """Start the summary a later turn needs, without waiting (maintenance, refresh)."""
-    summary_input = await _summary_input(stages, request, read, need)
+    """Start the summary a later turn needs, without waiting (maintenance, refresh).
+
+    Args:
+        stages: The generation's stage reporter.
+        request: The generation.
+        read: Its read result (the history source).
+        need: The preparation, or its input already resolved (`before_commit`).
+    """
+    if isinstance(need, PrepareSummaryInput):
+        summary_input: PrepareSummaryInput | None = need
+    else:
+        summary_input = await _summary_input(stages, request, read, need)
     if summary_input is None:
         return
     stages.set(Stage.MAINTENANCE, "summary scheduled")

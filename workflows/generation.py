@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import waiting_out_storage
-    from workflows._summaries import prepare_summary, start_summary, summarisable
+    from workflows._summaries import before_commit, prepare_summary, start_summary, summarisable
     from workflows._tools import run_tools
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -402,12 +402,13 @@ class ManagedGenerationWorkflow:
         """
         self._stages.set(Stage.COMMITTING)
         arg = _inputs.commit_input(request, read, progress, progress.steps)
+        maintenance = await before_commit(self._stages, request, read, progress.maintenance)
         committed = await committing(
             self._stages,
             request,
             lambda: workflow.execute_local_activity(stubs.commit_turn, arg, **COMMIT_TURN_LOCAL),
         )
-        for need in progress.maintenance:
+        for need in maintenance:
             await start_summary(self._stages, request, read, need)
         _ui.conclude_completed(self._stages, committed.result, progress)
         return committed.result
