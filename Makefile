@@ -4,7 +4,8 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The exact, tested versions: runtime (the container image) and everything `make` needs.
+# The exact, tested versions: runtime (the container image: a worker or `crux serve`) and
+# everything `make` needs.
 LOCK := requirements.lock
 DEV_LOCK := requirements-dev.lock
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
@@ -41,7 +42,7 @@ install: $(STAMP) ## Create the virtual environment from the lock file, with the
 
 lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_ARGS=--upgrade for newer releases)
 	$(UV_COMPILE) --extra dev $(UV_ARGS) -o $(DEV_LOCK)
-	$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+	$(UV_COMPILE) --extra serve -c $(DEV_LOCK) -o $(LOCK)
 
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
 	@# Not --quiet: it hides the warnings that --strict turns into a failure.
