@@ -140,9 +140,9 @@ async def test_a_worker_without_a_codec_refuses_include_reply_before_any_call(
                 id=workflow_id_for("g1", thread_id),
                 task_queue=worker.task_queue,
             )
-    cause = failed.value.cause
+    cause: BaseException | None = failed.value.cause
     while cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.cause
+        cause = cause.__cause__
     assert isinstance(cause, ApplicationError) and cause.type == "ConfigurationError"
     assert "CRUX_CODEC_KEYS" in cause.message
     # Nothing was staged or committed.
