@@ -13,6 +13,7 @@ from contracts.generation import GenerationOutcome, GenerationResult
 from storage import GenerationStore, ThreadStore
 from vocabulary.errors import ConfigurationError, ThreadError
 from vocabulary.ids import generation_key
+from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
 
 
@@ -37,15 +38,14 @@ async def with_reply(
     generations: GenerationStore,
 ) -> GenerationOutcome:
     """`outcome` with the text of `result`'s final message (`None` when no longer stored)."""
-    return outcome.model_copy(
-        update={"reply": await stored_reply(result, threads=threads, generations=generations)}
-    )
+    output = await stored_output(result, threads=threads, generations=generations)
+    return outcome.model_copy(update={"reply": output.text if output is not None else None})
 
 
-async def stored_reply(
+async def stored_output(
     result: GenerationResult, *, threads: ThreadStore, generations: GenerationStore
-) -> str | None:
-    """The text of a completed generation's final message: its Thread's, or staged ad hoc.
+) -> Message | None:
+    """A completed generation's final message: its Thread's, or the one kept ad hoc.
 
     `None` when it is no longer stored: redacted, its Thread deleted, an ad-hoc reply erased.
     """
@@ -54,8 +54,8 @@ async def stored_reply(
             [message] = await threads.load_messages(result.thread_id, [result.output_message_id])
         except ThreadError:
             return None
-        return message.text
+        return message
     staged = await generations.get_staged(
         generation_key(result.generation_id, result.thread_id), 0, StagingKind.FINAL
     )
-    return None if staged is None else staged.message.text
+    return None if staged is None else staged.message
