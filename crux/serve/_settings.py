@@ -137,13 +137,17 @@ class ServeSettings(BaseModel):
         """Refuse settings under which the API could not authenticate anyone properly.
 
         Raises:
-            ConfigurationError: No credential configured, or JWT without issuer and audience.
+            ConfigurationError: No credential configured, a JWT secret under 32 bytes, or
+                JWT without issuer and audience.
         """
         if not self.api_keys and not self.uses_jwt:
             raise ConfigurationError(
                 "crux serve needs credentials: set CRUX_API_KEYS (or CRUX_API_KEYS_FILE) "
                 "and/or CRUX_JWT_SECRET, CRUX_JWT_PUBLIC_KEY_FILE or CRUX_JWT_JWKS_FILE"
             )
+        if self.jwt_secret is not None and len(self.jwt_secret.get_secret_value().encode()) < 32:
+            # RFC 7518: an HS256 key shorter than the hash output weakens the signature.
+            raise ConfigurationError("CRUX_JWT_SECRET must be at least 32 bytes")
         if self.uses_jwt and not (self.jwt_issuer and self.jwt_audience):
             raise ConfigurationError(
                 "bearer tokens are checked against an issuer and an audience: set "
