@@ -24,7 +24,7 @@ PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 QUICK = -m "not durability and not stack and not slow"
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock docs demo dev worker test test-suite check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
+.PHONY: help install lock docs demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,9 @@ test: $(STAMP) ## Everything CI runs: lint, type-check and docs beside the whole
 
 test-suite: $(STAMP)
 	$(PYTEST) $(PYTEST_ARGS)
+
+test-ts: $(STAMP) ## The TypeScript client suite alone (Node 20+; npm ci from tests/ts/package-lock.json)
+	$(BIN)/python -m pytest -q -n 0 tests/ts
 
 check: $(STAMP) ## Edit-test loop (< 2 min): unit, replay and behaviour tests in parallel (no durability or stack suites)
 	$(PYTEST) $(QUICK) $(PYTEST_ARGS)
