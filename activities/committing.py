@@ -111,9 +111,14 @@ class TurnCommitter:
         outcome = GenerationOutcome.of(stored)
         if not request.include_reply:
             return outcome
-        return await with_reply(
+        outcome = await with_reply(
             outcome, stored, threads=self._threads, generations=self._generations
         )
+        if stored.thread_id is None:
+            # The reply reaches its reader in the outcome: an ad-hoc generation keeps it no
+            # longer (a replay of the same id answers `reply: None`).
+            await self._generations.erase_reply(scoped_key(request))
+        return outcome
 
     async def _step_records(self, request: CommitTurnInput) -> tuple[StepRecord, ...]:
         """The steps with the receipts recorded before their attempts."""

@@ -91,6 +91,9 @@ async def test_inline_input_and_the_reply_stay_ciphertext_in_history(
         assert first.reply is not None and canary in first.reply
         assert replay.replayed and replay.reply == first.reply
         assert adhoc.reply is not None and canary in adhoc.reply and adhoc.thread_id is None
+        # Delivered in the outcome, the ad-hoc reply is kept no longer.
+        finals = "SELECT count(*) FROM crux_generation_staging WHERE kind = 'final'"
+        assert await pool.fetchval(finals) == 0
         scan = LeakScan(canary)
         for workflow_id in (workflow_id_for("g1", thread_id), workflow_id_for("adhoc", None)):
             history = await client.get_workflow_handle(workflow_id).fetch_history()
