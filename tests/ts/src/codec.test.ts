@@ -65,7 +65,7 @@ describe('the encryption codec', () => {
     const codec = new CruxEncryptionCodec(parseKeys(env.codecKeys));
     const plain: Payload = {
       metadata: { encoding: Buffer.from('json/plain') },
-      data: Buffer.from(JSON.stringify({ text: 'grüße' })),
+      data: Buffer.from(JSON.stringify({ text: `grüße ${env.canary}` })),
     };
     const decoded = await api<{ payloads: JsonPayload[] }>('POST', '/codec/decode', {
       payloads: [toJson(codec.encrypt(plain))],
