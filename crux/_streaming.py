@@ -25,7 +25,10 @@ async def follow_deltas(
     """Yield the staged deltas of generation `key` as they arrive, until `outcome` is done.
 
     A `StreamReset` is yielded when a new provider attempt starts streaming. The last
-    deltas are read after `outcome` completes, so none is lost to the race.
+    deltas are read after `outcome` completes, so none is lost to the race. When the run
+    failed after text was yielded (terminal safety refused the reply, say, and withdrew its
+    deltas from staging), a last `StreamReset(withdrawn=True)` tells the caller that text
+    is void before the error is raised.
 
     Args:
         pool: The pool a listening connection is borrowed from.
@@ -53,6 +56,8 @@ async def follow_deltas(
                 current, last = stream_id, delta_key
                 yield StreamDelta(text=text)
             if finished:
+                if current is not None and _failed(outcome):
+                    yield StreamReset(attempt=int(current.split(":")[0]), withdrawn=True)
                 return
             wake.clear()
             waiter = asyncio.ensure_future(wake.wait())
@@ -65,3 +70,8 @@ async def follow_deltas(
             outcome.cancel()
         await connection.remove_listener(STREAM_CHANNEL, on_notify)
         await pool.release(connection)
+
+
+def _failed(outcome: asyncio.Future[Any]) -> bool:
+    """Whether the run ended with an error (not cancelled by the caller)."""
+    return not outcome.cancelled() and outcome.exception() is not None

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from planner._base import Confidence, FrozenModel
 from planner.ladder import RungKind
+from vocabulary.gate import ConstraintReport, GateReport
 
 AdaptedKind = Literal["authored", "summary", "offload", "omitted"]
 SummaryPath = Literal["portable", "provider-native"]
@@ -149,6 +150,13 @@ class RequestReceipt(FrozenModel):
         preparations: The hook decisions that shaped this call (`prepare_invocation`
             first, then `prepare_step`); empty when no hook is named.
         settings: The model settings sent with the request; `None` when none were set.
+        input_gate: What input safety decided about the user turn this request sent
+            (policies, decisions, counts); `None` when the generation has no input
+            policies.
+        output_gate: What terminal safety decided about this request's reply; `None` when
+            no output policy judged it (none configured, or the reply was a tool call).
+        constraints: The constraints' verdict on this request's reply; `None` when none
+            judged it.
     """
 
     id: str
@@ -164,6 +172,13 @@ class RequestReceipt(FrozenModel):
     agent_id: str | None = None
     preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
+    # Left out of the JSON when unset, so receipts of generations without a gate keep
+    # their shape and size.
+    input_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
+    output_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
+    constraints: ConstraintReport | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]
