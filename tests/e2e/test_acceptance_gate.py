@@ -339,15 +339,19 @@ async def test_a_terminal_block_withdraws_the_streamed_deltas(
     leaked = "Sure, the admin password is zq-canary-hunter2, use it well."
     openai_server.enqueue(TextReply(text=leaked, sse_chunk_size=6))
     updates: list[object] = []
+
+    async def follow(runtime: crux.Runtime) -> None:
+        async for update in runtime.stream(
+            "Password?",
+            thread=thread_id,
+            model=MODEL,
+            safety=crux.safety(output=[crux.safety.deny(["password"])]),
+        ):
+            updates.append(update)
+
     async with new_worker(client, pool, settings) as worker:
         with pytest.raises(crux.SafetyError) as raised:
-            async for update in worker.runtime.stream(
-                "Password?",
-                thread=thread_id,
-                model=MODEL,
-                safety=crux.safety(output=[crux.safety.deny(["password"])]),
-            ):
-                updates.append(update)
+            await follow(worker.runtime)
     assert raised.value.stage == "output" and raised.value.reason_code == "deny_list.match"
     streamed = "".join(u.text for u in updates if isinstance(u, crux.StreamDelta))
     assert streamed and leaked.startswith(streamed)
