@@ -9,6 +9,7 @@ receipts record and `planner.steps` turns into the next action.
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.workflow import LocalActivityConfig
 
 from contracts import stubs
 from contracts.acceptance import CheckInputInput, CheckOutputInput, CheckOutputResult
@@ -82,16 +83,16 @@ class AcceptanceGate:
             request,
             Stage.INPUT_SAFETY,
             lambda: workflow.execute_local_activity(
-                stubs.check_input, arg, **_options.CHECK_INPUT_LOCAL
+                stubs.check_input, arg, **_local(_options.CHECK_INPUT_LOCAL, self._input)
             ),
         )
         report = self.input_report = checked.report
         if not report.accepted:
-            stages.set(Stage.FAILED, f"input blocked by {report.policy}")
+            stages.set(Stage.FAILED, f"input blocked by {report.policy}: {decisions(report)}")
             raise application_error(
                 SafetyError(report.policy or "policy", report.reason_code, stage="input")
             )
-        stages.set(Stage.INPUT_SAFETY, f"{report.decision}: {len(report.outcomes)} policies")
+        stages.set(Stage.INPUT_SAFETY, f"{report.decision}: {decisions(report)}")
         return read.model_copy(update={"current_turn_tokens": checked.turn_tokens})
 
     def receipted(self, sealed: SealedPlan) -> SealedPlan:
@@ -133,10 +134,11 @@ class AcceptanceGate:
             request,
             Stage.OUTPUT_CHECKS,
             lambda: workflow.execute_local_activity(
-                stubs.check_output, arg, **_options.CHECK_OUTPUT_LOCAL
+                stubs.check_output, arg, **_local(_options.CHECK_OUTPUT_LOCAL, self._output)
             ),
         )
         safety = verdict.safety
+        stages.set(Stage.OUTPUT_CHECKS, _verdict_details(progress.attempt, verdict))
         action = next_action(
             Checked(
                 safety=safety.decision if safety is not None else None,
@@ -156,3 +158,27 @@ class AcceptanceGate:
             else:
                 self.constraint_retries += 1
         return action
+
+
+def decisions(report: GateReport) -> str:
+    """Each policy that ran and what it decided, for the UI (`pii transform, length allow`)."""
+    return ", ".join(f"{o.policy} {o.decision}" for o in report.outcomes) or "no policy ran"
+
+
+def _verdict_details(attempt: int, verdict: CheckOutputResult) -> str:
+    """The output checks' decisions on one attempt, for the UI; names and codes only."""
+    parts: list[str] = []
+    if verdict.safety is not None:
+        parts.append(decisions(verdict.safety))
+    if verdict.constraints is not None:
+        failed = len(verdict.constraints.violations)
+        parts.append(f"constraints {verdict.constraints.checked - failed} ok, {failed} failed")
+    return f"attempt {attempt}: {'; '.join(parts)}"
+
+
+def _local(config: LocalActivityConfig, policies: tuple[PolicySpec, ...]) -> LocalActivityConfig:
+    """`config` with a UI summary naming the policies the check runs, in order."""
+    names = ", ".join(policy.name for policy in policies)
+    summary = f"{config.get('summary')}: {names}" if names else config.get("summary")
+    merged: LocalActivityConfig = {**config, "summary": summary}
+    return merged

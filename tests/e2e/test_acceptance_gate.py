@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError
 
 import crux
@@ -76,6 +77,17 @@ async def _database_text(pool: asyncpg.Pool) -> str:
     return "\n".join(rows)
 
 
+async def _step_summaries(client: Client, workflow_id: str) -> list[str]:
+    """The UI summaries of a run's activities and local activities, in history order."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    converter = PayloadConverter.default
+    return [
+        str(converter.from_payload(event.user_metadata.summary, str))
+        for event in history.events
+        if event.HasField("user_metadata") and event.user_metadata.HasField("summary")
+    ]
+
+
 def _raised(failure: WorkflowFailureError) -> tuple[str | None, dict[str, Any]]:
     """The typed cause of a plain client's workflow failure: its type and details."""
     cause: BaseException | None = failure.cause
@@ -98,9 +110,14 @@ async def test_a_masked_card_number_is_what_the_provider_received_and_the_thread
             thread=thread_id,
             model=MODEL,
             generation_id="mask-1",
-            safety=[crux.safety.pii(keep_last4=True)],
+            safety=[
+                crux.safety.pii(keep_last4=True),
+                crux.safety.max_length(chars=500),
+                crux.safety.deny(["password"]),
+            ],
         )
         receipt = await worker.runtime.receipt(result.steps[0].request.id)
+        summaries = await _step_summaries(client, workflow_id_for("mask-1", thread_id))
     masked = "Pay with [card ****1111] and mail [email] please"
     assert _user_texts(openai_server) == [masked]
     assert await _thread_texts(pool, thread_id) == [
@@ -109,12 +126,16 @@ async def test_a_masked_card_number_is_what_the_provider_received_and_the_thread
     ]
     gate = receipt.input_gate
     assert gate is not None and gate.decision == "transform"
-    [outcome] = gate.outcomes
-    assert (outcome.policy, outcome.decision, outcome.counts) == (
-        "pii",
-        "transform",
-        {"email": 1, "card": 1},
+    pii, length, deny = gate.outcomes
+    assert (pii.policy, pii.decision, pii.counts) == ("pii", "transform", {"email": 1, "card": 1})
+    assert (length.policy, length.decision, deny.policy, deny.decision) == (
+        "length",
+        "allow",
+        "deny_list",
+        "allow",
     )
+    # The Temporal UI names the check's policies in the order they ran.
+    assert "input safety: pii, length, deny_list" in summaries
     # The receipt is content-free, and the raw turn is gone from PostgreSQL.
     assert CARD not in receipt.model_dump_json()
     everything = await _database_text(pool)

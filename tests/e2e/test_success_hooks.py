@@ -160,3 +160,34 @@ async def test_a_plain_client_names_hooks_and_reads_their_outcomes(
     outcome = GenerationOutcome.model_validate(raw)
     assert [(h.hook, h.status) for h in outcome.hooks] == [("audit", "ok")]
     assert keys == ["plain-hook"]
+
+
+async def test_the_most_specific_hooks_and_constraints_win(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    ran: list[tuple[str, str]] = []
+    hooks = [
+        crux.success_hook(name, lambda turn: ran.append((turn.hook, turn.generation_id)))
+        for name in ("prompt-hook", "agent-hook")
+    ]
+    prompt = crux.prompt(
+        id="ticket-bot",
+        on_success=["prompt-hook"],
+        constraints=[crux.constraints.require("Ticket:")],
+    )
+    agent = crux.agent(id="ticket-agent", prompt=prompt, on_success=["agent-hook"], constraints=[])
+    openai_server.enqueue(
+        TextReply(text="Ticket: 1"), TextReply(text="no marker"), TextReply(text="plain")
+    )
+    async with new_worker(client, pool, settings, success_hooks=hooks) as worker:
+        # The prompt's hook and constraint.
+        await worker.runtime.generate(prompt, input="a", model=MODEL, generation_id="p1")
+        # The agent's replace them: another hook, no constraint (the reply has no marker).
+        await worker.runtime.generate(agent, input="b", model=MODEL, generation_id="a1")
+        # The call's replace both: no hook at all.
+        plain = await worker.runtime.generate(
+            agent, input="c", model=MODEL, generation_id="c1", on_success=[]
+        )
+    assert ran == [("prompt-hook", "p1"), ("agent-hook", "a1")]
+    assert plain.hooks == {}
