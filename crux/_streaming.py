@@ -24,8 +24,9 @@ async def follow_deltas(
 ) -> AsyncGenerator[StreamDelta | StreamReset]:
     """Yield the staged deltas of generation `key` as they arrive, until `outcome` is done.
 
-    A `StreamReset` is yielded when a new provider attempt starts streaming. The last
-    deltas are read after `outcome` completes, so none is lost to the race. When the run
+    A `StreamReset` is yielded when a new provider attempt starts streaming. The deltas
+    staged before `outcome` completed are read once more after it; those the commit
+    removed first are completed from the committed text (`missing_tail`). When the run
     failed after text was yielded (terminal safety refused the reply, say, and withdrew its
     deltas from staging), a last `StreamReset(withdrawn=True)` tells the caller that text
     is void before the error is raised.
@@ -75,3 +76,14 @@ async def follow_deltas(
 def _failed(outcome: asyncio.Future[Any]) -> bool:
     """Whether the run ended with an error (not cancelled by the caller)."""
     return not outcome.cancelled() and outcome.exception() is not None
+
+
+def missing_tail(streamed: str, final: str) -> str:
+    """What the follower did not deliver of the accepted text, given what it delivered.
+
+    Empty when everything arrived, or when the streamed text is not a prefix of the final
+    text (a reply that was not streamed, or an attempt that was replaced).
+    """
+    if streamed and final.startswith(streamed):
+        return final[len(streamed) :]
+    return ""
