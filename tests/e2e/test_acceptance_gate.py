@@ -385,6 +385,44 @@ async def test_a_terminal_block_withdraws_the_streamed_deltas(
     assert "zq-canary-hunter2" not in await _database_text(pool)
 
 
+async def test_a_stream_completes_only_with_the_reply_the_checks_accepted(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    thread_id = f"gate-stream-retry:{uuid.uuid4().hex[:6]}"
+    openai_server.enqueue(
+        TextReply(text="No marker in this first reply.", sse_chunk_size=5),
+        TextReply(text="Ticket: 77, all set.", sse_chunk_size=5),
+    )
+    updates: list[object] = []
+    async with new_worker(client, pool, settings) as worker:
+        async for update in worker.runtime.stream(
+            "Status?",
+            thread=thread_id,
+            model=MODEL,
+            constraints=[crux.constraints.require("Ticket:")],
+        ):
+            updates.append(update)
+    # The refused attempt's text is followed by a reset; what follows the last reset is the
+    # accepted reply, and completion comes after the checks accepted it.
+    resets = [i for i, u in enumerate(updates) if isinstance(u, crux.StreamReset)]
+    assert resets
+    assert not any(isinstance(u, crux.StreamReset) and u.withdrawn for u in updates)
+    accepted = "".join(u.text for u in updates[resets[-1] + 1 :] if isinstance(u, crux.StreamDelta))
+    assert accepted == "Ticket: 77, all set."
+    last = updates[-1]
+    assert isinstance(last, crux.StreamCommitted)
+    assert last.generation.text == "Ticket: 77, all set."
+    assert [s.request.previous_reason for s in last.generation.steps] == [
+        None,
+        "constraint-retry",
+    ]
+    assert await _thread_texts(pool, thread_id) == [
+        ("user", "Status?"),
+        ("assistant", "Ticket: 77, all set."),
+    ]
+
+
 async def test_a_failing_custom_policy_fails_typed_naming_only_its_error_class(
     client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
 ) -> None:
