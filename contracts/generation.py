@@ -194,6 +194,10 @@ class GenerationInput(WireModel):
         time_budget_seconds: How long the generation may take before the commit, counted
             from the run's start; provider attempts and tool rounds stop when it expires
             (`GenerationTimeoutError`), a commit in flight is awaited. `None`: no budget.
+        include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
+            a client that reads it from Temporal. Only with the encryption payload codec on
+            the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
+            codec the run fails with `ConfigurationError` before anything is sent.
     """
 
     generation_id: str
@@ -235,6 +239,7 @@ class GenerationInput(WireModel):
     time_budget_seconds: float | None = Field(
         default=None, gt=0, le=MAX_TIME_BUDGET_SECONDS, allow_inf_nan=False
     )
+    include_reply: bool = False
 
     @field_validator("on_success")
     @classmethod
@@ -427,6 +432,9 @@ class GenerationOutcome(WireModel):
         replayed: `True` when this generation had already completed.
         hooks: How each success hook ended (left out of the payload when there are none,
             so outcomes of generations without hooks keep their shape).
+        reply: The reply text, only when the input asked for it (`include_reply`, with the
+            encryption payload codec); left out of the payload otherwise. `None` also when
+            the reply is no longer stored (redacted, or an erased ad-hoc reply).
     """
 
     generation_id: str
@@ -438,6 +446,8 @@ class GenerationOutcome(WireModel):
     history_source: HistorySource = "none"
     replayed: bool = False
     hooks: tuple[SuccessHookOutcome, ...] = Field(default=(), exclude_if=lambda value: not value)
+    # Left out when unset: outcomes that carry no reply keep the shape they always had.
+    reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of(cls, result: GenerationResult) -> GenerationOutcome:
@@ -499,6 +509,8 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             # what is asked for.
             "on_success",
             "time_budget_seconds",
+            # Where the reply is delivered, not what is asked for.
+            "include_reply",
         },
     )
     for name in _LATER_FIELDS:
