@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from contracts.acceptance import SuccessHookOutcome
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
@@ -131,6 +133,12 @@ MAX_TOOL_POLICIES = 128
 DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
 
+MAX_SUCCESS_HOOKS = 16
+"""Success hooks one generation may name."""
+
+MAX_TIME_BUDGET_SECONDS = 7 * 86_400
+"""The longest time budget a generation may ask for."""
+
 
 class CompositionSpec(WireModel):
     """Where a generation sits in a composition (a member of `Runtime.parallel`).
@@ -207,6 +215,18 @@ class GenerationInput(WireModel):
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
+        safety: Safety policies (`contracts.gate.SafetySpec`): input policies run on the
+            rendered user turn before planning (allow, transform, block); output policies
+            on the final reply before the commit (allow, retry, block). Custom policies
+            are named and must be registered on the worker.
+        constraints: Declarative checks on the final reply (length, pattern, required or
+            forbidden substrings); a violating reply is replaced by a corrective attempt,
+            at most `constraints.max_retries` times, then `ConstraintError`.
+        on_success: Names of success hooks registered on the worker, run after the turn
+            is committed (at least once each, never for an uncommitted turn).
+        time_budget_seconds: How long the generation may take before the commit, counted
+            from the run's start; provider attempts and tool rounds stop when it expires
+            (`GenerationTimeoutError`), a commit in flight is awaited. `None`: no budget.
         include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
             a client that reads it from Temporal. Only with the encryption payload codec on
             the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
@@ -246,7 +266,22 @@ class GenerationInput(WireModel):
     `None` waits without limit."""
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: list[str] = Field(default_factory=list[str], max_length=MAX_SUCCESS_HOOKS)
+    time_budget_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_TIME_BUDGET_SECONDS, allow_inf_nan=False
+    )
     include_reply: bool = False
+
+    @field_validator("on_success")
+    @classmethod
+    def _on_success(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_wire_id(name, "on_success entry", limit=64)
+        if len(set(value)) != len(value):
+            raise ConfigurationError("on_success names each hook once")
+        return value
 
     @field_validator("tool_policies")
     @classmethod
@@ -378,6 +413,8 @@ class GenerationResult(WireModel):
             or `none`.
         replayed: `True` when this generation had already completed and its stored result
             was returned.
+        hooks: How each success hook of the run ended (empty without hooks, and on a
+            replay, whose hooks ran with the first run).
     """
 
     generation_id: str
@@ -388,6 +425,7 @@ class GenerationResult(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    hooks: tuple[SuccessHookOutcome, ...] = Field(default=(), exclude_if=lambda value: not value)
 
 
 class StepFigures(WireModel):
@@ -425,6 +463,8 @@ class GenerationOutcome(WireModel):
         usage: Total usage over the steps.
         history_source: `thread`, `caller-messages` or `none`.
         replayed: `True` when this generation had already completed.
+        hooks: How each success hook ended (left out of the payload when there are none,
+            so outcomes of generations without hooks keep their shape).
         reply: The reply text, only when the input asked for it (`include_reply`, with the
             encryption payload codec); left out of the payload otherwise. `None` also when
             the reply is no longer stored (redacted, or an erased ad-hoc reply).
@@ -438,6 +478,7 @@ class GenerationOutcome(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    hooks: tuple[SuccessHookOutcome, ...] = Field(default=(), exclude_if=lambda value: not value)
     # Left out when unset: outcomes that carry no reply keep the shape they always had.
     reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
@@ -453,6 +494,7 @@ class GenerationOutcome(WireModel):
             usage=result.usage,
             history_source=result.history_source,
             replayed=result.replayed,
+            hooks=result.hooks,
         )
 
 
@@ -463,6 +505,8 @@ _LATER_FIELDS = (
     "prepare_invocation",
     "composition",
     "output",
+    "safety",
+    "constraints",
 )
 """Fields added after fingerprints were first stored."""
 
@@ -494,6 +538,10 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
             "approval_tools",
             "approval_timeout_seconds",
+            # What happens after the commit, and how long the run may take, do not change
+            # what is asked for.
+            "on_success",
+            "time_budget_seconds",
             # Where the reply is delivered, not what is asked for.
             "include_reply",
         },

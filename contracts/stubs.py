@@ -18,6 +18,17 @@ from typing import Any, NoReturn
 
 from temporalio import activity
 
+from contracts.acceptance import (
+    ACTIVITY_CHECK_INPUT,
+    ACTIVITY_CHECK_OUTPUT,
+    ACTIVITY_RUN_SUCCESS_HOOK,
+    CheckInputInput,
+    CheckInputResult,
+    CheckOutputInput,
+    CheckOutputResult,
+    RunSuccessHookInput,
+    RunSuccessHookResult,
+)
 from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
@@ -56,6 +67,8 @@ from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStep
 __all__ = [
     "STUBS",
     "await_summary",
+    "check_input",
+    "check_output",
     "commit_turn",
     "count_request",
     "discard_generation",
@@ -65,6 +78,7 @@ __all__ = [
     "read_request",
     "record_plan",
     "resolve_history_ids",
+    "run_success_hook",
     "run_tool",
     "stage_summary_source",
 ]
@@ -139,6 +153,24 @@ async def await_summary(request: AwaitSummaryInput) -> PrepareSummaryResult:
     _runs_on_the_worker(ACTIVITY_AWAIT_SUMMARY)
 
 
+@activity.defn(name=ACTIVITY_CHECK_INPUT)
+async def check_input(request: CheckInputInput) -> CheckInputResult:
+    """Run input safety on the staged user turn, replacing or scrubbing it (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_CHECK_INPUT)
+
+
+@activity.defn(name=ACTIVITY_CHECK_OUTPUT)
+async def check_output(request: CheckOutputInput) -> CheckOutputResult:
+    """Judge a staged final reply: terminal safety, then constraints (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_CHECK_OUTPUT)
+
+
+@activity.defn(name=ACTIVITY_RUN_SUCCESS_HOOK)
+async def run_success_hook(request: RunSuccessHookInput) -> RunSuccessHookResult:
+    """Run one success hook registered on the worker, after the turn was committed."""
+    _runs_on_the_worker(ACTIVITY_RUN_SUCCESS_HOOK)
+
+
 @activity.defn(name=ACTIVITY_COMMIT_TURN)
 async def commit_turn(request: CommitTurnInput) -> CommitTurnResult:
     """Publish the accepted turn as one causal group (a local activity; replays on retry)."""
@@ -162,7 +194,10 @@ STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     prepare_step,
     prepare_summary,
     await_summary,
+    check_input,
+    check_output,
     commit_turn,
+    run_success_hook,
     discard_generation,
 )
 """Every activity the workflows call; the worker must implement each exactly once."""

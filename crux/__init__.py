@@ -8,7 +8,10 @@ The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
 """
 
+from activities.gate import Verdict as SafetyVerdict
+from contracts.acceptance import SuccessContext, SuccessHookOutcome
 from contracts.approvals import PendingApproval
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import (
     GenerationInput,
     GenerationResult,
@@ -21,6 +24,7 @@ from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
 from crux.connect import connect
+from crux.constraints import constraints
 from crux.context import (
     ContextContributor,
     context,
@@ -29,7 +33,7 @@ from crux.context import (
     prefer,
     summarizable,
 )
-from crux.hooks import StepHook, step_hook
+from crux.hooks import StepHook, SuccessHook, step_hook, success_hook
 from crux.model_settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -50,6 +54,7 @@ from crux.runtime import (
     StreamReset,
     StreamUpdate,
 )
+from crux.safety import SafetyPolicy, safety
 from crux.thread import MessageInput, Thread, thread
 from crux.tools import Tool, ToolArgumentsError, tool
 from storage import (
@@ -84,6 +89,14 @@ from vocabulary.errors import (
     ThreadError,
     ThreadInUseError,
 )
+from vocabulary.gate import ConstraintReport, GateReport
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+)
 from vocabulary.ids import workflow_id_for
 from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from vocabulary.settings import Settings
@@ -93,15 +106,21 @@ __all__ = [
     "AttemptPolicySpec",
     "CallOptions",
     "ConfigurationError",
+    "ConstraintError",
+    "ConstraintReport",
+    "ConstraintsSpec",
     "ContextContributor",
     "ContextOverflowError",
     "CruxError",
     "FilePart",
+    "GatePolicyError",
+    "GateReport",
     "Generation",
     "GenerationFailedError",
     "GenerationInput",
     "GenerationResult",
     "GenerationStatus",
+    "GenerationTimeoutError",
     "HistoryEntry",
     "HistorySpec",
     "HistoryView",
@@ -133,6 +152,10 @@ __all__ = [
     "RequestCompositionError",
     "RunOptions",
     "Runtime",
+    "SafetyError",
+    "SafetyPolicy",
+    "SafetySpec",
+    "SafetyVerdict",
     "Settings",
     "StepContext",
     "StepHook",
@@ -142,6 +165,10 @@ __all__ = [
     "StreamDelta",
     "StreamReset",
     "StreamUpdate",
+    "SuccessContext",
+    "SuccessHook",
+    "SuccessHookError",
+    "SuccessHookOutcome",
     "TextPart",
     "Thread",
     "ThreadCommit",
@@ -160,6 +187,7 @@ __all__ = [
     "attempt_policy",
     "configure_logging",
     "connect",
+    "constraints",
     "context",
     "droppable",
     "history",
@@ -169,7 +197,9 @@ __all__ = [
     "output",
     "prefer",
     "prompt",
+    "safety",
     "step_hook",
+    "success_hook",
     "summarizable",
     "summarize",
     "thread",

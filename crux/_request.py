@@ -29,10 +29,13 @@ from contracts.settings import (
 from crux._budget import merge_budget
 from crux._staging import BuiltCall
 from crux.agents import Agent, agent_prompt
+from crux.constraints import as_constraints
+from crux.hooks import success_hook_names
 from crux.options import CallOptions
 from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
+from crux.safety import as_safety
 from crux.tools import Tool
 from storage import check_storable
 from vocabulary.errors import ConfigurationError
@@ -44,7 +47,13 @@ from vocabulary.ids import (
 )
 from vocabulary.messages import Message
 
-WIRE_DEFAULTED = ("owner", "max_tool_rounds", "on_revision_moved", "storage_wait_seconds")
+WIRE_DEFAULTED = (
+    "owner",
+    "max_tool_rounds",
+    "on_revision_moved",
+    "storage_wait_seconds",
+    "time_budget_seconds",
+)
 """Options passed to `GenerationInput` only when given: their defaults are the input's."""
 
 _T = TypeVar("_T")
@@ -101,6 +110,23 @@ class CallBuilder:
             or (agent.output if agent is not None else None)
             or prompt.output
         )
+        # The gate likewise: the call's safety, constraints and success hooks, else the
+        # agent's, else the prompt's (never merged: a list is the complete list).
+        safety = _first(
+            as_safety(options.get("safety")),
+            agent.safety if agent is not None else None,
+            prompt.safety,
+        )
+        checks = _first(
+            as_constraints(options.get("constraints")),
+            agent.constraints if agent is not None else None,
+            prompt.constraints,
+        )
+        on_success = _first(
+            success_hook_names(options.get("on_success")),
+            agent.on_success if agent is not None else None,
+            prompt.on_success,
+        )
         messages = options.get("messages")
         approval_timeout = options.get("approval_timeout_seconds")
         request = validated_input(
@@ -140,6 +166,9 @@ class CallBuilder:
                 self._approval_timeout if approval_timeout is None else approval_timeout,
             ),
             output=output.spec if output is not None else None,
+            safety=safety,
+            constraints=checks,
+            on_success=list(on_success or ()),
         )
         return _rendered(prompt, request, options.get("input"), messages, output=output)
 
@@ -166,6 +195,11 @@ def _as_prompt(target: Prompt | str) -> Prompt:
     if not isinstance(target, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError("prompt must be a crux.prompt(...), a crux.agent(...) or a string")
     return target
+
+
+def _first(*values: _T | None) -> _T | None:
+    """The first value that is set (the call's, the agent's, then the prompt's)."""
+    return next((value for value in values if value is not None), None)
 
 
 def _call_or(call: _T | None, agent: _T | None) -> _T | None:

@@ -24,9 +24,10 @@ from crux._checks import (
     ensure_search_attributes,
 )
 from crux._health import readiness_file
-from crux.hooks import HookRegistry, StepHook
+from crux.hooks import HookRegistry, StepHook, SuccessHook, SuccessHookRegistry
 from crux.plugin import CruxPlugin
 from crux.prompts import Prompt, PromptRegistry
+from crux.safety import PolicyRegistry, SafetyPolicy
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
@@ -107,6 +108,8 @@ async def worker_resources(
     catalog: ModelCatalog | None = None,
     tools: Iterable[Tool] = (),
     hooks: Iterable[StepHook] = (),
+    policies: Iterable[SafetyPolicy] = (),
+    success_hooks: Iterable[SuccessHook] = (),
 ) -> AsyncGenerator[GenerationActivities]:
     """Open the pools and clients a worker needs and close them afterwards.
 
@@ -117,6 +120,8 @@ async def worker_resources(
         catalog: Model capacity profiles (the default catalog when omitted).
         tools: Tools the model may call; their handlers run on this worker.
         hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
+        policies: Custom safety policies (`crux.safety.policy(...)`) generations may name.
+        success_hooks: Success hooks (`crux.success_hook(...)`) generations may name.
     """
     own_pool = pool is None
     if pool is None:
@@ -135,6 +140,8 @@ async def worker_resources(
             catalog=catalog or ModelCatalog.default(),
             tools=ToolRegistry(tools),
             hooks=HookRegistry(hooks),
+            policies=PolicyRegistry(policies).functions(),
+            success_hooks=SuccessHookRegistry(success_hooks),
         )
     finally:
         await http.aclose()
@@ -151,6 +158,8 @@ async def run_worker(
     tools: Iterable[Tool] = (),
     started: asyncio.Event | None = None,
     hooks: Iterable[StepHook] = (),
+    policies: Iterable[SafetyPolicy] = (),
+    success_hooks: Iterable[SuccessHook] = (),
 ) -> None:
     """Run a worker until `stop` is set (or forever).
 
@@ -162,6 +171,8 @@ async def run_worker(
         tools: Tools the model may call; their handlers run on this worker.
         started: Set once the start-up checks passed and the worker polls.
         hooks: `prepare_step` / `prepare_invocation` hooks generations may name.
+        policies: Custom safety policies generations may name.
+        success_hooks: Success hooks generations may name (`on_success`).
 
     Raises:
         StartupCheckError: A start-up check failed (the message names the remedy).
@@ -182,7 +193,14 @@ async def run_worker(
         runtime = telemetry_setup.serve_prometheus(settings.prometheus_address)
     client = client or await connect_client(settings, runtime=runtime)
     await ensure_search_attributes(client, settings)
-    async with worker_resources(settings, prompts=prompts, tools=tools, hooks=hooks) as activities:
+    async with worker_resources(
+        settings,
+        prompts=prompts,
+        tools=tools,
+        hooks=hooks,
+        policies=policies,
+        success_hooks=success_hooks,
+    ) as activities:
         worker = build_worker(
             client,
             task_queue=settings.task_queue,

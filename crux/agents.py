@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import (
     AttemptPolicySpec,
@@ -21,10 +22,12 @@ from contracts.settings import (
     as_settings,
 )
 from crux._budget import merge_budget
+from crux.constraints import as_constraints
 from crux.context import check_id
-from crux.hooks import StepHook, hook_name
+from crux.hooks import StepHook, SuccessHook, hook_name, success_hook_names
 from crux.output import Output, as_output
 from crux.prompts import Prompt
+from crux.safety import as_safety
 from crux.tools import Tool
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import MAX_TOKENS, check_model_id
@@ -50,6 +53,9 @@ class Agent:
             merged per field between the prompt's and the call's.
         attempt_policy: Provider attempt retry/timeout, merged per field between the
             runtime's and the call's.
+        safety: Safety policies (over the prompt's; the call's win).
+        constraints: Constraints on the reply (over the prompt's; the call's win).
+        on_success: Success hook names (over the prompt's; the call's win).
     """
 
     id: str
@@ -65,6 +71,9 @@ class Agent:
     output: Output | None = None
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: tuple[str, ...] | None = None
 
 
 def agent(
@@ -82,6 +91,9 @@ def agent(
     output: Any = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+    safety: SafetySpec | Sequence[object] | None = None,
+    constraints: ConstraintsSpec | Sequence[object] | None = None,
+    on_success: Sequence[SuccessHook | str] | None = None,
 ) -> Agent:
     """Define an agent: a prompt with defaults, usable wherever a prompt is.
 
@@ -100,6 +112,9 @@ def agent(
         settings: Model settings (`crux.model_settings(...)` or a mapping).
         attempt_policy: Provider attempt retry/timeout (`crux.attempt_policy(...)` or a
             mapping).
+        safety: Safety policies (`crux.safety(...)`, or a list of input policies).
+        constraints: Constraints on the reply (`crux.constraints(...)` or a list).
+        on_success: Success hooks (or their names) run after each committed turn.
 
     Raises:
         ConfigurationError: An invalid id, prompt, model id, budget or tool list.
@@ -136,6 +151,9 @@ def agent(
         output=as_output(output),
         settings=as_settings(settings),
         attempt_policy=as_attempt_policy(attempt_policy),
+        safety=as_safety(safety),
+        constraints=as_constraints(constraints),
+        on_success=success_hook_names(on_success),
     )
 
 

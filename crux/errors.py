@@ -1,4 +1,4 @@
-"""Public home of the error types (defined in `vocabulary.errors`)."""
+"""Public home of the error types (defined in `vocabulary.errors` and `.gate_errors`)."""
 
 from vocabulary.errors import (
     CompositionErrorCode,
@@ -26,14 +26,24 @@ from vocabulary.errors import (
     ThreadInUseError,
     http_error,
 )
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+)
 
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
+    "ConstraintError",
     "ContextOverflowError",
     "CruxError",
     "ErrorType",
+    "GatePolicyError",
     "GenerationFailedError",
+    "GenerationTimeoutError",
     "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",
@@ -46,7 +56,9 @@ __all__ = [
     "ProviderUnavailableError",
     "PublicationInterruptedError",
     "RequestCompositionError",
+    "SafetyError",
     "StorageUnavailableError",
+    "SuccessHookError",
     "ThreadCommitError",
     "ThreadError",
     "ThreadErrorCode",

@@ -14,10 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from contracts.settings import ModelSettingsSpec, as_settings
+from crux.constraints import as_constraints
 from crux.context import ContextContributor, check_id
+from crux.hooks import SuccessHook, success_hook_names
 from crux.output import Output, as_output
+from crux.safety import as_safety
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 from vocabulary.errors import ConfigurationError, RequestCompositionError
@@ -67,6 +71,11 @@ class Prompt:
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
         output: Structured output of every call (agents and call sites replace it).
+        safety: Safety policies of every call (agents and call sites replace them).
+        constraints: Constraints on every call's reply (agents and call sites replace
+            them).
+        on_success: Success hooks run after every call's commit (agents and call sites
+            replace the list).
     """
 
     id: str
@@ -80,6 +89,9 @@ class Prompt:
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
     output: Output | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: tuple[str, ...] | None = None
 
 
 def prompt(
@@ -92,6 +104,9 @@ def prompt(
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+    safety: SafetySpec | Sequence[object] | None = None,
+    constraints: ConstraintsSpec | Sequence[object] | None = None,
+    on_success: Sequence[SuccessHook | str] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -112,6 +127,13 @@ def prompt(
         output: Structured output for every call of this prompt: a pydantic model class,
             a JSON schema of an object, or `crux.output(...)`; agents and call sites
             override it.
+        safety: Safety policies (`crux.safety(input=[...], output=[...])`, or a list of
+            input policies); agents and call sites override them.
+        constraints: Constraints on the reply (`crux.constraints(...)` or a list);
+            agents and call sites override them.
+        on_success: Success hooks (`crux.success_hook(...)` or their names, registered
+            on the worker) run after each committed turn; agents and call sites override
+            the list.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -173,6 +195,9 @@ def prompt(
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
         output=as_output(output),
+        safety=as_safety(safety),
+        constraints=as_constraints(constraints),
+        on_success=success_hook_names(on_success),
     )
 
 

@@ -110,7 +110,7 @@ def _staged(row: Any) -> StagedMessage:
 
 
 def _deleted(status: str) -> int:
-    """The row count of a `DELETE n` command status."""
+    """The row count of a `DELETE n` (or `UPDATE n`) command status."""
     return int(status.rsplit(" ", 1)[-1])
 
 
@@ -241,6 +241,40 @@ class GenerationStore(GenerationLedger, DeltaStream):
         """Return a staged message list, or `None` when none is staged."""
         row = await self._pool.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return None if row is None else _messages(row)
+
+    @storage_errors()
+    async def replace_staged(
+        self,
+        generation_id: str,
+        attempt: int,
+        kind: str,
+        message: Message,
+        *,
+        info: dict[str, Any] | None,
+    ) -> bool:
+        """Overwrite a staged row's message and facts (the acceptance gate's transform).
+
+        The earlier text is gone once this returns: nothing else holds it.
+
+        Returns:
+            Whether a row was staged under that key.
+
+        Raises:
+            ThreadError: `invalid_message` for text PostgreSQL cannot store.
+        """
+        check_storable(message)
+        status = await self._pool.execute(
+            """
+            UPDATE crux_generation_staging SET message = $4, info = $5
+            WHERE generation_id = $1 AND attempt = $2 AND kind = $3
+            """,
+            generation_id,
+            attempt,
+            kind,
+            message.model_dump(mode="json"),
+            info,
+        )
+        return _deleted(status) > 0
 
     @storage_errors()
     async def drop_staged(self, generation_id: str, attempt: int) -> None:

@@ -6,7 +6,9 @@ afterwards, and `inspect()` works from any process for every plan: sent, superse
 Thread moved before dispatch) or rejected by the provider.
 
 Rows are keyed by the request id; a retried write keeps the first row (`ON CONFLICT DO
-NOTHING`), so an activity retried after a crash records its receipt exactly once.
+NOTHING`), so an activity retried after a crash records its receipt exactly once. The
+acceptance gate completes a receipt once more, after the provider answered: its verdict on
+the reply (terminal safety, constraints) is added to the receipt it judged.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ SET receipt = jsonb_set(receipt, '{retry_count}', to_jsonb(
     inspection = CASE WHEN inspection IS NULL THEN NULL ELSE jsonb_set(inspection, '{retry_count}',
         to_jsonb(GREATEST(COALESCE((inspection ->> 'retry_count')::int, 0), $2))) END
 WHERE request_id = $1
+"""
+
+# Adds the verdict's keys; a repeated call writes the same values again.
+_ADD_VERDICT = """
+UPDATE crux_request_receipts SET receipt = receipt || $2::jsonb WHERE request_id = $1
 """
 
 _LOAD = """
@@ -99,6 +106,17 @@ class ReceiptStore:
             retry_count: Tries of its provider call that failed and were retried.
         """
         await self._pool.execute(_RECORD_RETRIES, request_id, retry_count)
+
+    @storage_errors()
+    async def add_verdict(self, request_id: str, verdict: dict[str, Any]) -> None:
+        """Add the acceptance gate's verdict on a request's reply to its receipt.
+
+        Args:
+            request_id: The receipt's request id.
+            verdict: Receipt fields to set (`output_gate`, `constraints`), as JSON.
+        """
+        if verdict:
+            await self._pool.execute(_ADD_VERDICT, request_id, verdict)
 
     @storage_errors()
     async def load(self, request_ids: Sequence[str]) -> dict[str, StoredReceipt]:

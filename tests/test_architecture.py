@@ -51,6 +51,10 @@ PLANNER_BANNED_STDLIB = {
     "sqlite3",
 }
 WORKFLOW_ALLOWED_PREFIXES = (
+    # Temporal runs workflow code on its own deterministic asyncio loop: tasks, `gather`
+    # and `wait` are scheduled by it (the time budget races the work before the commit
+    # against a durable timer; success hooks run concurrently).
+    "asyncio",
     "temporalio",
     "pydantic",
     "vocabulary",

@@ -15,6 +15,9 @@ CruxError
 ├── StorageUnavailableError                      PostgreSQL could not be reached (or was contended)
 ├── PreparationError(code)                       a step or invocation hook failed
 ├── OperatorError(code)                         retry/abandon refused: not found, wrong stage
+├── SafetyError, ConstraintError, GatePolicyError, SuccessHookError, GenerationTimeoutError
+│                                                the acceptance gate and the time budget
+│                                                (`vocabulary.gate_errors`)
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -136,6 +139,11 @@ class ErrorType(StrEnum):
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
     OUTPUT_VALIDATION = "OutputValidationError"
+    SAFETY = "SafetyError"
+    CONSTRAINT = "ConstraintError"
+    GATE_POLICY = "GatePolicyError"
+    SUCCESS_HOOK = "SuccessHookError"
+    GENERATION_TIMEOUT = "GenerationTimeoutError"
 
 
 class ThreadError(CruxError):

@@ -54,6 +54,16 @@ from vocabulary.errors import (
     ThreadErrorCode,
     ThreadInUseError,
 )
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GatePolicyErrorCode,
+    GateStage,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+    SuccessHookErrorCode,
+)
 
 _E = TypeVar("_E", bound=CruxError)
 
@@ -197,6 +207,44 @@ def _provider(kind: type[ProviderError]) -> Rebuild[ProviderError]:
     return rebuild
 
 
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _safety(message: str, details: ErrorDetails, _retryable: bool) -> SafetyError:
+    stage: GateStage = "output" if details.stage == "output" else "input"
+    return SafetyError(
+        _text(details.diagnostics.get("policy")) or "policy",
+        details.code,
+        stage=stage,
+        attempts=_count(details.diagnostics.get("attempts")),
+        request_id=details.request_id,
+    )
+
+
+def _constraint(message: str, details: ErrorDetails, _retryable: bool) -> ConstraintError:
+    listed: object = details.diagnostics.get("violations", [])
+    violations = [str(v) for v in listed] if isinstance(listed, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return ConstraintError(
+        tuple(violations),
+        attempts=_count(details.diagnostics.get("attempts")),
+        request_id=details.request_id,
+    )
+
+
+def _timeout(message: str, details: ErrorDetails, _retryable: bool) -> GenerationTimeoutError:
+    budget: object = details.diagnostics.get("budget_seconds", 0)
+    return GenerationTimeoutError(
+        committed=details.diagnostics.get("committed") is True,
+        budget_seconds=float(budget) if isinstance(budget, int | float) else 0.0,
+        stage=details.stage,
+    )
+
+
 def _declare(
     error_type: ErrorType,
     error: type[_E],
@@ -310,6 +358,72 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             OutputValidationError,
             details=_output_details,
             rebuild=_output,
+        ),
+        _declare(
+            ErrorType.SAFETY,
+            SafetyError,
+            details=lambda error: ErrorDetails(
+                code=error.reason_code,
+                request_id=error.request_id,
+                stage=error.stage,
+                diagnostics={"policy": error.policy, "attempts": error.attempts},
+            ),
+            rebuild=_safety,
+        ),
+        _declare(
+            ErrorType.CONSTRAINT,
+            ConstraintError,
+            details=lambda error: ErrorDetails(
+                code="constraints_violated",
+                request_id=error.request_id,
+                diagnostics={"violations": list(error.violations), "attempts": error.attempts},
+            ),
+            rebuild=_constraint,
+        ),
+        _declare(
+            ErrorType.GATE_POLICY,
+            GatePolicyError,
+            details=lambda error: ErrorDetails(
+                code=error.code,
+                diagnostics={"policy": error.policy}
+                | ({"error_type": error.error_type} if error.error_type else {}),
+            ),
+            # A policy is user code: one that raised would most likely raise again.
+            rebuild=lambda message, details, _retryable: GatePolicyError(
+                _text(details.diagnostics.get("policy")) or "policy",
+                cast(GatePolicyErrorCode, details.code or "raised"),
+                error_type=_text(details.diagnostics.get("error_type")),
+            ),
+        ),
+        _declare(
+            ErrorType.SUCCESS_HOOK,
+            SuccessHookError,
+            details=lambda error: ErrorDetails(
+                code=error.code,
+                diagnostics={"hook": error.hook}
+                | ({"error_type": error.error_type} if error.error_type else {}),
+            ),
+            # A hook that raised is retried within its bounded policy (it may call a
+            # service that recovers); one that is not registered here never will run.
+            retryable=lambda error: error.code == "raised",
+            rebuild=lambda message, details, _retryable: SuccessHookError(
+                _text(details.diagnostics.get("hook")) or "hook",
+                cast(SuccessHookErrorCode, details.code or "raised"),
+                error_type=_text(details.diagnostics.get("error_type")),
+            ),
+        ),
+        _declare(
+            ErrorType.GENERATION_TIMEOUT,
+            GenerationTimeoutError,
+            details=lambda error: ErrorDetails(
+                code="committed" if error.committed else "not_committed",
+                stage=error.stage,
+                diagnostics={
+                    "committed": error.committed,
+                    "budget_seconds": error.budget_seconds,
+                },
+            ),
+            rebuild=_timeout,
         ),
     ]
 )
