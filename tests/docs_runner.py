@@ -83,6 +83,7 @@ class Session:
     stack: subprocess.Popen[str] | None = None
     stack_log: Path | None = None
     app_worker: subprocess.Popen[str] | None = None
+    started_stack: bool = False
 
     def __post_init__(self) -> None:
         # What `python -m asyncio` starts with.
@@ -210,6 +211,7 @@ def _wait_for_banner(process: subprocess.Popen[str], deadline: float) -> str:
 async def start_stack(session: Session, words: list[str]) -> str:
     """Start `crux dev` as the first terminal would, and apply its export lines."""
     await stop_stack(session)
+    session.started_stack = True
     plan = session.plan
     app = None
     if "--app" in words and not plan["serve_apps"]:
@@ -391,8 +393,8 @@ async def run_page(session: Session) -> dict[str, Any]:
                 words = stack_command(block["code"]) if block["kind"] == "shell" else None
                 if words is not None:
                     outcome.output = await start_stack(session, words)
-                elif session.stack is None and plan["implicit_stack"]:
-                    # A page without its own `crux dev` block runs against a plain one.
+                elif session.stack is None and _assumes_a_stack(session, block):
+                    # The page's reader already runs `crux dev`, as the page says.
                     await start_stack(session, ["crux", "dev"])
                     await _run_block(session, block, outcome)
                 else:
@@ -411,6 +413,18 @@ async def run_page(session: Session) -> dict[str, Any]:
         report["stop_seconds"] = round(time.monotonic() - began, 2)
         report["outcomes"] = [vars(outcome) for outcome in outcomes]
     return report
+
+
+def _assumes_a_stack(session: Session, block: dict[str, Any]) -> bool:
+    """Whether a block runs against a `crux dev` the page did not start itself.
+
+    A page without a `crux dev` block assumes one throughout; a page with one assumes one for
+    the Python examples before it (a shell command there, such as `crux --version`, runs
+    before any stack, as the page tells it).
+    """
+    if session.started_stack:
+        return False
+    return session.plan["implicit_stack"] or block["kind"] == "python"
 
 
 async def _run_block(session: Session, block: dict[str, Any], outcome: Outcome) -> None:
