@@ -281,3 +281,35 @@ def test_the_site_builds_strictly_with_the_generated_references(tmp_path: Path) 
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     docs_recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
     assert "--strict" in docs_recipe and "--quiet" not in docs_recipe.replace("Not --quiet", "")
+
+
+def test_the_readme_is_short_and_keeps_what_a_newcomer_needs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 150
+    assert "## Where behaviour lives" in readme
+    # Install lines that work: a wheel built from the checkout, and git; PyPI marked as such.
+    wheel = re.search(
+        r"pip install \"dist/(crux_temporal-[\w.]+-py3-none-any\.whl)\[embedded\]\"", readme
+    )
+    assert wheel is not None
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', project, flags=re.MULTILINE)
+    assert (
+        version is not None
+        and wheel.group(1) == f"crux_temporal-{version.group(1)}-py3-none-any.whl"
+    )
+    assert "git+" in readme
+    assert re.search(r"pip install \"crux-temporal\[embedded\]\".*not yet published", readme)
+    # Every page the README links exists.
+    for target in re.findall(r"\]\(((?:docs/)[^)#]+)\)", readme):
+        assert (ROOT / target).exists(), target
+
+
+def test_getting_started_imports_no_private_module_and_names_no_compose_database() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    imports = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", page, flags=re.MULTILINE)
+    assert imports, "the tutorial imports crux"
+    assert not [name for name in imports if any(part.startswith("_") for part in name.split("."))]
+    assert not [name for name in imports if name.split(".")[0] not in ("crux", "myapp", "asyncio")]
+    # crux dev prints its own database URL; the docker-compose one is a different database.
+    assert "localhost:5432" not in page and "5432" not in page
