@@ -6,6 +6,10 @@ Durable workflows on Temporal, with PostgreSQL as the canonical store.
 The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
+
+`crux.Worker(tools=[...], hooks=[...])` runs a worker with your registrations
+(`await worker.run()`, `crux dev --app module:attribute`); `crux.testing` has test models and
+pytest fixtures for your own suite.
 """
 
 from contracts.approvals import PendingApproval
@@ -19,6 +23,7 @@ from contracts.generation import (
 )
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
+from crux._announce import RegistrationConflictError
 from crux.agents import Agent, agent
 from crux.connect import connect
 from crux.context import (
@@ -41,6 +46,7 @@ from crux.model_settings import (
 from crux.options import CallOptions, PlanOptions, PreviewOptions, RunOptions
 from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
+from crux.registrations import Registrations
 from crux.runtime import (
     Generation,
     ParallelRun,
@@ -52,6 +58,7 @@ from crux.runtime import (
 )
 from crux.thread import MessageInput, Thread, thread
 from crux.tools import Tool, ToolArgumentsError, tool
+from crux.workers import Worker
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -129,6 +136,8 @@ __all__ = [
     "ProviderUnavailableError",
     "ReasoningPart",
     "RedactedEntry",
+    "RegistrationConflictError",
+    "Registrations",
     "RemovedEntry",
     "RequestCompositionError",
     "RunOptions",
@@ -156,6 +165,7 @@ __all__ = [
     "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "Worker",
     "agent",
     "attempt_policy",
     "configure_logging",

@@ -8,11 +8,14 @@ download or an external service. Production deployments point `TEMPORAL_ADDRESS`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
+import signal
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,8 +160,74 @@ class EmbeddedPostgres:
         return str(self._server.get_uri(database))
 
     def stop(self) -> None:
-        """Stop the server (the data directory is kept)."""
+        """Stop the server (the data directory is kept), whoever else attached to it.
+
+        The package counts the processes that attached to a data directory and leaves the
+        server running while any is recorded; a process that ended without detaching (killed,
+        or ended by `os._exit`) stays recorded for ever. The caller owns the server (the
+        stack's lock, the test session's directory), so it is stopped in any case.
+        """
         self._server.cleanup()
+        stop_postmaster(self.data_dir)
+
+
+POSTMASTER_STOP_SECONDS = 30.0
+"""How long a fast shutdown may take before the server is killed."""
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The pid of the PostgreSQL server running on `data_dir`, `None` when none runs."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def stop_postmaster(data_dir: Path) -> None:
+    """Stop the server of `data_dir` if one still runs (fast shutdown, then kill)."""
+    pid = postmaster_pid(data_dir)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        # SIGINT is PostgreSQL's fast shutdown: it disconnects clients and stops cleanly.
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + POSTMASTER_STOP_SECONDS
+    while time.monotonic() < deadline:
+        if postmaster_pid(data_dir) != pid:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def attached_database_url(data_dir: Path, database: str) -> str | None:
+    """The URL of `database` on the server already running on `data_dir`, else `None`.
+
+    Reads the server's `postmaster.pid` (socket directory and port) instead of attaching
+    through the package, which would record this process as a user of the server and keep
+    the owner from stopping it.
+    """
+    if postmaster_pid(data_dir) is None:
+        return None
+    try:
+        lines = (data_dir / "postmaster.pid").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    port, socket_dir, host = lines[3].strip(), lines[4].strip(), lines[5].strip()
+    if socket_dir:
+        return f"postgresql://postgres@/{database}?host={socket_dir}&port={port}"
+    if host and port:
+        return f"postgresql://postgres@{host}:{port}/{database}"
+    return None
 
 
 def route_postgres_logs(log_path: Path) -> None:

@@ -19,6 +19,7 @@ from storage.threads import (
     VariantInfo,
     check_storable,
 )
+from storage.workers import WorkerDirectory, WorkerEntry
 
 __all__ = [
     "EMPTY_REVISION",
@@ -38,6 +39,8 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
     "VariantInfo",
+    "WorkerDirectory",
+    "WorkerEntry",
     "available_migrations",
     "check_storable",
     "create_pool",
