@@ -59,8 +59,7 @@ def _import(module_name: str) -> Any:
                 "run crux from the directory that holds it, or install it"
             ) from None
         raise ConfigurationError(
-            f"--app: importing {module_name} failed: it imports {missing}, which is not "
-            "installed"
+            f"--app: importing {module_name} failed: it imports {missing}, which is not installed"
         ) from None
     except Exception as error:  # the user's module raised while importing
         raise ConfigurationError(

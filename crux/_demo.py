@@ -81,9 +81,9 @@ How to read the receipts printed for each turn:
                     against the strict maximum (`max`). The planner keeps each request under
                     `max`; above `optimize_at` (the soft watermark) managed history starts
                     summarising older turns in the background. `counted` says how far the
-                    count can be trusted: `exact` (the model's own tokenizer), `estimated`
-                    (a public tokenizer, a small margin kept free) or `conservative` (an
-                    unknown model: a larger margin). `adaptations` lists what the planner
+                    count can be trusted: `exact` (counted by the provider), `estimated`
+                    (counted with the model's public tokenizer; a small margin is kept
+                    free) or `conservative` (an unknown model: a larger margin). `adaptations` lists what the planner
                     changed to fit: `contributor -> representation (full -> sent tokens)`,
                     such as a context replaced by its short version, a note omitted, or
                     older history summarised; `exact` means nothing was changed."""
