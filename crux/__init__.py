@@ -23,6 +23,7 @@ from contracts.generation import (
 )
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
+from crux import testing
 from crux._announce import RegistrationConflictError
 from crux.agents import Agent, agent
 from crux.connect import connect
@@ -182,6 +183,7 @@ __all__ = [
     "step_hook",
     "summarizable",
     "summarize",
+    "testing",
     "thread",
     "tool",
     "workflow_id_for",

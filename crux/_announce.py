@@ -83,8 +83,15 @@ class WorkerAnnouncement:
         """The published row's id, once bound."""
         return self._entry.worker_id if self._entry else None
 
+    @property
+    def bound(self) -> bool:
+        """Whether `bind` named the worker already."""
+        return self._entry is not None
+
     def bind(self, *, namespace: str, task_queue: str, identity: str, build_id: str) -> None:
-        """Name the worker: where it polls, who it is, which build."""
+        """Name the worker: where it polls, who it is, which build (once: later calls keep it)."""
+        if self._entry is not None:
+            return
         self._entry = WorkerEntry(
             worker_id=uuid.uuid4().hex,
             namespace=namespace,

@@ -74,19 +74,20 @@ PRESSURE_QUESTION = "Last one: what should I pack?"
 
 LEGEND = """\
 How to read the receipts printed for each turn:
-  commit receipt    where the turn landed in the Thread: `selected` when it extends the path
-                    it read, `alternative` when another turn landed first; the ids of the
-                    messages it added; `replayed` when the turn was already stored.
-  request receipts  one row per provider call. `input tokens` is the planned request's size
-                    against the strict maximum (`max`). The planner keeps each request under
-                    `max`; above `optimize_at` (the soft watermark) managed history starts
-                    summarising older turns in the background. `counted` says how far the
-                    count can be trusted: `exact` (counted by the provider), `estimated`
-                    (counted with the model's public tokenizer; a small margin is kept
-                    free) or `conservative` (an unknown model: a larger margin). `adaptations` lists what the planner
-                    changed to fit: `contributor -> representation (full -> sent tokens)`,
-                    such as a context replaced by its short version, a note omitted, or
-                    older history summarised; `exact` means nothing was changed."""
+  commit receipt    where the turn landed in the Thread: `selected` when it extends the
+                    path it read, `alternative` when another turn landed first; the ids
+                    of the messages it added; `replayed` when the turn was stored before.
+  request receipts  one row per provider call. `input tokens` is the planned request's
+                    size against the strict maximum (`max`): the planner keeps every
+                    request under it. Above `optimize_at` (the soft watermark) managed
+                    history summarises older turns in the background. `counted` says how
+                    far the count can be trusted: `exact` (counted by the provider),
+                    `estimated` (the model's public tokenizer; a small margin is kept
+                    free) or `conservative` (an unknown model: a larger margin).
+                    `adaptations` lists what the planner changed to fit, as
+                    `contributor -> representation (full -> sent tokens)`: a context
+                    replaced by its short version, a note omitted, older history
+                    summarised; `exact` means nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,6 @@ async def _pressure(
         "fidelity in the order the prompt allows (the short guide, the droppable notes, "
         "older history) and the receipt lists each change.",
         markup=False,
-        soft_wrap=True,
     )
     _print(console, "turn under pressure", PRESSURE_QUESTION, result)
 

@@ -151,7 +151,7 @@ class CruxPlugin(SimplePlugin):
                 config["interceptors"] = [*telemetry, *present]
         if "max_eager_activity_reservations_per_workflow_task" not in config:
             config["max_eager_activity_reservations_per_workflow_task"] = _EAGER_ACTIVITIES
-        if self._announcement is not None and "client" in config:
+        if self._announcement is not None and not self._announcement.bound and "client" in config:
             client = config["client"]
             options: dict[str, Any] = dict(config)
             deployment: WorkerDeploymentConfig | None = options.get("deployment_config")

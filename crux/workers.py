@@ -266,17 +266,29 @@ class Worker:
             runtime = telemetry_setup.serve_prometheus(settings.prometheus_address)
         client = self._client or await connect_temporal(settings, runtime=runtime)
         await ensure_search_attributes(client, settings)
+        deployment = deployment_config(settings)
         async with self._resources(settings) as (pool, activities):
             announcement = WorkerAnnouncement(pool, self._registrations)
-            worker = build_worker(
-                client,
+            announcement.bind(
+                namespace=client.namespace,
                 task_queue=settings.task_queue,
-                activities=activities,
-                deployment=deployment_config(settings),
-                announcement=announcement,
+                identity=client.identity,
+                build_id=deployment.version.build_id if deployment else "",
             )
-            # Refused here, before polling, in one line; the plugin keeps the heartbeat.
+            # Refused here, in one line, before a poller is built; the plugin keeps the
+            # heartbeat while the worker runs.
             await announcement.join()
+            try:
+                worker = build_worker(
+                    client,
+                    task_queue=settings.task_queue,
+                    activities=activities,
+                    deployment=deployment,
+                    announcement=announcement,
+                )
+            except BaseException:
+                await announcement.leave()
+                raise
             sweeper = asyncio.create_task(_sweep_periodically(activities.generations, settings))
             # Everything imported and built so far lives as long as the process; keeping it
             # out of full collections takes the collector's pauses out of read latency.
@@ -292,6 +304,9 @@ class Worker:
                         namespace=settings.temporal_namespace,
                     ),
                 ):
+                    # Entering starts the poller in a task (after a namespace check): the
+                    # block begins once it polls, so `is_running` holds inside it.
+                    await _started(worker)
                     self._temporal, self._resolved = worker, settings
                     _log.info(
                         "worker.started",
@@ -340,6 +355,15 @@ async def _run_until_signalled(worker: Worker) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await worker.run(stop=stop)
+
+
+async def _started(worker: TemporalWorker, *, timeout_seconds: float = 30.0) -> None:
+    """Wait until `worker` polls (or stopped: its error is raised when the block exits)."""
+    deadline = asyncio.get_running_loop().time() + timeout_seconds
+    while not (worker.is_running or worker.is_shutdown):
+        if asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.01)
 
 
 async def _sweep_periodically(generations: GenerationStore, settings: Settings) -> None:

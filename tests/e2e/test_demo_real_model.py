@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from crux._commands import converse, demo_budget, demo_weather_tool
+from crux._demo import converse, demo_budget, demo_weather_tool
 from crux._devserver import free_port
 from crux.config import Settings
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply
