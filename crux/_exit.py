@@ -10,6 +10,7 @@ from __future__ import annotations
 import traceback
 from enum import IntEnum
 
+from temporalio.client import RPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from vocabulary.errors import (
@@ -92,6 +93,8 @@ def classify(error: BaseException) -> tuple[ExitCode, str]:
         return ExitCode.FAILED, MISSING_EMBEDDED
     if isinstance(error, RPCError):
         return ExitCode.FAILED, f"Temporal refused or did not answer a call ({error.status.name})"
+    if isinstance(error, RPCTimeoutOrCancelledError):
+        return ExitCode.FAILED, "Temporal did not answer a call in time"
     if isinstance(error, (OSError, TimeoutError)):
         # Unreachable services are operational, not programming, errors.
         return ExitCode.FAILED, f"a service did not answer ({one_line(str(error)) or 'timeout'})"

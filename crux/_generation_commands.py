@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from temporalio.client import Client
+from temporalio.client import Client, RPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from crux._approvals import decide, pending_approvals
@@ -114,14 +114,21 @@ async def _approval(
                 else f"no running generation run {workflow_id}",
             ) from None
         raise
+    except RPCTimeoutOrCancelledError:
+        raise _no_worker(action) from None
     except RPCError as error:
         if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise CommandError(
-                f"no worker answered within {QUERY_TIMEOUT.total_seconds():g} s; start one "
-                "with crux worker, or crux dev",
-                ExitCode.NO_WORKER,
-            ) from None
+            raise _no_worker(action) from None
         raise
     done = "approved" if action == "approve" else "denied"
     print(json.dumps({done: call_id}) if as_json else f"{done} {call_id}")
     return 0
+
+
+def _no_worker(action: str) -> CommandError:
+    waited = QUERY_TIMEOUT if action == "pending" else UPDATE_TIMEOUT
+    return CommandError(
+        f"no worker answered within {waited.total_seconds():g} s; start one with crux worker, "
+        "or crux dev",
+        ExitCode.NO_WORKER,
+    )

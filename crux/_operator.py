@@ -22,6 +22,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    RPCTimeoutOrCancelledError,
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
@@ -244,26 +245,31 @@ class RunOperator:
                 # The validator's own words: which command, and the stage it found.
                 raise refused from None
             raise
+        except RPCTimeoutOrCancelledError:
+            # The SDK's own type for an update no worker accepted in time.
+            raise await self._no_worker(handle, name) from None
         except RPCError as error:
             # A run that already ended takes no updates.
             if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 raise OperatorError("wrong_stage", f"{name} refused: the run has ended") from None
             if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                described = await handle.describe()
-                pollers = await self._pollers(described.task_queue)
-                raise NoWorkerError(
-                    f"no worker accepted {name} within "
-                    f"{self._update_timeout.total_seconds():g} s"
-                    + (
-                        f": none polls task queue {described.task_queue}; start one with "
-                        "crux worker, or crux dev"
-                        if pollers == 0
-                        else ""
-                    ),
-                    task_queue=described.task_queue,
-                    pollers=pollers,
-                ) from None
+                raise await self._no_worker(handle, name) from None
             raise
+
+    async def _no_worker(self, handle: WorkflowHandle[Any, Any], name: str) -> NoWorkerError:
+        described = await handle.describe()
+        pollers = await self._pollers(described.task_queue)
+        return NoWorkerError(
+            f"no worker accepted {name} within {self._update_timeout.total_seconds():g} s"
+            + (
+                f": none polls task queue {described.task_queue}; start one with "
+                "crux worker, or crux dev"
+                if pollers == 0
+                else f" ({pollers} poll task queue {described.task_queue}; they may be busy)"
+            ),
+            task_queue=described.task_queue,
+            pollers=pollers,
+        )
 
 
 def _run_that_matters(runs: list[WorkflowExecution]) -> WorkflowExecution:

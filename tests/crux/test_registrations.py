@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.client import RPCTimeoutOrCancelledError
 
 import crux
 import crux.testing
@@ -146,6 +147,7 @@ def test_every_failure_maps_to_a_documented_exit_code_and_one_line() -> None:
         (crux.ThreadError("not_found", "t"), ExitCode.NOT_FOUND, "not_found: t"),
         (CommandError("none polls", ExitCode.NO_WORKER), ExitCode.NO_WORKER, "none polls"),
         (ConnectionRefusedError(111, "refused"), ExitCode.FAILED, "a service did not answer"),
+        (RPCTimeoutOrCancelledError("x"), ExitCode.FAILED, "did not answer a call in time"),
         (ValueError("a bug"), ExitCode.INTERNAL, "unexpected ValueError; rerun with"),
     ]
     for error, code, line in cases:
