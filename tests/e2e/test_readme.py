@@ -11,9 +11,8 @@ as after `crux dev`'s two `export` lines.
 A block is skipped only when the line before it is `<!-- readme-test: skip (reason) -->`
 (the `make` targets, the foreground `crux dev`, a real API key); keep that set small.
 
-The worker runs the tools and hooks the snippets define ("worker side: run_worker(settings,
-tools=[...])"): its registries look them up by name in the snippets' namespace when a call
-needs them.
+The worker runs the tools and hooks the snippets define ("worker side: crux.Worker(tools=[...])"):
+its registries look them up by name in the snippets' namespace when a call needs them.
 """
 
 from __future__ import annotations
