@@ -8,9 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
@@ -74,6 +81,11 @@ class HistorySpec(WireModel):
             model when `None`.
         provider_native: Managed only: whether a compatible provider-native summary path
             may be used; `False` forces the portable path.
+        chunk_tokens: Managed only: content tokens one chunk of a summarised prefix may
+            hold; `None` for what one support call of the summary model can take (never
+            more). See `planner.summary_choice`, step 7.
+        chunk_units: Managed only: units (causal groups) one chunk may hold; `None` for
+            no bound (8 for `hierarchical`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
@@ -85,11 +97,32 @@ class HistorySpec(WireModel):
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     provider_native: bool = True
+    chunk_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    chunk_units: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
 
     @field_validator("summary_model")
     @classmethod
     def _summary_model(cls, value: str | None) -> str | None:
         return None if value is None else check_model_id(value)
+
+    @model_validator(mode="after")
+    def _chunks_only_managed(self) -> HistorySpec:
+        if self.kind != "managed" and (self.chunk_tokens or self.chunk_units):
+            raise ConfigurationError("chunk_tokens and chunk_units apply to managed history")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_chunks(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when unset, so the payloads and request fingerprints of policies that do
+        # not size their chunks stay what they were before these fields existed.
+        data: object = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields = cast("dict[str, Any]", data)
+        for name in ("chunk_tokens", "chunk_units"):
+            if fields.get(name) is None:
+                fields.pop(name, None)
+        return fields
 
 
 MAX_TOOL_POLICIES = 128
@@ -174,6 +207,10 @@ class GenerationInput(WireModel):
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
+        include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
+            a client that reads it from Temporal. Only with the encryption payload codec on
+            the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
+            codec the run fails with `ConfigurationError` before anything is sent.
     """
 
     generation_id: str
@@ -209,6 +246,7 @@ class GenerationInput(WireModel):
     `None` waits without limit."""
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
+    include_reply: bool = False
 
     @field_validator("tool_policies")
     @classmethod
@@ -387,6 +425,9 @@ class GenerationOutcome(WireModel):
         usage: Total usage over the steps.
         history_source: `thread`, `caller-messages` or `none`.
         replayed: `True` when this generation had already completed.
+        reply: The reply text, only when the input asked for it (`include_reply`, with the
+            encryption payload codec); left out of the payload otherwise. `None` also when
+            the reply is no longer stored (redacted, or an erased ad-hoc reply).
     """
 
     generation_id: str
@@ -397,6 +438,8 @@ class GenerationOutcome(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    # Left out when unset: outcomes that carry no reply keep the shape they always had.
+    reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of(cls, result: GenerationResult) -> GenerationOutcome:
@@ -451,6 +494,8 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
             "approval_tools",
             "approval_timeout_seconds",
+            # Where the reply is delivered, not what is asked for.
+            "include_reply",
         },
     )
     for name in _LATER_FIELDS:

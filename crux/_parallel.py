@@ -160,7 +160,8 @@ async def run_parallel(
     try:
         outcome = await handle.result()
     except WorkflowFailureError as failure:
-        raise domain_error(failure) from None
+        error = domain_error(failure)
+        raise error from error.__cause__
     results: dict[str, Generation | CruxError] = {}
     for member in outcome.members:
         if member.outcome is None:

@@ -1,4 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `health`, `thread`, `generation`, `db`.
+"""The `crux` command: `dev`, `demo`, `worker`, `health`, `thread`, `generation`, `serve`, `db`.
 
 Conventions, the same for every command: the object a command acts on is positional (a
 Thread id, a run); `--thread THREAD` names the Thread of a generation id; `--stack-dir DIR`
@@ -22,6 +22,7 @@ from typing import Any
 
 from crux._exit import EXIT_CODES_HELP, MISSING_EMBEDDED, ExitCode, classify, traceback_text
 from crux._generation_commands import QUERY_TIMEOUT, UPDATE_TIMEOUT
+from crux.serve import add_serve_command, run_serve
 from telemetry.logs import configure_logging
 from vocabulary.settings import Settings
 
@@ -61,6 +62,8 @@ ENVIRONMENT = {
     "CRUX_PROMETHEUS_ADDRESS": "host:port serving Prometheus metrics (default: off)",
     "CRUX_DEPLOYMENT_NAME": "worker deployment for worker versioning (default: unversioned)",
     "CRUX_BUILD_ID": "build id within the deployment (default: crux-v<command version>)",
+    "CRUX_CODEC_KEYS": "payload codec keys kid:base64key,... first current (default: off)",
+    "CRUX_CODEC_KEY_FILE": "a file of payload codec keys, one kid:base64key a line",
 }
 """Every variable the commands read, with its meaning; listed in `crux --help`."""
 
@@ -72,7 +75,8 @@ _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
 _WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", "CRUX_DATABASE_URL", "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
                "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
-               "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID")  # fmt: skip
+               "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID",
+               "CRUX_CODEC_KEYS", "CRUX_CODEC_KEY_FILE")  # fmt: skip
 _STACK_DIR_HELP = (
     "directory of the embedded stack's data and logs (PostgreSQL, Temporal history); "
     "default: %(default)s"
@@ -318,6 +322,8 @@ def _parser() -> argparse.ArgumentParser:
         if action == "deny":
             sub.add_argument("--reason", default=None, help="short reason code (default: denied)")
 
+    add_serve_command(commands)
+
     database = _command(commands, "db", "database maintenance", ("CRUX_DATABASE_URL",))
     database_commands = database.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     _command(
@@ -364,6 +370,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = _parser().parse_args(
         _legacy_run_arguments(list(sys.argv[1:] if argv is None else argv))
     )
+    if arguments.command == "serve":
+        # uvicorn runs its own event loop and handles SIGINT and SIGTERM itself.
+        code = run_serve(arguments)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     debug = arguments.debug or os.environ.get("CRUX_LOG_LEVEL", "").strip().lower() == "debug"
     try:
         settings = Settings.from_env(os.environ)

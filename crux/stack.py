@@ -142,8 +142,9 @@ def _prepare_runtime_dir() -> None:
         base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
         runtime = base / f"crux-run-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
-        if runtime.stat().st_uid == os.getuid():
-            # platformdirs accepts only a private one (an umask may have widened it).
+        # A directory left by another tool or process may be wider; platformdirs refuses
+        # one that is not private, so narrow it when it is ours.
+        if runtime.stat().st_uid == os.getuid() and runtime.stat().st_mode & 0o077:
             runtime.chmod(0o700)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 

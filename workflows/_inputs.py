@@ -51,6 +51,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         fingerprint=(
             request_fingerprint(request, [request.input]) if request.input_ref is None else None
         ),
+        include_reply=request.include_reply,
     )
 
 
@@ -94,6 +95,7 @@ def invoke_input(
         settings=request.settings,
         output_schema=request.output.json_schema if request.output else None,
         output_prompt_id=request.prompt_id if request.output else None,
+        request_id=sealed.request_id,
     )
 
 
@@ -150,6 +152,7 @@ def commit_input(
         message_tokens=[read.current_turn_tokens, *progress.turn_counts, steps[-1].output_tokens],
         encoding=read.encoding,
         steps=steps,
+        include_reply=request.include_reply,
     )
 
 
