@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -16,6 +17,9 @@ from providers import (
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
 
+SERVED_PREFIX = "test"
+"""The provider prefix of models a worker serves itself (`crux.testing`)."""
+
 
 class ProviderRegistry:
     """Maps a model id to a client and the provider's own model name.
@@ -25,9 +29,18 @@ class ProviderRegistry:
     Args:
         settings: Base URLs and keys.
         http: The worker's shared HTTP client (created at worker start).
+        models: Providers of whole model ids the worker serves itself (the test models
+            of `crux.testing`, by `test:<name>`); they win over the provider prefix.
     """
 
-    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        *,
+        models: Mapping[str, ChatProvider] | None = None,
+    ) -> None:
+        self._models = dict(models or {})
         openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         anthropic_key = (
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
@@ -54,6 +67,15 @@ class ProviderRegistry:
         provider, separator, name = model_id.partition(":")
         if not separator or not name:
             raise ConfigurationError("model ids are 'provider:model'")
+        served = self._models.get(model_id)
+        if served is not None:
+            return served, name
+        if provider == SERVED_PREFIX:
+            raise ConfigurationError(
+                f"model {model_id} is not registered on the worker: pass the test model "
+                "to crux.Worker(models=[...])",
+                code="not_registered",
+            )
         try:
             return self._providers[provider], name
         except KeyError:

@@ -14,8 +14,8 @@ from contracts.acceptance import SuccessContext
 from contracts.hooks import StepContext, StepOverrides
 from contracts.settings import ToolPolicySpec
 from providers.types import ToolSpec
-from vocabulary.errors import ConfigurationError
 from vocabulary.messages import Message
+from vocabulary.registration import not_registered
 
 
 class DeclaredPrompt(Protocol):
@@ -92,10 +92,10 @@ class NoTools:
         """Empty for no names.
 
         Raises:
-            ConfigurationError: Any name is requested.
+            ConfigurationError: Any name is requested (`code == "not_registered"`).
         """
-        if any(True for _ in names):
-            raise ConfigurationError("a requested tool is not registered on the worker")
+        for name in names:
+            raise not_registered("tool", name)
         return []
 
 

@@ -6,6 +6,10 @@ Durable workflows on Temporal, with PostgreSQL as the canonical store.
 The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
+
+`crux.Worker(tools=[...], hooks=[...])` runs a worker with your registrations
+(`await worker.run()`, `crux dev --app module:attribute`); `crux.testing` has test models and
+pytest fixtures for your own suite.
 """
 
 from activities.gate import Verdict as SafetyVerdict
@@ -22,6 +26,8 @@ from contracts.generation import (
 )
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
+from crux import testing
+from crux._announce import RegistrationConflictError
 from crux.agents import Agent, agent
 from crux.connect import connect
 from crux.constraints import constraints
@@ -45,6 +51,7 @@ from crux.model_settings import (
 from crux.options import CallOptions, PlanOptions, PreviewOptions, RunOptions
 from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
+from crux.registrations import Registrations
 from crux.runtime import (
     Generation,
     ParallelRun,
@@ -57,6 +64,7 @@ from crux.runtime import (
 from crux.safety import SafetyPolicy, safety
 from crux.thread import MessageInput, Thread, thread
 from crux.tools import Tool, ToolArgumentsError, tool
+from crux.workers import Worker
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -148,6 +156,8 @@ __all__ = [
     "ProviderUnavailableError",
     "ReasoningPart",
     "RedactedEntry",
+    "RegistrationConflictError",
+    "Registrations",
     "RemovedEntry",
     "RequestCompositionError",
     "RunOptions",
@@ -183,6 +193,7 @@ __all__ = [
     "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "Worker",
     "agent",
     "attempt_policy",
     "configure_logging",
@@ -202,6 +213,7 @@ __all__ = [
     "success_hook",
     "summarizable",
     "summarize",
+    "testing",
     "thread",
     "tool",
     "workflow_id_for",

@@ -27,6 +27,7 @@ from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 from vocabulary.errors import ConfigurationError, RequestCompositionError
 from vocabulary.ids import MAX_TOKENS
 from vocabulary.messages import Message
+from vocabulary.registration import not_registered
 
 DEFAULT_PROMPT_ID = "crux.default"
 
@@ -289,12 +290,12 @@ class PromptRegistry:
         """Return the prompt registered under `prompt_id`.
 
         Raises:
-            ConfigurationError: No such prompt is registered.
+            ConfigurationError: No such prompt is registered (`code == "not_registered"`).
         """
         try:
             return self._prompts[prompt_id]
         except KeyError:
-            raise ConfigurationError("unknown prompt id") from None
+            raise not_registered("prompt", prompt_id) from None
 
 
 class _HistoryPolicies:

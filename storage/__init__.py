@@ -27,6 +27,7 @@ from storage.threads import (
     VariantInfo,
     check_storable,
 )
+from storage.workers import WorkerDirectory, WorkerEntry
 
 __all__ = [
     "EMPTY_REVISION",
@@ -48,6 +49,8 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
     "VariantInfo",
+    "WorkerDirectory",
+    "WorkerEntry",
     "available_migrations",
     "check_storable",
     "create_pool",

@@ -10,19 +10,13 @@ tests/docs_runner.py for how each kind runs):
   says why (it needs an API key, it runs a test suite, it installs packages, ...);
 - `<!-- docs-test: from-checkout (reason) -->` anywhere on a page: its reader works in a
   checkout of the repository, so its Python session can import the test suite's helpers.
-
-`crux_dev_serves_apps` is the one place that decides whether `crux dev --app module:attr`
-serves the page's module itself in this build, or the runner does it for it.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,16 +126,6 @@ def marks(path: Path) -> list[tuple[int, str, str | None]]:
     return found
 
 
-@functools.cache
-def crux_dev_serves_apps() -> bool:
-    """Whether this build's `crux dev` serves the reader's registrations (`--app module:attr`)."""
-    crux = Path(sys.executable).parent / "crux"
-    shown = subprocess.run(
-        [str(crux), "dev", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
-    return "--app" in shown.stdout
-
-
 def from_checkout(path: Path) -> bool:
     """Whether the page's reader works in a checkout (a `from-checkout` mark)."""
     return any(verb == "from-checkout" for _, verb, _ in marks(path))
@@ -157,7 +141,6 @@ def plan(path: Path, workdir: Path, *, port: int, ui_port: int, model_url: str) 
         "workdir": str(workdir),
         "port": port,
         "ui_port": ui_port,
-        "serve_apps": crux_dev_serves_apps(),
         "checkout": str(ROOT) if from_checkout(path) else None,
         # DOCS_EXAMPLES_RECORD=1: report what differs from the `# >` lines instead of failing
         # (for writing a page; the test still fails, listing every difference).

@@ -18,11 +18,8 @@ anything); the block fails when the output differs.
 The report (JSON) lists every block with its outcome; the run stops at the first failure.
 Standard library only: the session imports nothing the reader would not.
 
-Until `crux dev` serves `--app module:attribute` itself (the plan's `serve_apps`), the runner
-plays that part: `crux dev` runs with its own worker on an idle task queue, and
-`python tests/docs_runner.py --serve-app module:attribute` serves the module's registrations
-on the task queue `crux`, with a stand-in `crux.Worker` that records them (installed only
-while `crux` has none). Once `crux dev --app` exists, the pages run against it unchanged.
+A page's `crux dev --app module:attribute` runs exactly as written: the stack serves the
+reader's own registrations.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ import ast
 import asyncio
 import codeop
 import contextlib
-import importlib
 import inspect
 import io
 import json
@@ -56,9 +52,6 @@ SHELL_TIMEOUT = 180.0
 STACK_START_TIMEOUT = 180.0
 # The formatter's spelling of `#>` (ruff formats the pages' code blocks too).
 OUTPUT_MARK = "# >"
-APP_READY = "docs-runner: app worker ready"
-# The task queue of `crux dev`'s own worker while the runner serves the app (nobody calls it).
-IDLE_TASK_QUEUE = "docs-runner-idle"
 
 
 @dataclass
@@ -82,7 +75,6 @@ class Session:
     namespace: dict[str, Any] = field(default_factory=dict)
     stack: subprocess.Popen[str] | None = None
     stack_log: Path | None = None
-    app_worker: subprocess.Popen[str] | None = None
     started_stack: bool = False
 
     def __post_init__(self) -> None:
@@ -213,15 +205,9 @@ async def start_stack(session: Session, words: list[str]) -> str:
     await stop_stack(session)
     session.started_stack = True
     plan = session.plan
-    app = None
-    if "--app" in words and not plan["serve_apps"]:
-        at = words.index("--app")
-        app, words = words[at + 1], [*words[:at], *words[at + 2 :]]
     command = [*words, "--port", str(plan["port"]), "--ui-port", str(plan["ui_port"])]
     session.stack_log = session.workdir / f"crux-dev-{int(time.monotonic() * 1000)}.log"
     environment = {**os.environ, **plan["stack_env"]}
-    if app is not None:
-        environment["CRUX_TASK_QUEUE"] = IDLE_TASK_QUEUE
     for name in plan["stack_env_unset"]:
         environment.pop(name, None)
     with session.stack_log.open("w") as log:
@@ -243,85 +229,10 @@ async def start_stack(session: Session, words: list[str]) -> str:
         if match:
             name, _, value = shlex.split(match.group(1))[0].partition("=")
             os.environ[name] = value
-    if app is not None:
-        await start_app_worker(session, app)
     return banner
 
 
-async def start_app_worker(session: Session, app: str) -> None:
-    """Serve `module:attribute`'s registrations on the task queue `crux` (see the module doc)."""
-    install_stand_in_worker()
-    environment = {**os.environ, **session.plan["stack_env"]}
-    assert session.stack_log is not None
-    with session.stack_log.with_suffix(".app.log").open("w") as log:
-        session.app_worker = subprocess.Popen(
-            [sys.executable, __file__, "--serve-app", app],
-            cwd=session.workdir,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-    (session.workdir / "app-worker.pid").write_text(str(session.app_worker.pid))
-    process = session.app_worker
-    deadline = time.monotonic() + STACK_START_TIMEOUT
-
-    def wait_ready() -> None:
-        assert process.stdout is not None
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
-            if APP_READY in line:
-                return
-        raise RuntimeError(f"the worker serving {app} did not start (see its .app.log)")
-
-    await asyncio.to_thread(wait_ready)
-
-
-def install_stand_in_worker() -> None:
-    """Give `crux` a `Worker` that records its registrations, while it has none of its own."""
-    import crux
-
-    if hasattr(crux, "Worker"):
-        return
-
-    class Worker:
-        """Records `crux.Worker(prompts=..., tools=..., hooks=...)`'s registrations."""
-
-        def __init__(self, **registrations: Any) -> None:
-            self.registrations = {name: list(value) for name, value in registrations.items()}
-
-    setattr(crux, "Worker", Worker)  # noqa: B010 - a module attribute the pages name
-
-
-async def serve_app(target: str) -> None:
-    """Run a worker with the registrations of `module:attribute` until SIGINT or SIGTERM."""
-    install_stand_in_worker()
-    from crux._worker import run_worker
-    from vocabulary.settings import Settings
-
-    module, _, attribute = target.partition(":")
-    app = getattr(importlib.import_module(module), attribute)
-    stop, started = asyncio.Event(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    running = asyncio.create_task(
-        run_worker(Settings.from_env(os.environ), stop=stop, started=started, **app.registrations)
-    )
-    ready = asyncio.create_task(started.wait())
-    await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if started.is_set():
-        print(APP_READY, flush=True)
-    await running
-
-
 async def stop_stack(session: Session) -> None:
-    worker, session.app_worker = session.app_worker, None
-    if worker is not None:
-        await _interrupt(worker)
     process = session.stack
     if process is None:
         return
@@ -435,12 +346,6 @@ async def _run_block(session: Session, block: dict[str, Any], outcome: Outcome) 
 
 
 def main() -> None:
-    if sys.argv[1] == "--serve-app":
-        # Started from the page's working directory: its modules import from there.
-        sys.path[0] = os.getcwd()
-        asyncio.run(serve_app(sys.argv[2]))
-        sys.stdout.flush()
-        os._exit(0)
     plan_path, report_path = Path(sys.argv[1]), Path(sys.argv[2])
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     workdir = Path(plan["workdir"])

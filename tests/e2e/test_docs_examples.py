@@ -9,9 +9,8 @@ A loopback OpenAI-compatible server stands in for `openai:` models on the stack'
 no page needs an API key. A block runs unless the line before it is
 `<!-- docs-test: skip (reason) -->` (tests/docs_pages.py has the rules).
 
-Pages that serve their own tools, prompts and hooks start `crux dev --app module:attr`; in a
-build whose `crux dev` has no `--app` yet, the runner serves the module itself
-(`docs_pages.crux_dev_serves_apps` decides, in one place; tests/docs_runner.py says how).
+Pages that serve their own tools, prompts and hooks start `crux dev --app module:attr`, as
+their readers do.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ def _reader_environment() -> dict[str, str]:
 
 def _clean_up(workdir: Path) -> None:
     """Stop whatever the page started and left behind (its stack, its PostgreSQL)."""
-    for pid_file in (workdir / "app-worker.pid", workdir / "stack.pid"):
+    for pid_file in (workdir / "stack.pid",):
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)

@@ -39,7 +39,6 @@ WORKER = textwrap.dedent(
     """
     import asyncio, json, os, time
     import crux
-    from crux._worker import run_worker
     from telemetry.logs import configure_logging
     from vocabulary.settings import Settings
 
@@ -58,7 +57,7 @@ WORKER = textwrap.dedent(
     settings = Settings.from_env(os.environ)
     configure_logging(log_format="json", level="info")
     hooks = [crux.success_hook("notify", notify)]
-    asyncio.run(run_worker(settings, success_hooks=hooks))
+    asyncio.run(crux.Worker(success_hooks=hooks, settings=settings).run())
     """
 )
 
