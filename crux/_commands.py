@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
-from crux._checks import StartupCheckError, check_database, check_providers, describe_database
+from crux._checks import (
+    StartupCheckError,
+    check_database,
+    check_providers,
+    describe_database,
+    migrate_database,
+)
 from crux._demo_render import demo_console, print_turn
 from crux._devserver import lock_stack_dir
 from crux._embedded import STACK_DATABASE, embedded_stack
@@ -24,7 +28,7 @@ from crux.runtime import Runtime
 from crux.stack import start_postgres
 from crux.tools import Tool, tool
 from planner import ModelCatalog, derive_budget
-from storage import GenerationStore, ThreadStore, create_pool, migrate_url
+from storage import GenerationStore, ThreadStore, create_pool
 from vocabulary.errors import ConfigurationError, CruxError
 from vocabulary.settings import Settings
 
@@ -349,14 +353,7 @@ async def _print_thread(database_url: str, thread_id: str) -> int:
 
 async def db_migrate(settings: Settings) -> int:
     """Apply pending migrations to `CRUX_DATABASE_URL`."""
-    url = settings.require_database_url()
-    try:
-        applied = await migrate_url(url)
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
-        raise StartupCheckError(
-            f"cannot connect to PostgreSQL at {describe_database(url)} (CRUX_DATABASE_URL): "
-            f"{type(error).__name__}"
-        ) from None
+    applied = await migrate_database(settings.require_database_url())
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none'}")
     return 0
 

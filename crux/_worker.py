@@ -22,6 +22,7 @@ from crux._checks import (
     check_providers,
     connect_temporal,
     ensure_search_attributes,
+    migrate_database,
 )
 from crux._health import readiness_file
 from crux.hooks import HookRegistry, StepHook
@@ -29,7 +30,7 @@ from crux.plugin import CruxPlugin
 from crux.prompts import Prompt, PromptRegistry
 from crux.tools import Tool, ToolRegistry
 from planner import ModelCatalog
-from storage import GenerationStore, ThreadStore, create_pool, migrate, migrate_url
+from storage import GenerationStore, ThreadStore, create_pool, migrate
 from telemetry import setup as telemetry_setup
 from telemetry.logs import get_logger
 from vocabulary.settings import Settings
@@ -171,7 +172,7 @@ async def run_worker(
     database_url = settings.require_database_url()
     check_providers(settings)
     if settings.migrate_on_start:
-        await migrate_url(database_url)
+        await migrate_database(database_url)
     await check_database(database_url)
     if settings.otel_endpoint and not telemetry_setup.enabled():
         # Before connecting, so the client traces its calls too.
