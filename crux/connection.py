@@ -309,7 +309,7 @@ def _refused_credentials(target: TemporalTarget) -> str:
 def _certificate_problem(target: TemporalTarget, text: str) -> str | None:
     """The wording of a server certificate the client would not accept, if that is it."""
     at = f"Temporal at {target.address}"
-    if "UnknownIssuer" in text or "certificate verify failed" in text:
+    if any(sign in text for sign in ("UnknownIssuer", "BadSignature", "verify failed")):
         return (
             f"the certificate of {at} is not signed by an authority this client trusts; set "
             "TEMPORAL_TLS_SERVER_CA_CERT_PATH to the authority's certificate"
