@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from pydantic import SecretStr
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from crux.config import Settings
@@ -130,7 +131,7 @@ def test_an_api_key_turns_tls_on_and_is_sent_as_the_connect_argument(profiles: P
     }
     assert "profile-key" not in repr(target)
     # TEMPORAL_TLS=false keeps a plain connection even with a key (a local server).
-    plain = temporal_target(Settings(temporal_api_key="k", temporal_tls=False))
+    plain = temporal_target(Settings(temporal_api_key=SecretStr("k"), temporal_tls=False))
     assert plain.connect_arguments()["tls"] is False
     assert plain.connect_arguments()["api_key"] == "k"
 
