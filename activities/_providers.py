@@ -13,6 +13,7 @@ from providers import (
     OfflineChatProvider,
     OpenAIChatProvider,
 )
+from providers.models import missing_key, model_problem
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
 
@@ -28,6 +29,7 @@ class ProviderRegistry:
     """
 
     def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+        self._settings = settings
         openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         anthropic_key = (
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
@@ -48,16 +50,21 @@ class ProviderRegistry:
     def resolve(self, model_id: str) -> tuple[ChatProvider, str]:
         """Return `(client, provider model name)` for a `provider:model` id.
 
+        Nothing is sent: a model no provider serves, or a hosted API without its key, is
+        refused here, before any request.
+
         Raises:
-            ConfigurationError: The id is malformed or names an unknown provider.
+            ConfigurationError: The id is malformed or names an unknown provider (the
+                message lists the known ones), or a hosted API's key is not set (the
+                message names the variable).
         """
-        provider, separator, name = model_id.partition(":")
-        if not separator or not name:
-            raise ConfigurationError("model ids are 'provider:model'")
-        try:
-            return self._providers[provider], name
-        except KeyError:
-            raise ConfigurationError("unknown provider in model id") from None
+        provider, _, name = model_id.partition(":")
+        problem = model_problem(model_id) if provider not in self._providers or not name else None
+        problem = problem or missing_key(model_id, self._settings)
+        if problem is not None:
+            code = "missing_api_key" if provider in self._providers and name else "unknown_model"
+            raise ConfigurationError(problem, code=code)
+        return self._providers[provider], name
 
 
 def sampling_fields(settings: ModelSettingsSpec | None, model_id: str) -> dict[str, Any]:

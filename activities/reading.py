@@ -25,6 +25,7 @@ from contracts.settings import ToolPolicySpec
 from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
 from planner.summary_choice import longest_prefix_summary, summary_model
 from providers import TokenCounter, ToolSpec
+from providers.models import check_model
 from storage import GenerationStore, SummaryStore, ThreadStore
 from storage.threads import MAIN_OWNER
 from telemetry.logs import get_logger
@@ -214,6 +215,9 @@ class RequestReader:
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
             return ReadRequestResult(existing=GenerationOutcome.of(replayed(existing)))
+        # A model no provider of this worker serves fails here, naming the known ones,
+        # instead of running (`offline:<anything>` would otherwise answer as echo).
+        check_model(request.model, self._catalog)
         await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)

@@ -31,18 +31,12 @@ from crux.connection import (
     describe_database,
     temporal_target,
 )
+from providers.models import missing_key, model_problem
 from storage.migrate import available_migrations, migrate
 from telemetry.logs import get_logger
 from vocabulary.settings import Settings
 
 _log = get_logger(__name__)
-
-# Hosted APIs that always need a key; self-hosted OpenAI-compatible servers often need none.
-_KEYED_HOSTS = {
-    "openai": ("api.openai.com", "OPENAI_API_KEY"),
-    "anthropic": ("api.anthropic.com", "ANTHROPIC_API_KEY"),
-}
-_KNOWN_PROVIDERS = ("offline", "openai", "anthropic")
 
 
 def _is_loopback(host: str) -> bool:
@@ -82,24 +76,12 @@ def check_providers(settings: Settings) -> None:
             raise StartupCheckError(
                 f"{variable} is not an http(s) URL with a host (e.g. http://127.0.0.1:8080/v1)"
             )
-    provider, separator, name = settings.default_model.partition(":")
-    if not separator or not name or provider not in _KNOWN_PROVIDERS:
-        raise StartupCheckError(
-            "CRUX_MODEL must be 'provider:model' with provider one of "
-            f"{', '.join(_KNOWN_PROVIDERS)} (e.g. openai:gpt-4o-mini)"
-        )
-    keyed = _KEYED_HOSTS.get(provider)
-    if keyed is None:
-        return
-    hosted, key_variable = keyed
-    base_url = settings.openai_base_url if provider == "openai" else settings.anthropic_base_url
-    key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
-    if urlsplit(base_url).hostname == hosted and key is None:
-        raise StartupCheckError(
-            f"CRUX_MODEL uses {hosted}, which needs {key_variable}; set it, or point "
-            f"{'OPENAI_BASE_URL' if provider == 'openai' else 'ANTHROPIC_BASE_URL'} at a "
-            "server that needs no key"
-        )
+    problem = model_problem(settings.default_model)
+    if problem is not None:
+        raise StartupCheckError(f"CRUX_MODEL: {problem}")
+    missing = missing_key(settings.default_model, settings)
+    if missing is not None:
+        raise StartupCheckError(f"CRUX_MODEL: {missing}")
 
 
 async def migrate_database(url: str) -> list[str]:

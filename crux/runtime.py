@@ -114,6 +114,7 @@ class Runtime:
             default_model,
             attempt_policy=as_attempt_policy(attempt_policy),
             approval_timeout=approval_timeout_seconds,
+            catalog=catalog,
         )
         self._starter = GenerationStarter(
             client, task_queue, search_attributes=search_attributes, eager_start=eager_start
