@@ -38,6 +38,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "settings": None,
     "attempt_policy": None,
     "approval_timeout_seconds": None,
+    "timeout": None,
     "output": None,
 }
 
@@ -72,7 +73,7 @@ def test_the_option_sets_nest_as_documented() -> None:
     run = RunOptions.__optional_keys__
     call = CallOptions.__optional_keys__
     assert plan < preview < call and plan < run < call
-    assert call == preview | run | {"generation_id", "approval_timeout_seconds"}
+    assert call == preview | run | {"generation_id", "approval_timeout_seconds", "timeout"}
     assert set(call) == set(DOCUMENTED_DEFAULTS)
     # Every option is optional: leaving it out is always allowed.
     for options in (PlanOptions, PreviewOptions, RunOptions, CallOptions):
