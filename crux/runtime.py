@@ -40,7 +40,7 @@ from crux._request import CallBuilder, check_keywords
 from crux._results import StoredResults
 from crux._staging import BuiltCall, stage_call
 from crux._starter import GenerationStarter
-from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
+from crux._streaming import STREAM_POLL_SECONDS, follow_deltas, missing_tail
 from crux._waiting import RunWaiter, checked_timeout
 from crux.agents import Agent
 from crux.options import CallOptions, PreviewOptions, RunOptions
@@ -199,10 +199,17 @@ class Runtime:
         handle = await self._starter.start(request, wait_seconds=timeout)
         outcome = asyncio.ensure_future(self._waiter.result(handle, wait_seconds=timeout))
         key = generation_key(request.generation_id, request.thread_id)
+        streamed = ""  # the current attempt's text as delivered so far
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
+                streamed = streamed + update.text if isinstance(update, StreamDelta) else ""
                 yield update
         generation = await self._results.finished(outcome.result(), call.output)
+        tail = missing_tail(streamed, generation.text)
+        if tail:
+            # The commit removes staged deltas; the last ones can go with them before this
+            # follower read them. The committed text completes what was streamed.
+            yield StreamDelta(text=tail)
         yield StreamCommitted(generation=generation)
 
     async def run(
