@@ -97,6 +97,14 @@ class RunOptions(PlanOptions, total=False):
     """Retry and timeout of the provider attempts (`crux.attempt_policy(...)` or a
     mapping), merged field by field over the agent's and the runtime's."""
 
+    timeout: float | None
+    """Seconds to wait for the reply (of every member, for `parallel`); `None` (the default)
+    waits without limit. When they pass, the run is asked to cancel and
+    `GenerationTimeoutError` is raised; the run is started with a workflow execution
+    timeout of `timeout` plus a minute, so it cannot outlive a caller that died.
+    Independently of it, a run that no worker takes fails within seconds with
+    `NoWorkerError`."""
+
 
 class CallOptions(PreviewOptions, RunOptions, total=False):
     """Every option of one managed generation: the options of `generate` and `stream`."""
@@ -108,10 +116,3 @@ class CallOptions(PreviewOptions, RunOptions, total=False):
     approval_timeout_seconds: int | None
     """How long a call of a tool that requires approval waits for its decision before it is
     denied with reason `timeout`; the runtime's when omitted."""
-
-    timeout: float | None
-    """Seconds to wait for the reply; `None` (the default) waits without limit. When they
-    pass, the run is asked to cancel and `GenerationTimeoutError` is raised; the run is
-    started with a workflow execution timeout of `timeout` plus a minute, so it cannot
-    outlive a caller that died. Independently of it, a run that no worker takes fails
-    within seconds with `NoWorkerError`."""

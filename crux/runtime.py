@@ -284,6 +284,9 @@ class Runtime:
         Raises:
             ConfigurationError: An invalid id, member name or option (before anything runs).
             ThreadError: `identity_conflict` when the id was used with other content.
+            NoWorkerError: No worker polls the task queue (the run is stopped).
+            GenerationTimeoutError: `timeout=` seconds passed (the run and its members are
+                asked to cancel).
         """
         check_keywords(options, _PARALLEL_KEYWORDS, "Runtime.parallel")
         return await self._parallel.run(id, agents, options, context=context, threads=threads)

@@ -73,7 +73,7 @@ def test_the_option_sets_nest_as_documented() -> None:
     run = RunOptions.__optional_keys__
     call = CallOptions.__optional_keys__
     assert plan < preview < call and plan < run < call
-    assert call == preview | run | {"generation_id", "approval_timeout_seconds", "timeout"}
+    assert call == preview | run | {"generation_id", "approval_timeout_seconds"}
     assert set(call) == set(DOCUMENTED_DEFAULTS)
     # Every option is optional: leaving it out is always allowed.
     for options in (PlanOptions, PreviewOptions, RunOptions, CallOptions):

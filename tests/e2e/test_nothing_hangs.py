@@ -21,7 +21,7 @@ from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
-from vocabulary.ids import workflow_id_for
+from vocabulary.ids import parallel_workflow_id, workflow_id_for
 
 MODEL = "openai:gpt-4o-mini"
 
@@ -142,3 +142,39 @@ async def test_a_stream_without_a_worker_fails_typed_too(
             pass
     assert time.monotonic() - started < 15
     await asyncio.sleep(0)
+
+
+async def test_a_parallel_run_without_a_worker_fails_typed_and_is_stopped(
+    client: Client, pool: asyncpg.Pool
+) -> None:
+    task_queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    runtime = Runtime(client, pool, task_queue=task_queue)
+    parallel_id = f"p-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    with pytest.raises(crux.NoWorkerError, match=task_queue):
+        await runtime.parallel(id=parallel_id, agents={"a": "hello", "b": "hi"})
+    assert time.monotonic() - started < 15
+    status = await _status(client, parallel_workflow_id(parallel_id))
+    assert status == WorkflowExecutionStatus.TERMINATED
+
+
+async def test_a_parallel_timeout_cancels_the_run_and_its_members(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    openai_server.enqueue(
+        TextReply(text="late", delay_seconds=30), TextReply(text="late", delay_seconds=30)
+    )
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    parallel_id = f"p-{uuid.uuid4().hex[:8]}"
+    async with new_worker(client, pool, settings) as worker:
+        started = time.monotonic()
+        with pytest.raises(crux.GenerationTimeoutError):
+            await worker.runtime.parallel(
+                id=parallel_id, agents={"a": "hello", "b": "hi"}, model=MODEL, timeout=3
+            )
+        assert 3 <= time.monotonic() - started < 12
+        await eventually(
+            lambda: _status(client, parallel_workflow_id(parallel_id)),
+            lambda status: status == WorkflowExecutionStatus.CANCELED,
+            timeout=20,
+        )
