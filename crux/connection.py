@@ -33,6 +33,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from crux._telemetry import client_interceptors
+from crux.codec import codec_from_settings, with_codec
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, Settings
 
@@ -191,9 +192,10 @@ def _unreadable_certificate(error: OSError) -> str:
 async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal as `settings` and its profile say, and check the namespace.
 
-    The client uses the pydantic data converter and Crux's tracing interceptors (when
-    telemetry is on). Connecting fails within `TEMPORAL_CONNECT_TIMEOUT_SECONDS` plus a
-    margin when the server does not answer.
+    The client uses the pydantic data converter, with the encryption payload codec when
+    the settings configure keys (`CRUX_CODEC_KEYS`, `crux.codec`), and Crux's tracing
+    interceptors (when telemetry is on). Connecting fails within
+    `TEMPORAL_CONNECT_TIMEOUT_SECONDS` when the server does not answer.
 
     Args:
         settings: Address, namespace, credentials and TLS (with the profile's).
@@ -202,13 +204,15 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
     Raises:
         StartupCheckError: Temporal cannot be reached or refuses the connection, or the
             namespace does not exist (one line: the cause and the variable to fix).
+        ConfigurationError: The codec keys are invalid (naming the variable).
     """
+    converter = with_codec(pydantic_data_converter, codec_from_settings(settings))
     target = await asyncio.to_thread(temporal_target, settings)
     try:
         client = await asyncio.wait_for(
             Client.connect(
                 **target.connect_arguments(),
-                data_converter=pydantic_data_converter,
+                data_converter=converter,
                 connect_timeout=timedelta(seconds=TEMPORAL_CONNECT_TIMEOUT_SECONDS),
                 # Tracing starts at the client when telemetry is on.
                 interceptors=client_interceptors(),
