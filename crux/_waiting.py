@@ -116,7 +116,8 @@ class RunWaiter:
         timeout = wait_seconds
         deadline = None if timeout is None else time.monotonic() + timeout
         result = asyncio.ensure_future(outcome())
-        watch = asyncio.ensure_future(self._watch(handle, time.monotonic()))
+        stopping = asyncio.Event()
+        watch = asyncio.ensure_future(self._watch(handle, time.monotonic(), stopping))
         try:
             pending: set[asyncio.Future[Any]] = {result, watch}
             while not result.done():
@@ -135,18 +136,25 @@ class RunWaiter:
                         f"no reply within {timeout:g} s; run {handle.id} was asked to cancel "
                         "(crux generation show tells how it ended)",
                     )
+            if stopping.is_set():
+                # The run ended because the watch is terminating it: its outcome is the
+                # watch's `NoWorkerError`, not the termination the result reports.
+                await watch
             return result.result()
         finally:
             for task in (result, watch):
                 task.cancel()
             await asyncio.gather(result, watch, return_exceptions=True)
 
-    async def _watch(self, handle: WorkflowHandle[Any, Any], waited_from: float) -> None:
+    async def _watch(
+        self, handle: WorkflowHandle[Any, Any], waited_from: float, stopping: asyncio.Event
+    ) -> None:
         """Return once a worker took the run; raise `NoWorkerError` when none polls.
 
         Args:
             handle: The run.
             waited_from: `time.monotonic()` when the wait began (just after the start).
+            stopping: Set before the run is terminated.
         """
         await asyncio.sleep(FIRST_TASK_GRACE_SECONDS)
         while True:
@@ -160,6 +168,7 @@ class RunWaiter:
                 again = await _described(handle)
                 if again is None or _taken(again):
                     return  # a worker came up between the two looks
+                stopping.set()
                 await _terminate(handle, self._task_queue)
                 raise NoWorkerError(
                     self._task_queue,
