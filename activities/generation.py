@@ -21,7 +21,7 @@ from activities.committing import TurnCommitter
 from activities.hooks import StepPreparer
 from activities.invoking import ModelInvoker
 from activities.reading import RequestReader
-from activities.summaries import SummaryPreparer
+from activities.summaries import SummaryPreparer, TranscriptSources
 from activities.summary_join import await_running_summary
 from contracts import stubs
 from contracts.activities import (
@@ -41,6 +41,8 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
     RunToolInput,
     RunToolResult,
+    StageSummarySourceInput,
+    StageSummarySourceResult,
 )
 from contracts.hooks import PrepareStepInput, PrepareStepResult
 from planner import ModelCatalog
@@ -100,6 +102,7 @@ class GenerationActivities:
                 if getattr(tool, "requires_approval", False) is True
             ],
         )
+        self._receipts = receipts or ReceiptStore(threads.pool)
         self._invoker = ModelInvoker(
             threads=threads,
             generations=generations,
@@ -108,10 +111,11 @@ class GenerationActivities:
             tools=offered,
             assembler=assembler,
             prompts=prompts,
+            receipts=self._receipts,
         )
-        self._receipts = receipts or ReceiptStore(threads.pool)
         self._committer = TurnCommitter(threads, generations, assembler, self._receipts)
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
+        self._transcripts = TranscriptSources(generations, summaries)
         self._tool_runner = ToolRunner(generations, offered, catalog)
         self._step_preparer = StepPreparer(generations, hooks or NoHooks(), catalog)
 
@@ -192,6 +196,14 @@ class GenerationActivities:
         return ResolveHistoryIdsResult(
             ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )
+
+    @implements(stubs.stage_summary_source)
+    @maps_errors
+    async def stage_summary_source(
+        self, request: StageSummarySourceInput
+    ) -> StageSummarySourceResult:
+        """Name a transcript prefix by content and stage it for its summary preparation."""
+        return await uninterrupted(self._transcripts.stage(request))
 
     @implements(stubs.commit_turn)
     @maps_errors

@@ -8,9 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
@@ -74,6 +81,11 @@ class HistorySpec(WireModel):
             model when `None`.
         provider_native: Managed only: whether a compatible provider-native summary path
             may be used; `False` forces the portable path.
+        chunk_tokens: Managed only: content tokens one chunk of a summarised prefix may
+            hold; `None` for what one support call of the summary model can take (never
+            more). See `planner.summary_choice`, step 7.
+        chunk_units: Managed only: units (causal groups) one chunk may hold; `None` for
+            no bound (8 for `hierarchical`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
@@ -85,11 +97,32 @@ class HistorySpec(WireModel):
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     provider_native: bool = True
+    chunk_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    chunk_units: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
 
     @field_validator("summary_model")
     @classmethod
     def _summary_model(cls, value: str | None) -> str | None:
         return None if value is None else check_model_id(value)
+
+    @model_validator(mode="after")
+    def _chunks_only_managed(self) -> HistorySpec:
+        if self.kind != "managed" and (self.chunk_tokens or self.chunk_units):
+            raise ConfigurationError("chunk_tokens and chunk_units apply to managed history")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_chunks(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when unset, so the payloads and request fingerprints of policies that do
+        # not size their chunks stay what they were before these fields existed.
+        data: object = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields = cast("dict[str, Any]", data)
+        for name in ("chunk_tokens", "chunk_units"):
+            if fields.get(name) is None:
+                fields.pop(name, None)
+        return fields
 
 
 MAX_TOOL_POLICIES = 128

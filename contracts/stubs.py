@@ -29,6 +29,7 @@ from contracts.activities import (
     ACTIVITY_RECORD_PLAN,
     ACTIVITY_RESOLVE_HISTORY_IDS,
     ACTIVITY_RUN_TOOL,
+    ACTIVITY_STAGE_SUMMARY_SOURCE,
     AwaitSummaryInput,
     CommitTurnInput,
     CommitTurnResult,
@@ -47,6 +48,8 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
     RunToolInput,
     RunToolResult,
+    StageSummarySourceInput,
+    StageSummarySourceResult,
 )
 from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStepResult
 
@@ -63,6 +66,7 @@ __all__ = [
     "record_plan",
     "resolve_history_ids",
     "run_tool",
+    "stage_summary_source",
 ]
 
 
@@ -85,6 +89,12 @@ async def read_request(request: ReadRequestInput) -> ReadRequestResult:
 async def resolve_history_ids(request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
     """Map positions on the owner's selected path to message ids (a local activity)."""
     _runs_on_the_worker(ACTIVITY_RESOLVE_HISTORY_IDS)
+
+
+@activity.defn(name=ACTIVITY_STAGE_SUMMARY_SOURCE)
+async def stage_summary_source(request: StageSummarySourceInput) -> StageSummarySourceResult:
+    """Name a transcript prefix by content and stage it for its summary (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_STAGE_SUMMARY_SOURCE)
 
 
 @activity.defn(name=ACTIVITY_COUNT_REQUEST)
@@ -119,7 +129,7 @@ async def prepare_step(request: PrepareStepInput) -> PrepareStepResult:
 
 @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
 async def prepare_summary(request: PrepareSummaryInput) -> PrepareSummaryResult:
-    """Prepare (or find) the summary of a Thread prefix; its text stays in PostgreSQL."""
+    """Prepare (or find) the summary of a history prefix; its text stays in PostgreSQL."""
     _runs_on_the_worker(ACTIVITY_PREPARE_SUMMARY)
 
 
@@ -144,6 +154,7 @@ async def discard_generation(request: DiscardGenerationInput) -> DiscardGenerati
 STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     read_request,
     resolve_history_ids,
+    stage_summary_source,
     count_request,
     record_plan,
     invoke_model,

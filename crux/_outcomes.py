@@ -115,7 +115,10 @@ async def await_result(handle: WorkflowHandle[Any, Finished]) -> Finished:
     try:
         return await handle.result()
     except WorkflowFailureError as failure:
-        raise domain_error(failure) from None
+        error = domain_error(failure)
+        # The Temporal chain is left out; a cause the error carries itself (the provider
+        # failure behind an unprepared summary) is kept.
+        raise error from error.__cause__
 
 
 async def stored_result(generations: GenerationStore, finished: Finished) -> GenerationResult:

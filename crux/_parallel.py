@@ -182,7 +182,8 @@ async def run_parallel(
         try:
             return await handle.result()
         except WorkflowFailureError as failure:
-            raise domain_error(failure) from None
+            error = domain_error(failure)
+            raise error from error.__cause__
 
     outcome = await RunWaiter(client, task_queue).bounded(
         handle, outcome_of, wait_seconds=wait_seconds

@@ -318,7 +318,15 @@ class _HistoryPolicies:
         options: dict[str, Any] = dict(summary or {})
         if set(options) - {"model", "strategy"}:
             raise ConfigurationError("summary accepts only model and strategy")
-        strategy = options.get("strategy", "adaptive")
+        chosen = options.get("strategy", "adaptive")
+        if isinstance(chosen, Summarizer):
+            strategy, chunk_tokens, chunk_units = (
+                chosen.kind,
+                chosen.chunk_tokens,
+                chosen.chunk_units,
+            )
+        else:
+            strategy, chunk_tokens, chunk_units = chosen, None, None
         if not isinstance(strategy, str) or strategy not in _STRATEGIES:
             raise ConfigurationError("unknown summary strategy; build one with summarize.*()")
         model = options.get("model")
@@ -332,6 +340,8 @@ class _HistoryPolicies:
             strategy=strategy,
             summary_model=model,
             provider_native=provider_native,
+            chunk_tokens=chunk_tokens,
+            chunk_units=chunk_units,
         )
 
     def recent(
@@ -386,24 +396,79 @@ history = _HistoryPolicies()
 """Request-history policies (`history.recent(messages=12, tokens=8_000)`, `history()`)."""
 
 
+@dataclass(frozen=True)
+class Summarizer:
+    """A summary strategy and how large its chunks may be (built by `summarize.*()`).
+
+    Attributes:
+        kind: `adaptive`, `regenerate`, `rolling` or `hierarchical`.
+        chunk_tokens: Content tokens one chunk of the summarised prefix may hold; `None`
+            for what one support call of the summary model can take (never more).
+        chunk_units: Causal groups one chunk may hold; `None` for no bound (8 for
+            `hierarchical`).
+    """
+
+    kind: SummaryStrategy
+    chunk_tokens: int | None = None
+    chunk_units: int | None = None
+
+
+def _summarizer(
+    kind: SummaryStrategy, chunk_tokens: int | None, chunk_units: int | None
+) -> Summarizer:
+    for name, value in (("chunk_tokens", chunk_tokens), ("chunk_units", chunk_units)):
+        check_cap(name, value)
+        if isinstance(value, int) and value > MAX_TOKENS:
+            raise ConfigurationError(f"{name} must be at most {MAX_TOKENS}")
+    return Summarizer(kind, chunk_tokens, chunk_units)
+
+
 class _SummaryStrategies:
-    """Summary strategies for managed history (`summarize.adaptive()`, ...)."""
+    """Summary strategies for managed history (`summarize.adaptive()`, ...).
 
-    def adaptive(self) -> SummaryStrategy:
-        """One call for a short prefix, hierarchical for a long one (the default)."""
-        return "adaptive"
+    Every strategy cuts the prefix it summarises into chunks of whole causal groups. By
+    default a chunk is as large as one support call of the summary model can take (its
+    window less the instructions and the output cap), and only `hierarchical` bounds the
+    groups per chunk (8). `chunk_tokens=` and `chunk_units=` set smaller limits (never
+    above one call's): `summarize.hierarchical(chunk_tokens=4_000, chunk_units=8)` asks for
+    the original fixed chunks. The sizes shape how a summary is prepared, not which one it
+    is: a stored summary of the same prefix, strategy and model is used whatever sizes
+    prepared it.
 
-    def regenerate(self) -> SummaryStrategy:
-        """Summarise the whole prefix in one call each time (least drift)."""
-        return "regenerate"
+    Raises:
+        ConfigurationError: A chunk limit is not a positive integer.
+    """
 
-    def rolling(self) -> SummaryStrategy:
+    def adaptive(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
+        """The default: one call for a prefix of one chunk, hierarchical for a longer one.
+
+        When an earlier summary of the conversation exists, a longer prefix is folded into
+        it instead (as `rolling`), so a refresh pays only for what is new.
+        """
+        return _summarizer("adaptive", chunk_tokens, chunk_units)
+
+    def regenerate(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
+        """Summarise the whole prefix in one call each time (least drift).
+
+        A prefix of more than one chunk cannot be one call: it is prepared hierarchically.
+        """
+        return _summarizer("regenerate", chunk_tokens, chunk_units)
+
+    def rolling(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
         """Extend the previous summary with the newer range, chunk by chunk."""
-        return "rolling"
+        return _summarizer("rolling", chunk_tokens, chunk_units)
 
-    def hierarchical(self) -> SummaryStrategy:
+    def hierarchical(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
         """Summarise chunks, then summarise the summaries (prefixes too large for one call)."""
-        return "hierarchical"
+        return _summarizer("hierarchical", chunk_tokens, chunk_units)
 
 
 summarize = _SummaryStrategies()

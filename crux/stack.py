@@ -136,6 +136,10 @@ def _prepare_runtime_dir() -> None:
     if not os.environ.get("XDG_RUNTIME_DIR"):
         runtime = Path(tempfile.gettempdir()) / f"crux-runtime-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
+        # A directory left by another tool may be wider; the library refuses one that is not
+        # private, so narrow it (it is ours: same uid in the name).
+        if runtime.stat().st_mode & 0o077:
+            runtime.chmod(0o700)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 

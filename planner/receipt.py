@@ -149,6 +149,10 @@ class RequestReceipt(FrozenModel):
         preparations: The hook decisions that shaped this call (`prepare_invocation`
             first, then `prepare_step`); empty when no hook is named.
         settings: The model settings sent with the request; `None` when none were set.
+        retry_count: Transport retries of this sealed request: tries of its provider call
+            that failed and were retried unchanged (the same figure as the inspection's).
+            Stored after the retries happened, so a receipt read while the call still
+            runs may count fewer.
     """
 
     id: str
@@ -164,6 +168,7 @@ class RequestReceipt(FrozenModel):
     agent_id: str | None = None
     preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
+    retry_count: int = Field(default=0, ge=0)
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

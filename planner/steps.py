@@ -49,7 +49,8 @@ class Planning:
 
     Attributes:
         request: The planner input of this step.
-        managed_thread: The history comes from a Thread, so summaries can be prepared.
+        summarisable: The history comes from a Thread or a caller's transcript, so a
+            managed history's summaries can be prepared.
         summary_prepared: An inline summary was already prepared for this step; a second
             request for one fails instead of looping.
         countable: The provider can count this request exactly: exact history whose
@@ -59,7 +60,7 @@ class Planning:
     """
 
     request: PlanRequest
-    managed_thread: bool
+    summarisable: bool
     summary_prepared: bool = False
     countable: bool = False
     counted: bool = False
@@ -243,7 +244,7 @@ def _before_dispatch(state: Planning) -> PlanningAction:
     except RequestCompositionError as error:
         rejection = error
     need = inline_summary_need(
-        rejection, managed_thread=state.managed_thread, summary_prepared=state.summary_prepared
+        rejection, summarisable=state.summarisable, summary_prepared=state.summary_prepared
     )
     if need is not None:
         # Managed history needs a summary before this call can fit.
@@ -266,7 +267,7 @@ def _before_dispatch(state: Planning) -> PlanningAction:
     # every later turn would fail the same way.
     return Fail(
         rejection,
-        refresh=failure_refresh(rejection, managed_thread=state.managed_thread),
+        refresh=failure_refresh(rejection, summarisable=state.summarisable),
         request_id=state.request.request_id,
     )
 

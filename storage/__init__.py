@@ -4,7 +4,15 @@ from storage._pool import create_pool
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
 from storage.receipts import ReceiptStore, StoredReceipt
-from storage.summaries import SummaryArtifact, SummaryStore, summary_artifact_id
+from storage.summaries import (
+    SummaryArtifact,
+    SummaryScope,
+    SummarySource,
+    SummaryStore,
+    summary_artifact_id,
+    transcript_ids,
+    transcript_scope,
+)
 from storage.threads import (
     EMPTY_REVISION,
     HistoryEntry,
@@ -33,6 +41,8 @@ __all__ = [
     "StagedMessage",
     "StoredReceipt",
     "SummaryArtifact",
+    "SummaryScope",
+    "SummarySource",
     "SummaryStore",
     "ThreadEntry",
     "ThreadSnapshot",
@@ -44,4 +54,6 @@ __all__ = [
     "migrate",
     "migrate_url",
     "summary_artifact_id",
+    "transcript_ids",
+    "transcript_scope",
 ]

@@ -25,6 +25,16 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (request_id) DO NOTHING
 """
 
+# Monotone: a retry count only grows, whichever try of the call writes last.
+_RECORD_RETRIES = """
+UPDATE crux_request_receipts
+SET receipt = jsonb_set(receipt, '{retry_count}', to_jsonb(
+        GREATEST(COALESCE((receipt ->> 'retry_count')::int, 0), $2))),
+    inspection = CASE WHEN inspection IS NULL THEN NULL ELSE jsonb_set(inspection, '{retry_count}',
+        to_jsonb(GREATEST(COALESCE((inspection ->> 'retry_count')::int, 0), $2))) END
+WHERE request_id = $1
+"""
+
 _LOAD = """
 SELECT request_id, receipt, inspection FROM crux_request_receipts
 WHERE request_id = ANY($1::text[])
@@ -76,6 +86,19 @@ class ReceiptStore:
         await self._pool.execute(
             _RECORD, request_id, generation_key, thread_id, receipt, inspection
         )
+
+    @storage_errors()
+    async def record_retries(self, request_id: str, retry_count: int) -> None:
+        """Store how often the provider call of a recorded request was retried.
+
+        The receipt and the inspection both carry the count (`retry_count`); a smaller
+        count than the one stored (a late write of an earlier try) changes nothing.
+
+        Args:
+            request_id: The request id.
+            retry_count: Tries of its provider call that failed and were retried.
+        """
+        await self._pool.execute(_RECORD_RETRIES, request_id, retry_count)
 
     @storage_errors()
     async def load(self, request_ids: Sequence[str]) -> dict[str, StoredReceipt]:

@@ -43,7 +43,14 @@ from vocabulary.errors import (
     ThreadError,
     ThreadInUseError,
 )
-from vocabulary.failures import FAMILIES, family_of
+from vocabulary.failures import (
+    CAUSE_FIELDS,
+    FAMILIES,
+    failure_cause,
+    family_of,
+    is_provider_failure,
+    rebuilt_cause,
+)
 
 
 def _provider(error: ProviderError) -> ProviderError:
@@ -187,3 +194,36 @@ def test_an_undeclared_type_is_rebuilt_as_an_internal_failure() -> None:
     rebuilt_error = rebuilt_from("SomethingElse", "x", ErrorDetails(), non_retryable=True)
     assert isinstance(rebuilt_error, GenerationFailedError)
     assert rebuilt_error.reason == "internal"
+
+
+@pytest.mark.parametrize(
+    "error_type",
+    [kind for kind in ErrorType if isinstance(SAMPLES[kind], ProviderError)],
+    ids=lambda kind: kind.value,
+)
+def test_a_provider_failure_travels_as_the_cause_of_a_composition_error(
+    error_type: ErrorType,
+) -> None:
+    provider_error = SAMPLES[error_type]
+    family = family_of(provider_error)
+    assert family is not None and is_provider_failure(error_type)
+    cause = failure_cause(error_type, family.details(provider_error))
+    assert cause["type"] == error_type.value
+    assert set(cause) <= {"type", *CAUSE_FIELDS}
+    error = RequestCompositionError(
+        "REPRESENTATION_UNAVAILABLE", "no summary", diagnostics={"cause": cause}
+    )
+    back = rebuilt(_through_temporal(application_error(error)))
+    assert isinstance(back, RequestCompositionError)
+    assert back.diagnostics["cause"] == cause
+    rebuilt_cause = back.__cause__
+    assert type(rebuilt_cause) is type(provider_error)
+    assert family.details(rebuilt_cause) == family.details(provider_error)  # type: ignore[arg-type]
+
+
+def test_a_composition_error_without_a_cause_has_none() -> None:
+    back = rebuilt(application_error(SAMPLES[ErrorType.REQUEST_COMPOSITION]))
+    assert back is not None and back.__cause__ is None
+    assert not is_provider_failure("StorageUnavailableError") and not is_provider_failure(None)
+    assert rebuilt_cause({"cause": {"type": "SomethingElse"}}) is None
+    assert rebuilt_cause({"cause": "not a record"}) is None

@@ -120,12 +120,15 @@ def _thread_commit(message: str, details: ErrorDetails, _retryable: bool) -> Thr
 
 def _composition(message: str, details: ErrorDetails, _retryable: bool) -> RequestCompositionError:
     code = cast(CompositionErrorCode, details.code or "INVALID_COMPOSITION")
-    return RequestCompositionError(
+    error = RequestCompositionError(
         code,
         _unprefixed(message, code),
         request_id=details.request_id,
         diagnostics=details.diagnostics,
     )
+    # A summary that could not be prepared names the failure behind it: rebuilt typed.
+    error.__cause__ = rebuilt_cause(details.diagnostics)
+    return error
 
 
 def _output_details(error: OutputValidationError) -> ErrorDetails:
@@ -336,4 +339,54 @@ def rebuild(
     return family.rebuild(message, details, retryable)
 
 
-__all__ = ["FAMILIES", "Family", "family_of", "rebuild"]
+CAUSE_FIELDS = ("code", "provider", "status", "host", "model")
+"""The details of a cause kept in `diagnostics["cause"]` (content-free, like all details)."""
+
+
+def is_provider_failure(error_type: str | None) -> bool:
+    """Whether a failure of `error_type` is a provider call's (any `ProviderError`)."""
+    family = FAMILIES.get(cast(ErrorType, error_type)) if error_type else None
+    return family is not None and issubclass(family.error, ProviderError)
+
+
+def failure_cause(error_type: str, details: ErrorDetails) -> dict[str, object]:
+    """The content-free record of a failure that caused another one.
+
+    Carried in `diagnostics["cause"]` of the error it caused: the failure's type (its
+    `ApplicationError.type`) and its details' code, provider, HTTP status, host and model.
+    """
+    fields = details.model_dump(mode="json", include=set(CAUSE_FIELDS), exclude_none=True)
+    return {"type": error_type, **fields}
+
+
+def rebuilt_cause(diagnostics: Mapping[str, object]) -> CruxError | None:
+    """The typed error a `diagnostics["cause"]` record describes, `None` without one."""
+    raw = diagnostics.get("cause")
+    if not isinstance(raw, Mapping):
+        return None
+    cause = cast(Mapping[str, object], raw)
+    error_type = cause.get("type")
+    family = FAMILIES.get(cast(ErrorType, error_type)) if isinstance(error_type, str) else None
+    if family is None:
+        return None
+    try:
+        details = ErrorDetails.model_validate({k: cause[k] for k in CAUSE_FIELDS if k in cause})
+    except ValueError:
+        return None
+    error = family.rebuild("the failure that caused this one", details, False)
+    if isinstance(error, ProviderError):
+        # What failed, where, for which model: rebuilt from the details, never quoted.
+        error.args = (error.explain(),)
+    return error
+
+
+__all__ = [
+    "CAUSE_FIELDS",
+    "FAMILIES",
+    "Family",
+    "failure_cause",
+    "family_of",
+    "is_provider_failure",
+    "rebuild",
+    "rebuilt_cause",
+]

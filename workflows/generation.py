@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import waiting_out_storage
-    from workflows._summaries import prepare_summary, start_summary
+    from workflows._summaries import before_commit, prepare_summary, start_summary, summarisable
     from workflows._tools import run_tools
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -264,7 +264,7 @@ class ManagedGenerationWorkflow:
                 return progress.link(action.plan)
             if isinstance(action, PrepareSummary):
                 self._summarised.add(preparation_key(action.need))
-                progress.summary = await prepare_summary(self._stages, request, action.need)
+                progress.summary = await prepare_summary(self._stages, request, read, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
                 prepared_here = True
@@ -285,7 +285,7 @@ class ManagedGenerationWorkflow:
                 state = replace(state, summary_prepared=False)
             else:
                 if action.refresh is not None:
-                    await start_summary(self._stages, request, action.refresh)
+                    await start_summary(self._stages, request, read, action.refresh)
                 raise decision_failure(self._stages, action)
 
     def _planning(
@@ -308,7 +308,7 @@ class ManagedGenerationWorkflow:
         )
         return Planning(
             request=plan_request,
-            managed_thread=request.thread_id is not None and read.history_source == "thread",
+            summarisable=summarisable(request, read),
             summary_prepared=progress.summary is not None,
             countable=(
                 progress.ceiling is None
@@ -402,13 +402,14 @@ class ManagedGenerationWorkflow:
         """
         self._stages.set(Stage.COMMITTING)
         arg = _inputs.commit_input(request, read, progress, progress.steps)
+        maintenance = await before_commit(self._stages, request, read, progress.maintenance)
         committed = await committing(
             self._stages,
             request,
             lambda: workflow.execute_local_activity(stubs.commit_turn, arg, **COMMIT_TURN_LOCAL),
         )
-        for need in progress.maintenance:
-            await start_summary(self._stages, request, need)
+        for need in maintenance:
+            await start_summary(self._stages, request, read, need)
         _ui.conclude_completed(self._stages, committed.result, progress)
         return committed.result
 
