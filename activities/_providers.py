@@ -14,6 +14,7 @@ from providers import (
     OfflineChatProvider,
     OpenAIChatProvider,
 )
+from providers.models import missing_key, model_problem
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
 
@@ -41,6 +42,7 @@ class ProviderRegistry:
         models: Mapping[str, ChatProvider] | None = None,
     ) -> None:
         self._models = dict(models or {})
+        self._settings = settings
         openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         anthropic_key = (
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
@@ -61,25 +63,30 @@ class ProviderRegistry:
     def resolve(self, model_id: str) -> tuple[ChatProvider, str]:
         """Return `(client, provider model name)` for a `provider:model` id.
 
+        Nothing is sent: a model no provider serves, or a hosted API without its key, is
+        refused here, before any request.
+
         Raises:
-            ConfigurationError: The id is malformed or names an unknown provider.
+            ConfigurationError: The id is malformed or names an unknown provider (the
+                message lists the known ones), or a hosted API's key is not set (the
+                message names the variable).
         """
-        provider, separator, name = model_id.partition(":")
-        if not separator or not name:
-            raise ConfigurationError("model ids are 'provider:model'")
+        provider, _, name = model_id.partition(":")
         served = self._models.get(model_id)
         if served is not None:
             return served, name
-        if provider == SERVED_PREFIX:
+        if provider == SERVED_PREFIX and name:
             raise ConfigurationError(
                 f"model {model_id} is not registered on the worker: pass the test model "
                 "to crux.Worker(models=[...])",
                 code="not_registered",
             )
-        try:
-            return self._providers[provider], name
-        except KeyError:
-            raise ConfigurationError("unknown provider in model id") from None
+        problem = model_problem(model_id) if provider not in self._providers or not name else None
+        problem = problem or missing_key(model_id, self._settings)
+        if problem is not None:
+            code = "missing_api_key" if provider in self._providers and name else "unknown_model"
+            raise ConfigurationError(problem, code=code)
+        return self._providers[provider], name
 
 
 def sampling_fields(settings: ModelSettingsSpec | None, model_id: str) -> dict[str, Any]:

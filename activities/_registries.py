@@ -22,6 +22,11 @@ class DeclaredPrompt(Protocol):
     """A prompt registered on the worker."""
 
     @property
+    def id(self) -> str:
+        """The id callers name it by."""
+        ...
+
+    @property
     def system(self) -> str | None:
         """System instructions, if any."""
         ...

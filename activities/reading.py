@@ -27,6 +27,7 @@ from contracts.settings import ToolPolicySpec
 from planner import HistorySummary, InputBudget, ModelCatalog, ModelProfile, derive_budget
 from planner.summary_choice import longest_prefix_summary, summary_model
 from providers import TokenCounter, ToolSpec
+from providers.models import check_model
 from storage import (
     GenerationStore,
     SummaryScope,
@@ -247,6 +248,9 @@ class RequestReader:
                     outcome, existing, threads=self._threads, generations=self._generations
                 )
             return ReadRequestResult(existing=outcome)
+        # A model no provider of this worker serves fails here, naming the known ones,
+        # instead of running (`offline:<anything>` would otherwise answer as echo).
+        check_model(request.model, self._catalog)
         await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)

@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
-from crux._checks import StartupCheckError, check_database, describe_database
+from crux._checks import StartupCheckError, check_database, describe_database, migrate_database
 from crux._devserver import lock_stack_dir
 from crux._embedded import STACK_DATABASE, embedded_stack
 from crux._exit import CommandError, ExitCode
@@ -23,7 +21,6 @@ from storage import (
     ThreadSnapshot,
     ThreadStore,
     create_pool,
-    migrate_url,
 )
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
@@ -198,14 +195,7 @@ def thread_document(snapshot: ThreadSnapshot) -> dict[str, Any]:
 
 async def db_migrate(settings: Settings) -> int:
     """Apply pending migrations to `CRUX_DATABASE_URL`."""
-    url = settings.require_database_url()
-    try:
-        applied = await migrate_url(url)
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
-        raise StartupCheckError(
-            f"cannot connect to PostgreSQL at {describe_database(url)} (CRUX_DATABASE_URL): "
-            f"{type(error).__name__}"
-        ) from None
+    applied = await migrate_database(settings.require_database_url())
     print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none'}")
     return 0
 

@@ -37,6 +37,8 @@ from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
 from crux.safety import as_safety
 from crux.tools import Tool
+from planner import ModelCatalog
+from providers.models import check_model
 from storage import check_storable
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import (
@@ -66,6 +68,8 @@ class CallBuilder:
         default_model: The model of a call, agent and prompt that name none.
         attempt_policy: The runtime's attempt policy (under the agent's and the call's).
         approval_timeout: The runtime's approval timeout (a call may set its own).
+        catalog: The models a call may name beyond the providers' own (its offline
+            profiles); the default catalog when omitted.
     """
 
     def __init__(
@@ -74,10 +78,12 @@ class CallBuilder:
         *,
         attempt_policy: AttemptPolicySpec | None = None,
         approval_timeout: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+        catalog: ModelCatalog | None = None,
     ) -> None:
         self._default_model = default_model
         self._attempt_policy = attempt_policy
         self._approval_timeout = approval_timeout
+        self._catalog = catalog
 
     def build(
         self, target: Prompt | Agent | str, options: CallOptions, *, stream: bool = False
@@ -89,7 +95,8 @@ class CallBuilder:
         runtime's.
 
         Raises:
-            ConfigurationError: An invalid option (content-free: names the fields).
+            ConfigurationError: An invalid option (content-free: names the fields), or a
+                model no provider serves (the message lists the known ones).
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
         """
         # An agent resolves to its prompt with the agent's values laid over the prompt's;
@@ -129,12 +136,16 @@ class CallBuilder:
         )
         messages = options.get("messages")
         approval_timeout = options.get("approval_timeout_seconds")
+        model = (
+            options.get("model") or (agent.model if agent is not None else None)
+        ) or self._default_model
+        if isinstance(model, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            # Refused here, before anything is staged or started, naming the known models.
+            check_model(model, self._catalog)
         request = validated_input(
             generation_id=generation_id,
             thread_id=thread_id,
-            model=options.get("model")
-            or (agent.model if agent is not None else None)
-            or self._default_model,
+            model=model,
             prompt_id=prompt.id,
             input_ref=key,
             # Call-site messages shadow prompt-level messages, which shadow the Thread.

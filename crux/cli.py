@@ -42,8 +42,23 @@ def _version() -> str:
 ENVIRONMENT = {
     "TEMPORAL_ADDRESS": "Temporal frontend host:port (default localhost:7233)",
     "TEMPORAL_NAMESPACE": "Temporal namespace (default: default)",
+    "TEMPORAL_PROFILE": "profile of the Temporal configuration file (default: default)",
+    "TEMPORAL_CONFIG_FILE": "Temporal TOML configuration file (default: temporalio/temporal.toml)",
+    "TEMPORAL_API_KEY": "API key for Temporal (Temporal Cloud); turns TLS on",
+    "TEMPORAL_TLS": "true or false: TLS to Temporal (default: on with an API key or TLS file)",
+    "TEMPORAL_TLS_SERVER_NAME": "name the Temporal server's certificate is issued for",
+    "TEMPORAL_TLS_SERVER_CA_CERT_PATH": "authority of the Temporal server's certificate (PEM)",
+    "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "the same certificate inline",
+    "TEMPORAL_TLS_CLIENT_CERT_PATH": "client certificate for mTLS to Temporal (PEM)",
+    "TEMPORAL_TLS_CLIENT_CERT_DATA": "the client certificate inline",
+    "TEMPORAL_TLS_CLIENT_KEY_PATH": "the client certificate's private key (PEM)",
+    "TEMPORAL_TLS_CLIENT_KEY_DATA": "the private key inline",
     "CRUX_TASK_QUEUE": "the workers' task queue (default: crux)",
-    "CRUX_DATABASE_URL": "PostgreSQL URL of the Crux database",
+    "CRUX_DATABASE_URL": "PostgreSQL URL of the Crux database (TLS: ?sslmode=verify-full&...)",
+    "PGSSLMODE": "PostgreSQL TLS: disable, allow, prefer, require, verify-ca or verify-full",
+    "PGSSLROOTCERT": "authority of the PostgreSQL server's certificate (PEM)",
+    "PGSSLCERT": "client certificate for PostgreSQL (PEM)",
+    "PGSSLKEY": "the PostgreSQL client certificate's private key (PEM)",
     "CRUX_MIGRATE": "apply migrations when a worker starts (default: false)",
     "CRUX_MODEL": "default model, provider:model (default: offline:echo)",
     "OPENAI_BASE_URL": "any OpenAI-compatible API (default: https://api.openai.com/v1)",
@@ -70,9 +85,14 @@ ENVIRONMENT = {
 _PROVIDERS = ("CRUX_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_OUTPUT_CAP_FIELD",
               "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")  # fmt: skip
 _LOGS = ("CRUX_LOG_FORMAT", "CRUX_LOG_LEVEL")
-_TEMPORAL = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE")
+_TEMPORAL = ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE",
+             "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_SERVER_NAME",
+             "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_DATA",
+             "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_CERT_DATA",
+             "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_CLIENT_KEY_DATA")  # fmt: skip
+_DATABASE = ("CRUX_DATABASE_URL", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY")
 _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
-_WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", "CRUX_DATABASE_URL", "CRUX_MIGRATE", *_PROVIDERS,
+_WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", *_DATABASE, "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
                "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
                "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID",
@@ -260,13 +280,13 @@ def _parser() -> argparse.ArgumentParser:
         help="oldest refresh still healthy (three refresh intervals by default)",
     )
 
-    thread = _command(commands, "thread", "inspect Threads", ("CRUX_DATABASE_URL",))
+    thread = _command(commands, "thread", "inspect Threads", _DATABASE)
     thread_commands = thread.add_subparsers(dest="thread_command", required=True, metavar="ACTION")
     show = _command(
         thread_commands,
         "show",
         "print a Thread's selected path with its branch points",
-        ("CRUX_DATABASE_URL",),
+        _DATABASE,
         "Print a Thread's selected path with its branch points (its messages: this prints your"
         " conversation's text), from CRUX_DATABASE_URL or, when it is unset, the database of"
         " the embedded stack in --stack-dir. An unknown Thread exits with code 3.",
@@ -324,20 +344,20 @@ def _parser() -> argparse.ArgumentParser:
 
     add_serve_command(commands)
 
-    database = _command(commands, "db", "database maintenance", ("CRUX_DATABASE_URL",))
+    database = _command(commands, "db", "database maintenance", _DATABASE)
     database_commands = database.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     _command(
         database_commands,
         "migrate",
         "apply pending SQL migrations",
-        ("CRUX_DATABASE_URL",),
+        _DATABASE,
         answers=_DATABASE_TIME + " and the migrations' own time.",
     )
     sweep = _command(
         database_commands,
         "sweep",
         "delete staged text of generations that never finished",
-        ("CRUX_DATABASE_URL", "CRUX_STAGING_RETENTION_SECONDS"),
+        (*_DATABASE, "CRUX_STAGING_RETENTION_SECONDS"),
         answers=_DATABASE_TIME + " and the deletion's own time.",
     )
     sweep.add_argument(

@@ -1,12 +1,14 @@
 """Public home of the error types (defined in `vocabulary.errors` and `.gate_errors`)."""
 
 from vocabulary.errors import (
+    CallTimeoutError,
     CompositionErrorCode,
     ConfigurationError,
     ContextOverflowError,
     CruxError,
     ErrorType,
     GenerationFailedError,
+    NoWorkerError,
     OutputValidationError,
     PreparationError,
     ProviderAuthError,
@@ -35,6 +37,7 @@ from vocabulary.gate_errors import (
 )
 
 __all__ = [
+    "CallTimeoutError",
     "CompositionErrorCode",
     "ConfigurationError",
     "ConstraintError",
@@ -44,6 +47,7 @@ __all__ = [
     "GatePolicyError",
     "GenerationFailedError",
     "GenerationTimeoutError",
+    "NoWorkerError",
     "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",

@@ -120,6 +120,14 @@ class RunOptions(PlanOptions, total=False):
     """Retry and timeout of the provider attempts (`crux.attempt_policy(...)` or a
     mapping), merged field by field over the agent's and the runtime's."""
 
+    timeout: float | None
+    """Seconds to wait for the reply (of every member, for `parallel`); `None` (the default)
+    waits without limit. When they pass, the run is asked to cancel and
+    `GenerationTimeoutError` is raised; the run is started with a workflow execution
+    timeout of `timeout` plus a minute, so it cannot outlive a caller that died.
+    Independently of it, a run that no worker takes fails within seconds with
+    `NoWorkerError`."""
+
 
 class CallOptions(PreviewOptions, RunOptions, total=False):
     """Every option of one managed generation: the options of `generate` and `stream`."""

@@ -41,6 +41,7 @@ from crux._checks import (
     check_providers,
     connect_temporal,
     ensure_search_attributes,
+    migrate_database,
 )
 from crux._health import readiness_file
 from crux._worker import build_worker, deployment_config, worker_resources
@@ -51,7 +52,7 @@ from crux.registrations import Registrations, ServedModel
 from crux.safety import SafetyPolicy
 from crux.tools import Tool
 from planner import ModelCatalog
-from storage import GenerationStore, create_pool, migrate_url
+from storage import GenerationStore, create_pool
 from telemetry import setup as telemetry_setup
 from telemetry.logs import configure_logging, get_logger
 from vocabulary.errors import ConfigurationError, CruxError
@@ -251,7 +252,7 @@ class Worker:
         database_url = settings.require_database_url()
         check_providers(settings)
         if settings.migrate_on_start:
-            await migrate_url(database_url)
+            await migrate_database(database_url)
         await check_database(database_url)
         return settings
 

@@ -38,6 +38,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "settings": None,
     "attempt_policy": None,
     "approval_timeout_seconds": None,
+    "timeout": None,
     "output": None,
     "safety": None,
     "constraints": None,
