@@ -37,7 +37,7 @@ retryability, how it is rebuilt) is declared once in `vocabulary.failures`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Literal
 
@@ -46,6 +46,23 @@ CompositionErrorCode = Literal[
     "REPRESENTATION_UNAVAILABLE",
     "INVALID_COMPOSITION",
 ]
+
+
+ConfigurationErrorCode = Literal[
+    "invalid_configuration",
+    "invalid_input",
+    "input_missing",
+    "not_json",
+    "not_an_object",
+    "too_large",
+    "too_deep",
+    "too_many_values",
+    "too_many_arguments",
+    "unstorable_text",
+    "non_finite_number",
+    "workflow_id_mismatch",
+]
+"""What kind of defect a `ConfigurationError` names (a wire contract: values never change)."""
 
 
 class CruxError(Exception):
@@ -60,22 +77,27 @@ class ConfigurationError(CruxError, TypeError, ValueError):
 
     Attributes:
         code: What kind of defect: `invalid_configuration` by default, `invalid_input` when
-            a schema validation refused an input (then `fields` names where), or a specific
-            refusal of an input payload (`input_missing`, `not_json`, `too_large`, ...).
+            a schema validation refused an input (then `fields` names where), a specific
+            refusal of an input payload (`input_missing`, `not_json`, `too_large`, ...), or
+            `workflow_id_mismatch` for a run started under another id than its input's
+            documented one (then `diagnostics` names the expected id).
         fields: The dotted schema paths of the invalid fields (list positions as `*`),
             never a value.
+        diagnostics: Content-free facts that help fix the call (`expected_workflow_id`).
     """
 
     def __init__(
         self,
         message: str = "",
         *,
-        code: str = "invalid_configuration",
+        code: ConfigurationErrorCode = "invalid_configuration",
         fields: Iterable[str] = (),
+        diagnostics: Mapping[str, object] | None = None,
     ):
         super().__init__(message)
-        self.code = code
+        self.code: ConfigurationErrorCode = code
         self.fields: tuple[str, ...] = tuple(fields)
+        self.diagnostics: dict[str, object] = dict(diagnostics or {})
 
 
 class RequestCompositionError(CruxError):
@@ -420,6 +442,12 @@ class PublicationInterruptedError(StorageUnavailableError, ThreadCommitError):
         ThreadCommitError.__init__(self, message, thread_id=thread_id)
 
 
+GenerationFailedReason = Literal[
+    "cancelled", "terminated", "timed_out", "internal", "already_running"
+]
+"""Why a generation ended without a typed domain failure."""
+
+
 class GenerationFailedError(CruxError):
     """A generation ended without a typed domain failure.
 
@@ -427,12 +455,17 @@ class GenerationFailedError(CruxError):
     never content.
 
     Attributes:
-        reason: `cancelled`, `terminated`, `timed_out` or `internal`.
+        reason: `cancelled`, `terminated`, `timed_out` or `internal` (or, for a parallel
+            member, `already_running`: an earlier run of it still holds its id).
     """
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: GenerationFailedReason, message: str):
         super().__init__(f"{reason}: {message}")
-        self.reason = reason
+        self.reason: GenerationFailedReason = reason
+
+
+PreparationErrorCode = Literal["hook_failed", "hook_not_registered"]
+"""Why a step or invocation hook failed."""
 
 
 class PreparationError(CruxError):
@@ -443,9 +476,9 @@ class PreparationError(CruxError):
             name on the worker).
     """
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: PreparationErrorCode, message: str):
         super().__init__(f"{code}: {message}")
-        self.code = code
+        self.code: PreparationErrorCode = code
 
 
 class OutputValidationError(CruxError):
@@ -475,12 +508,16 @@ class OutputValidationError(CruxError):
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
+    "ConfigurationErrorCode",
     "ContextOverflowError",
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "GenerationFailedReason",
+    "OperatorErrorCode",
     "OutputValidationError",
     "PreparationError",
+    "PreparationErrorCode",
     "ProviderAuthError",
     "ProviderConnectionError",
     "ProviderError",
