@@ -221,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep = _command(
         database_commands,
         "sweep",
-        "delete staged text of generations that never finished",
+        "delete old staged text: of unfinished generations, unread ad-hoc replies",
         ("CRUX_DATABASE_URL", "CRUX_STAGING_RETENTION_SECONDS"),
     )
     sweep.add_argument(

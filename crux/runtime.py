@@ -38,7 +38,7 @@ from crux._outcomes import (
 from crux._parallel import ParallelRun, ParallelRunner
 from crux._preview import Previewer
 from crux._request import CallBuilder, check_keywords
-from crux._results import StoredResults
+from crux._results import StoredResults, thread_id_of
 from crux._staging import BuiltCall, stage_call
 from crux._starter import GenerationStarter
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
@@ -203,6 +203,47 @@ class Runtime:
         """
         finished = await await_result(await self._starter.start(request))
         return await stored_result(self._generations, finished)
+
+    async def read_generation(
+        self, generation_id: str, *, thread: object | None = None, erase: bool = True
+    ) -> Generation:
+        """The result and reply text of a finished generation, from any process.
+
+        What `generate` returns, for a generation started elsewhere (by a plain Temporal
+        client, say, whose outcome holds only ids). The reply of a generation that
+        committed to no Thread (ad hoc, or with call-site messages shadowing its Thread) is
+        kept only for this read: it is erased once read, unless `erase=False`.
+
+        Args:
+            generation_id: The generation's id.
+            thread: Its Thread (handle or id); omit for an ad-hoc generation.
+            erase: Erase a reply that no Thread holds once it is read.
+
+        Raises:
+            ThreadError: `not_found` when no finished generation has that id, or its reply
+                was erased.
+            ConfigurationError: `generation_id` or `thread` is not an id.
+        """
+        return await self._results.read(generation_id, thread_id_of(thread), erase=erase)
+
+    async def erase_generation(self, generation_id: str, *, thread: object | None = None) -> bool:
+        """Erase the reply a finished generation keeps outside any Thread.
+
+        `generate` and `stream` erase it once they read it; this erases one that was never
+        read (a generation started by another client, or whose caller went away). A
+        committed Thread turn is erased with the Thread's own `redact` or `delete` instead.
+
+        Args:
+            generation_id: The generation's id.
+            thread: Its Thread (handle or id); omit for an ad-hoc generation.
+
+        Returns:
+            Whether a reply was erased.
+
+        Raises:
+            ConfigurationError: `generation_id` or `thread` is not an id.
+        """
+        return await self._results.erase(generation_id, thread_id_of(thread))
 
     async def preview(
         self, prompt: Prompt | Agent | str, **options: Unpack[PreviewOptions]

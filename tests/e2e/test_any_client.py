@@ -5,7 +5,8 @@ its published example input; a refused start ends `failed` wherever a run report
 (the queries, the current details, `CruxStage`) with its failure's structured details; a
 run under another workflow id than its documented one is refused before it reads or stages
 anything, and the run under the right id commits its turn once; current details, static
-summary and details are plain JSON payloads.
+summary and details are plain JSON payloads; the reply of an ad-hoc run is read by its
+generation id once, then erased (or erased unread on request).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import RawValue
+from temporalio.common import RawValue, WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
@@ -34,6 +35,7 @@ from contracts.search import STAGE
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import RunningWorker, eventually, new_worker, settings_for, workflow_metadata
+from vocabulary.errors import ConfigurationError, ThreadError
 from vocabulary.ids import (
     member_workflow_id,
     parallel_workflow_id,
@@ -358,3 +360,56 @@ async def test_a_malformed_or_misdirected_decision_is_refused_typed(
         ("invalid_input", None),
         ("invalid_input", ["call_id"]),
     ]
+
+
+# --- reading the reply of a run a plain client started ---------------------------------------
+
+
+async def test_a_plain_clients_ad_hoc_reply_is_read_once_then_erased(
+    plain: Client, worker: RunningWorker, pool: asyncpg.Pool
+) -> None:
+    """The outcome holds ids only; the reply is read by id, erased once read or on request."""
+    runtime = worker.runtime
+    for generation_id in ("read-1", "erase-1", "keep-1"):
+        outcome = await plain.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {"generation_id": generation_id, "input": "Hello"},
+            id=workflow_id_for(generation_id, None),
+            task_queue=worker.task_queue,
+        )
+        assert outcome["thread_commit"] is None
+        assert "text" not in json.dumps(outcome)
+
+    read = await runtime.read_generation("read-1")
+    assert read.text and read.result.generation_id == "read-1"
+    with pytest.raises(ThreadError) as gone:
+        await runtime.read_generation("read-1")
+    assert gone.value.code == "not_found"
+    assert not await runtime.erase_generation("read-1")
+
+    assert await runtime.erase_generation("erase-1")
+    assert not await runtime.erase_generation("erase-1")
+    with pytest.raises(ThreadError):
+        await runtime.read_generation("erase-1")
+
+    kept = await runtime.read_generation("keep-1", erase=False)
+    assert (await runtime.read_generation("keep-1")).text == kept.text
+    # The content-free ledger row stays: a repeated start replays instead of running again.
+    replay = await plain.execute_workflow(
+        "ManagedGenerationWorkflow",
+        {"generation_id": "keep-1", "input": "Hello"},
+        id=workflow_id_for("keep-1", None),
+        task_queue=worker.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    assert replay["generation_id"] == "keep-1" and replay["replayed"]
+    # What stays is the content-free identity (a fingerprint) of each request.
+    kinds = await pool.fetch("SELECT DISTINCT kind FROM crux_generation_staging")
+    assert [row["kind"] for row in kinds] == ["identity"]
+
+    with pytest.raises(ThreadError):
+        await runtime.read_generation("never-ran")
+    with pytest.raises(ConfigurationError):
+        await runtime.read_generation("")
+    with pytest.raises(ConfigurationError):
+        await runtime.erase_generation("g", thread=42)
