@@ -101,7 +101,7 @@ class StoredResults:
             Whether a reply was erased (`False`: none was kept, or it was erased before).
         """
         key = generation_key(checked_generation_id(generation_id), thread_id)
-        return await self._generations.erase_reply(key, thread_id) > 0
+        return await self._generations.erase_reply(key, thread_id)
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """The stored receipt of a request (`Runtime.receipt`)."""

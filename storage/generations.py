@@ -269,7 +269,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
         return _deleted(status)
 
     @storage_errors()
-    async def erase_reply(self, generation_id: str, thread_id: str | None) -> int:
+    async def erase_reply(self, generation_id: str, thread_id: str | None = None) -> bool:
         """Delete the kept reply of a generation that committed to no Thread.
 
         The content-free ledger row and receipts stay (a repeated request still replays
@@ -277,13 +277,14 @@ class GenerationStore(GenerationLedger, DeltaStream):
 
         Args:
             generation_id: The generation's key (`crux.models.generation_key`).
-            thread_id: Its Thread (`None` for an ad-hoc generation).
+            thread_id: Its Thread, for a generation whose call-site messages shadowed it
+                (`None` for an ad-hoc generation).
 
         Returns:
-            How many rows were deleted (0 or 1).
+            Whether a reply was erased (`False` when none was kept, or it already was).
         """
         status = await self._pool.execute(_ERASE_REPLY, generation_id, thread_id)
-        return _deleted(status)
+        return _deleted(status) > 0
 
     @storage_errors()
     async def sweep_orphans(self, older_than_seconds: float) -> int:
