@@ -47,7 +47,7 @@ docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
 	@# Not --quiet: it hides the warnings that --strict turns into a failure.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-schemas: $(STAMP) ## Regenerate the published JSON Schemas in schemas/ from the workflow contracts
+schemas: $(STAMP) ## Regenerate the published JSON Schemas in schemas/ (and docs/reference/schemas.md) from the workflow contracts
 	$(BIN)/python -m contracts.schemas
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts

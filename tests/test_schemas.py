@@ -30,6 +30,7 @@ from contracts.schemas import (
     SCHEMAS,
     check,
     published,
+    reference_page,
     render,
     schema_of,
 )
@@ -42,6 +43,20 @@ FOLDER = ROOT / "schemas"
 
 def test_the_checked_in_schemas_are_what_the_generator_writes() -> None:
     assert check(FOLDER) == [], "run `make schemas` and commit schemas/"
+
+
+def test_the_reference_page_renders_every_schema_with_its_example() -> None:
+    page = reference_page()
+    assert (ROOT / "docs" / "reference" / "schemas.md").read_text("utf-8") == page, (
+        "run `make schemas` and commit docs/reference/schemas.md"
+    )
+    for spec in SCHEMAS:
+        section = page.split(f"\n## {spec.title}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"`schemas/{spec.file}`" in section
+        example = section.split("```json\n", 1)[1].split("\n```", 1)[0]
+        assert json.loads(example) == spec.example
+        for name in schema_of(spec).get("properties", {}):
+            assert f"| `{name}` |" in section
 
 
 def test_a_changed_file_is_reported_stale(tmp_path: Path) -> None:
