@@ -24,8 +24,9 @@ async def follow_deltas(
 ) -> AsyncGenerator[StreamDelta | StreamReset]:
     """Yield the staged deltas of generation `key` as they arrive, until `outcome` is done.
 
-    A `StreamReset` is yielded when a new provider attempt starts streaming. The last
-    deltas are read after `outcome` completes, so none is lost to the race.
+    A `StreamReset` is yielded when a new provider attempt starts streaming. The deltas
+    staged before `outcome` completed are read once more after it; those the commit
+    removed first are completed from the committed text (`missing_tail`).
 
     Args:
         pool: The pool a listening connection is borrowed from.
@@ -65,3 +66,14 @@ async def follow_deltas(
             outcome.cancel()
         await connection.remove_listener(STREAM_CHANNEL, on_notify)
         await pool.release(connection)
+
+
+def missing_tail(streamed: str, final: str) -> str:
+    """What the follower did not deliver of the accepted text, given what it delivered.
+
+    Empty when everything arrived, or when the streamed text is not a prefix of the final
+    text (a reply that was not streamed, or an attempt that was replaced).
+    """
+    if streamed and final.startswith(streamed):
+        return final[len(streamed) :]
+    return ""

@@ -41,7 +41,7 @@ from crux._request import CallBuilder, check_keywords
 from crux._results import StoredResults, thread_id_of
 from crux._staging import BuiltCall, stage_call
 from crux._starter import GenerationStarter
-from crux._streaming import STREAM_POLL_SECONDS, follow_deltas
+from crux._streaming import STREAM_POLL_SECONDS, follow_deltas, missing_tail
 from crux.agents import Agent
 from crux.options import CallOptions, PreviewOptions, RunOptions
 from crux.prompts import Prompt
@@ -189,10 +189,17 @@ class Runtime:
         request = call.request
         outcome = asyncio.ensure_future(await_result(await self._starter.start(request)))
         key = generation_key(request.generation_id, request.thread_id)
+        streamed = ""  # the current attempt's text as delivered so far
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
             async for update in deltas:
+                streamed = streamed + update.text if isinstance(update, StreamDelta) else ""
                 yield update
         generation = await self._results.finished(outcome.result(), call.output)
+        tail = missing_tail(streamed, generation.text)
+        if tail:
+            # The commit removes staged deltas; the last ones can go with them before this
+            # follower read them. The committed text completes what was streamed.
+            yield StreamDelta(text=tail)
         yield StreamCommitted(generation=generation)
 
     async def run(self, request: GenerationInput) -> GenerationResult:
