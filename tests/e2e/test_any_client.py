@@ -407,6 +407,13 @@ async def test_a_plain_clients_ad_hoc_reply_is_read_once_then_erased(
     kinds = await pool.fetch("SELECT DISTINCT kind FROM crux_generation_staging")
     assert [row["kind"] for row in kinds] == ["identity"]
 
+    # The facade's own ad-hoc call: read once by `generate`; again, it replays without text.
+    first = await runtime.generate("Hi", generation_id="again-1")
+    assert first.text and not first.result.replayed
+    with pytest.raises(ThreadError) as erased:
+        await runtime.generate("Hi", generation_id="again-1")
+    assert erased.value.code == "not_found"
+
     with pytest.raises(ThreadError):
         await runtime.read_generation("never-ran")
     with pytest.raises(ConfigurationError):
