@@ -186,6 +186,10 @@ class GenerationInput(WireModel):
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
+        include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
+            a client that reads it from Temporal. Only with the encryption payload codec on
+            the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
+            codec the run fails with `ConfigurationError` before anything is sent.
     """
 
     generation_id: str
@@ -218,6 +222,7 @@ class GenerationInput(WireModel):
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
+    include_reply: bool = False
 
     @field_validator("tool_policies")
     @classmethod
@@ -412,6 +417,9 @@ class GenerationOutcome(WireModel):
         usage: Total usage over the steps.
         history_source: `thread`, `caller-messages` or `none`.
         replayed: `True` when this generation had already completed.
+        reply: The reply text, only when the input asked for it (`include_reply`, with the
+            encryption payload codec); left out of the payload otherwise. `None` also when
+            the reply is no longer stored (redacted, or an erased ad-hoc reply).
     """
 
     generation_id: str
@@ -422,6 +430,8 @@ class GenerationOutcome(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    # Left out when unset: outcomes that carry no reply keep the shape they always had.
+    reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of(cls, result: GenerationResult) -> GenerationOutcome:
@@ -476,6 +486,8 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
             "approval_tools",
             "approval_timeout_seconds",
+            # Where the reply is delivered, not what is asked for.
+            "include_reply",
         },
     )
     for name in _LATER_FIELDS:

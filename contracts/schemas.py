@@ -251,7 +251,16 @@ def _type_of(prop: dict[str, Any]) -> str:
 
 
 def _existing(folder: Path) -> list[str]:
-    return sorted(path.name for path in folder.glob("*.json")) if folder.is_dir() else []
+    """The generator's files in `folder` (other published files, such as the codec's test
+    vectors, have their own source and test)."""
+    if not folder.is_dir():
+        return []
+    owned = {CONTRACT_FILE, ID_VECTORS_FILE}
+    return sorted(
+        path.name
+        for path in folder.glob("*.json")
+        if path.name.endswith(".schema.json") or path.name in owned
+    )
 
 
 # Docstring sections that follow the summary.

@@ -237,8 +237,11 @@ class Runtime:
         """Erase the reply a finished generation keeps outside any Thread.
 
         `generate` and `stream` erase it once they read it; this erases one that was never
-        read (a generation started by another client, or whose caller went away). A
-        committed Thread turn is erased with the Thread's own `redact` or `delete` instead.
+        read (a generation started by another client, or whose caller went away); the
+        retention sweep deletes it after `CRUX_STAGING_RETENTION_SECONDS` otherwise. The
+        content-free result stays: the id still answers as completed, and running it again
+        raises `ThreadError` (`not_found`) instead of a second turn. A committed Thread turn
+        is erased with the Thread's own `redact` or `delete` instead.
 
         Args:
             generation_id: The generation's id.

@@ -34,6 +34,15 @@ ON CONFLICT (request_id) DO NOTHING
 
 _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
 
+_RECEIPT_OWNER = "SELECT generation_id FROM crux_request_receipts WHERE request_id = $1"
+
+# The reply of a generation that committed to no Thread (ad hoc, or with call-site messages
+# shadowing its Thread): kept only until its caller read it, or erased on request.
+_ERASE_REPLY = """
+DELETE FROM crux_generation_staging
+WHERE generation_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND kind = 'final'
+"""
+
 _DROP_STAGING = """
 DELETE FROM crux_generation_staging
 WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
@@ -128,6 +137,34 @@ class GenerationLedger:
         """
         key = None if generation_id is None else generation_key(generation_id, thread_id)
         await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
+
+    @storage_errors()
+    async def receipt_owner(self, request_id: str) -> tuple[bool, str | None]:
+        """Whether a receipt is stored under `request_id`, and its generation's scoped key.
+
+        Returns:
+            `(found, key)`; `key` is `None` for a support call recorded without one.
+        """
+        row = await self._pool.fetchrow(_RECEIPT_OWNER, request_id)
+        return (False, None) if row is None else (True, row["generation_id"])
+
+    @storage_errors()
+    async def erase_reply(self, generation_id: str, thread_id: str | None = None) -> bool:
+        """Erase the kept reply (its `final` row) of a generation that committed to no Thread.
+
+        The content-free ledger row stays, so the id keeps answering as completed; its reply
+        reads as no longer stored. A Thread's reply is a Thread message (redact it there).
+
+        Args:
+            generation_id: The generation's scoped key (`generation_key`).
+            thread_id: Its Thread, for a generation whose call-site messages shadowed it
+                (`None` for an ad-hoc generation).
+
+        Returns:
+            Whether a reply was erased (`False` when none was kept, or it already was).
+        """
+        status: str = await self._pool.execute(_ERASE_REPLY, generation_id, thread_id)
+        return status.rsplit(" ", 1)[-1] != "0"
 
     @storage_errors()
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -69,22 +69,21 @@ WHERE s.generation_id = $1
   )
 """
 
-# The reply of a generation that committed to no Thread (ad hoc, or with call-site messages
-# shadowing its Thread): kept only until its caller read it, or erased on request.
-_ERASE_REPLY = """
-DELETE FROM crux_generation_staging
-WHERE generation_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND kind = 'final'
-"""
-
 # Old staging of generations that never completed, and old replies that no caller read
 # (a finished ad-hoc generation's `final` row): neither is needed after the retention.
 _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
-  AND (s.kind = 'final' OR NOT EXISTS (
-      SELECT 1 FROM crux_generations g
-      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
-  ))
+  AND (
+      -- A reply that no Thread holds (ad hoc, or shadowed by call-site messages) and that
+      -- nobody read and erased is kept no longer.
+      s.kind = 'final'
+      OR NOT EXISTS (
+          SELECT 1 FROM crux_generations g
+          WHERE g.generation_id = s.generation_id
+            AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+      )
+  )
 """
 
 
@@ -269,31 +268,13 @@ class GenerationStore(GenerationLedger, DeltaStream):
         return _deleted(status)
 
     @storage_errors()
-    async def erase_reply(self, generation_id: str, thread_id: str | None = None) -> bool:
-        """Delete the kept reply of a generation that committed to no Thread.
-
-        The content-free ledger row and receipts stay (a repeated request still replays
-        instead of running again), but its text is gone: the reply can no longer be read.
-
-        Args:
-            generation_id: The generation's key (`crux.models.generation_key`).
-            thread_id: Its Thread, for a generation whose call-site messages shadowed it
-                (`None` for an ad-hoc generation).
-
-        Returns:
-            Whether a reply was erased (`False` when none was kept, or it already was).
-        """
-        status = await self._pool.execute(_ERASE_REPLY, generation_id, thread_id)
-        return _deleted(status) > 0
-
-    @storage_errors()
     async def sweep_orphans(self, older_than_seconds: float) -> int:
-        """Delete staging older than the given age of generations that never completed.
+        """Delete staging older than the given age, and ad-hoc replies nobody erased.
 
         Catches what no failure path reached: runs terminated or timed out, workers lost
-        for good, starts that never reached Temporal after the facade staged the input.
-        Also deletes the kept reply of a finished ad-hoc generation that nobody read (or
-        erased) within that age; its content-free ledger row and identity stay.
+        for good, starts that never reached Temporal after the facade staged the input; and
+        the replies finished generations keep outside any Thread until they are read and
+        erased (`Runtime.erase_generation`, the HTTP API); their ledger rows stay.
 
         Args:
             older_than_seconds: Minimum age of a row to delete; keep it well above the

@@ -33,6 +33,7 @@ from providers.loopback import (
 )
 from storage import GenerationStore, ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
+from vocabulary.errors import ConfigurationError, ThreadError
 from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
@@ -193,6 +194,11 @@ async def test_sweep_removes_only_old_staging_of_unfinished_generations_and_unre
         " AND generation_id IN ('adhoc-unread', 'adhoc-fresh')"
     )
     assert identities == 2
+    ledger = await pool.fetchval(
+        "SELECT count(*) FROM crux_generations"
+        " WHERE generation_id IN ('adhoc-unread', 'adhoc-fresh')"
+    )
+    assert ledger == 2
 
 
 async def test_an_invented_tool_name_never_reaches_the_log(
@@ -348,3 +354,28 @@ async def test_plain_client_sees_commit_blocked_in_the_stage_attribute(
     assert result["thread_commit"]["status"] == "selected"
     assert await _stage_attribute(handle) == "completed"
     await _replayer().replay_workflow(await handle.fetch_history())
+
+
+async def test_an_ad_hoc_reply_is_erased_by_its_generation_id(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    settings = settings_for(database_url)
+    async with new_worker(client, pool, settings) as worker:
+        runtime = worker.runtime
+        # The facade erases the reply once it read it; an unread one (a plain client's run)
+        # is erased by id (tests/e2e/test_any_client.py).
+        done = await runtime.generate("erase me after reading", generation_id="adhoc-read")
+        assert done.text and done.result.thread_id is None
+        assert await _staged(pool, "adhoc-read") == []
+        assert await runtime.erase_generation("adhoc-read") is False
+        assert await runtime.erase_generation("never-ran") is False
+        # Running it again is no second turn: the output is no longer stored.
+        with pytest.raises(ThreadError) as gone:
+            await runtime.generate("erase me after reading", generation_id="adhoc-read")
+        assert gone.value.code == "not_found"
+        # A Thread's reply is a Thread message: erasing by generation id leaves it.
+        kept = await runtime.generate("on a thread", generation_id="g1", thread="erase-thread")
+        assert await runtime.erase_generation("g1") is False
+        assert kept.text
+        with pytest.raises(ConfigurationError):
+            await runtime.erase_generation("")
