@@ -251,8 +251,7 @@ def _type_of(prop: dict[str, Any]) -> str:
 
 
 def _existing(folder: Path) -> list[str]:
-    """The generator's files in `folder` (other published files, such as the codec's test
-    vectors, have their own source and test)."""
+    """The generator's files in `folder` (the codec's test vectors have their own)."""
     if not folder.is_dir():
         return []
     owned = {CONTRACT_FILE, ID_VECTORS_FILE}
