@@ -14,6 +14,8 @@ COPY pyproject.toml README.md ./
 COPY vocabulary ./vocabulary
 COPY planner ./planner
 COPY contracts ./contracts
+# The published JSON Schemas (package data of `contracts`, linked as contracts/published).
+COPY schemas ./schemas
 COPY storage ./storage
 COPY providers ./providers
 COPY telemetry ./telemetry

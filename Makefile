@@ -25,7 +25,7 @@ PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 QUICK = -m "not durability and not stack and not slow"
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock dist docs demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
+.PHONY: help install lock dist docs schemas demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ dist: $(STAMP) ## Build the sdist and the wheel into dist/ (the wheel is built f
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
 	@# Not --quiet: it hides the warnings that --strict turns into a failure.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+schemas: $(STAMP) ## Regenerate the published JSON Schemas in schemas/ (and docs/reference/schemas.md) from the workflow contracts
+	$(BIN)/python -m contracts.schemas
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
 	$(BIN)/crux demo $(DEMO_ARGS)

@@ -263,7 +263,14 @@ class AwaitSummaryInput(WireModel):
 
 
 class PrepareSummaryResult(WireModel):
-    """The prepared artifact, content-free."""
+    """The prepared artifact, content-free.
+
+    Attributes:
+        summary: The artifact: its id, size and the messages it covers (its text stays in
+            PostgreSQL).
+        support_calls: Provider calls the preparation made.
+        reused: `True` when a ready artifact was found and nothing was prepared.
+    """
 
     summary: HistorySummary
     support_calls: int = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -40,6 +41,21 @@ _Model = TypeVar("_Model", bound=BaseModel)
 NO_INPUT = RawValue(Payload())
 """The run parameter's default: a client that starts a workflow without an argument gets a
 typed `ConfigurationError`, not a `TypeError` that would fail the workflow task forever."""
+
+
+@dataclass(frozen=True)
+class ExtraArguments(RawValue):
+    """What a run receives instead of its input when a client sent several arguments.
+
+    The worker's interceptor hands it to the run (`workflows.SingleInputInterceptor`), whose
+    decoding refuses it like any other defect of the input: typed, and reported the way
+    every refused run is.
+
+    Attributes:
+        count: How many arguments the client sent.
+    """
+
+    count: int = 2
 
 
 def decode_input(raw: object, model: type[_Model], *, what: str) -> _Model:
@@ -129,6 +145,11 @@ def _json_value(raw: object, *, what: str) -> Any:
         return raw
     if raw is NO_INPUT:
         raise ConfigurationError(f"{what} is missing: pass one JSON object", code="input_missing")
+    if isinstance(raw, ExtraArguments):
+        raise ConfigurationError(
+            f"the workflow takes one JSON object, not {raw.count} arguments",
+            code="too_many_arguments",
+        )
     payload = raw.payload
     if payload.metadata.get("encoding", b"") not in _JSON_ENCODINGS:
         raise ConfigurationError(f"{what} must be JSON (encoding json/plain)", code="not_json")

@@ -126,7 +126,7 @@ class PiiPolicySpec(WireModel):
         phone_leniency: How plausible a phone number must be (`valid` by default).
     """
 
-    kind: Literal["pii"] = "pii"
+    kind: Literal["pii"] = Field(default="pii", description="The kind tag: `pii`.")
     name: str = "pii"
     rules: tuple[PiiRule, ...] = (
         PiiRule(kind="email"),
@@ -161,7 +161,7 @@ class LengthPolicySpec(WireModel):
         on_exceed: `block`, or `retry` on output.
     """
 
-    kind: Literal["length"] = "length"
+    kind: Literal["length"] = Field(default="length", description="The kind tag: `length`.")
     name: str = "length"
     max_chars: int | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, ge=0)
@@ -200,7 +200,9 @@ class DenyListPolicySpec(WireModel):
         token: The mask in `mask` mode.
     """
 
-    kind: Literal["deny_list"] = "deny_list"
+    kind: Literal["deny_list"] = Field(
+        default="deny_list", description="The kind tag: `deny_list`."
+    )
     name: str = "deny_list"
     words: tuple[Phrase, ...] = ()
     patterns: tuple[Phrase, ...] = ()
@@ -249,7 +251,9 @@ class CustomPolicySpec(WireModel):
         name: The registered function's name, and the policy's name in reports.
     """
 
-    kind: Literal["custom"] = "custom"
+    kind: Literal["custom"] = Field(
+        default="custom", description="Always `custom`: a function registered on the worker."
+    )
     name: str
 
     @field_validator("name")
@@ -305,7 +309,7 @@ class LengthConstraint(WireModel):
         maximum: Most allowed, if any.
     """
 
-    kind: Literal["length"] = "length"
+    kind: Literal["length"] = Field(default="length", description="The kind tag: `length`.")
     unit: Literal["chars", "tokens"] = "chars"
     minimum: int | None = Field(default=None, ge=0)
     maximum: int | None = Field(default=None, ge=0)
@@ -328,7 +332,7 @@ class PatternConstraint(WireModel):
         ignore_case: Match regardless of case.
     """
 
-    kind: Literal["pattern"] = "pattern"
+    kind: Literal["pattern"] = Field(default="pattern", description="The kind tag: `pattern`.")
     pattern: str = Field(min_length=1, max_length=MAX_PATTERN_CHARS)
     full_match: bool = False
     ignore_case: bool = False
@@ -347,7 +351,7 @@ class RequiredConstraint(WireModel):
         ignore_case: Compare case-folded.
     """
 
-    kind: Literal["required"] = "required"
+    kind: Literal["required"] = Field(default="required", description="The kind tag: `required`.")
     substrings: tuple[Phrase, ...] = Field(min_length=1, max_length=MAX_DENY_ENTRIES)
     ignore_case: bool = False
 
@@ -360,7 +364,9 @@ class ForbiddenConstraint(WireModel):
         ignore_case: Compare case-folded.
     """
 
-    kind: Literal["forbidden"] = "forbidden"
+    kind: Literal["forbidden"] = Field(
+        default="forbidden", description="The kind tag: `forbidden`."
+    )
     substrings: tuple[Phrase, ...] = Field(min_length=1, max_length=MAX_DENY_ENTRIES)
     ignore_case: bool = False
 

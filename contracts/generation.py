@@ -35,6 +35,7 @@ from vocabulary.ids import (
     MAX_WORKFLOW_ID_BYTES,
     check_model_id,
     check_wire_id,
+    member_workflow_id,
     workflow_id_for,
 )
 from vocabulary.staging import HistorySource
@@ -45,6 +46,13 @@ DEFAULT_MAX_TOOL_ROUNDS = 4
 
 class InputBudgetSpec(WireModel):
     """An input budget on the wire (`optimize_at` soft, `max` strict).
+
+    Attributes:
+        optimize_at: Soft watermark, in input tokens: past it, managed history refreshes its
+            summary after the response.
+        max: Strict limit of every provider call's input tokens; a request that cannot fit
+            with the authorised losses fails with `RequestCompositionError`
+            (`REQUEST_TOO_LARGE`).
 
     Raises:
         ValueError: (as a validation error) for a value below 1 or `optimize_at > max`.
@@ -210,6 +218,10 @@ class GenerationInput(WireModel):
             with every provider call and recorded in each receipt; `None` sends none.
         attempt_policy: Retry and timeout of provider attempts; `None` keeps the defaults.
         tool_policies: Retry and timeout per tool name; tools not named keep the defaults.
+        approval_tools: Offered tools whose calls wait for an operator's `approve` or `deny`
+            before they run.
+        approval_timeout_seconds: How long a call waits for its decision; past it the call
+            is denied (reason `timeout`). `None` waits without limit.
         composition: Set on a member of a composition (`Runtime.parallel`): its parent's
             workflow id and its member name.
         output: The structured output the reply must match (a JSON schema), validated by
@@ -260,10 +272,7 @@ class GenerationInput(WireModel):
     attempt_policy: AttemptPolicySpec | None = None
     tool_policies: dict[str, ToolPolicySpec] = Field(default_factory=dict[str, ToolPolicySpec])
     approval_tools: list[str] = Field(default_factory=list[str], max_length=MAX_TOOL_POLICIES)
-    """Offered tools whose calls wait for an operator's approve or deny before they run."""
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
-    """How long a call waits for its decision; past it the call is denied (`timeout`).
-    `None` waits without limit."""
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
     safety: SafetySpec | None = None
@@ -354,6 +363,17 @@ class GenerationInput(WireModel):
             raise ConfigurationError("anthropic models take a temperature from 0 to 1")
         return self
 
+    def workflow_id(self) -> str:
+        """The one workflow id this generation runs under; the workflow refuses any other.
+
+        `workflow_id_for(generation_id, thread_id)` (`crux/gen/<thread>/<generation>`, or
+        `crux/gen/<generation>` ad hoc); for a member of a composition,
+        `member_workflow_id(parent_workflow_id, member)`.
+        """
+        if self.composition is not None:
+            return member_workflow_id(self.composition.parent_workflow_id, self.composition.member)
+        return workflow_id_for(self.generation_id, self.thread_id)
+
     def start_payload(self) -> dict[str, Any]:
         """This input as a workflow start payload: only the fields that differ from defaults.
 
@@ -371,7 +391,12 @@ class GenerationInput(WireModel):
 
 
 class Usage(WireModel):
-    """Token usage reported by a provider."""
+    """Token usage reported by a provider.
+
+    Attributes:
+        input_tokens: Input tokens the provider counted.
+        output_tokens: Output tokens it generated.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -201,7 +201,7 @@ async def db_migrate(settings: Settings) -> int:
 
 
 async def db_sweep(settings: Settings, *, older_than: float | None) -> int:
-    """Delete staged text of generations that never finished, older than the retention."""
+    """Delete staged text older than the retention: unfinished runs', unread ad-hoc replies."""
     url = settings.require_database_url()
     await check_database(url)
     age = settings.staging_retention_seconds if older_than is None else older_than

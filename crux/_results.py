@@ -13,8 +13,13 @@ from crux._outcomes import Finished, Generation, stored_result
 from crux.output import Output
 from planner import RequestInspection, RequestReceipt
 from storage import GenerationStore, ThreadStore
-from vocabulary.errors import ThreadError
-from vocabulary.ids import check_wire_id, generation_key
+from vocabulary.errors import ConfigurationError, ThreadError
+from vocabulary.ids import (
+    MAX_GENERATION_ID_LENGTH,
+    MAX_SCOPE_ID_LENGTH,
+    check_wire_id,
+    generation_key,
+)
 from vocabulary.staging import StagingKind
 
 MAX_REQUEST_ID_LENGTH = 256
@@ -33,32 +38,70 @@ class StoredResults:
         self._generations = generations
         self._threads = threads
 
-    async def finished(self, finished: Finished, output: Output | None = None) -> Generation:
+    async def finished(
+        self, finished: Finished, output: Output | None = None, *, erase: bool = True
+    ) -> Generation:
         """The generation a finished workflow committed, its structured output parsed.
 
         Raises:
-            ThreadError: `not_found` when the result is no longer stored.
+            ThreadError: `not_found` when the result or the reply is no longer stored.
             OutputValidationError: The stored reply does not parse as `output`.
         """
-        return await self.generation(await stored_result(self._generations, finished), output)
+        result = await stored_result(self._generations, finished)
+        return await self.generation(result, output, erase=erase)
 
     async def generation(
-        self, result: GenerationResult, output: Output | None = None
+        self, result: GenerationResult, output: Output | None = None, *, erase: bool = True
     ) -> Generation:
-        """`result` with its final message (from the Thread, or staging when ad hoc)."""
+        """`result` with its final message (from the Thread, or staging when ad hoc).
+
+        The reply of a generation that committed to no Thread is kept in staging only for
+        its caller: once read here it is erased (`erase=False` keeps it, for a caller that
+        will read it again), so its text does not wait for the retention sweep.
+        """
         if result.thread_commit is not None and result.thread_id is not None:
             [message] = await self._threads.load_messages(
                 result.thread_id, [result.output_message_id]
             )
         else:
-            staged = await self._generations.get_staged(
-                generation_key(result.generation_id, result.thread_id), 0, StagingKind.FINAL
-            )
+            key = generation_key(result.generation_id, result.thread_id)
+            staged = await self._generations.get_staged(key, 0, StagingKind.FINAL)
             if staged is None:
-                raise ThreadError("not_found", "the generation's output is no longer stored")
+                raise ThreadError(
+                    "not_found",
+                    "the generation's reply is no longer stored: a reply that no Thread"
+                    " holds is erased once read, so read it once (or keep what you read)",
+                )
             message = staged.message
         value = output.parse(message.text) if output is not None else None
-        return Generation(text=message.text, message=message, result=result, output=value)
+        generation = Generation(text=message.text, message=message, result=result, output=value)
+        if erase and result.thread_commit is None:
+            # Parsed first: a reply that fails its output schema raises before it is erased.
+            await self._generations.erase_reply(
+                generation_key(result.generation_id, result.thread_id), result.thread_id
+            )
+        return generation
+
+    async def read(self, generation_id: str, thread_id: str | None, *, erase: bool) -> Generation:
+        """The stored result and reply of a finished generation (`Runtime.read_generation`).
+
+        Raises:
+            ThreadError: `not_found` when no finished generation has that id.
+        """
+        key = generation_key(checked_generation_id(generation_id), thread_id)
+        result = await self._generations.find_result(key)
+        if result is None:
+            raise ThreadError("not_found", "no finished generation has that id (on that Thread)")
+        return await self.generation(result, erase=erase)
+
+    async def erase(self, generation_id: str, thread_id: str | None) -> bool:
+        """Erase the kept reply of a generation that committed to no Thread.
+
+        Returns:
+            Whether a reply was erased (`False`: none was kept, or it was erased before).
+        """
+        key = generation_key(checked_generation_id(generation_id), thread_id)
+        return await self._generations.erase_reply(key, thread_id)
 
     async def receipt(self, request_id: str) -> RequestReceipt:
         """The stored receipt of a request (`Runtime.receipt`)."""
@@ -76,6 +119,25 @@ class StoredResults:
         if inspection is None:
             raise KeyError(request_id)
         return RequestInspection.model_validate(inspection)
+
+
+def checked_generation_id(value: object) -> str:
+    """`value` if it can be a generation id (checked before any query)."""
+    return check_wire_id(value, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
+
+
+def thread_id_of(thread: object | None) -> str | None:
+    """The id of a Thread given as a handle or an id; `None` for none.
+
+    Raises:
+        ConfigurationError: `thread` is neither a Thread handle nor an id.
+    """
+    if thread is None:
+        return None
+    value = thread if isinstance(thread, str) else getattr(thread, "id", None)
+    if not isinstance(value, str):
+        raise ConfigurationError("thread must be a Thread handle or an id")
+    return check_wire_id(value, "thread", limit=MAX_SCOPE_ID_LENGTH)
 
 
 def _request_id(value: object) -> str:

@@ -356,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep = _command(
         database_commands,
         "sweep",
-        "delete staged text of generations that never finished",
+        "delete old staged text: of unfinished generations, unread ad-hoc replies",
         (*_DATABASE, "CRUX_STAGING_RETENTION_SECONDS"),
         answers=_DATABASE_TIME + " and the deletion's own time.",
     )

@@ -5,8 +5,10 @@ or to a `Replayer`; it owns everything the workflows need and nothing is listed 
 
 - the workflows (`ManagedGenerationWorkflow`, `SummaryWorkflow`, `ParallelGenerationWorkflow`);
 - the activity implementations of every stub in `contracts.stubs` (when given);
-- the data converter (pydantic JSON; extra start arguments are left raw so that a start with
-  two arguments fails typed instead of wedging its first task);
+- the data converter (pydantic JSON, every payload `json/plain` so that any SDK's default
+  converter reads it, the built-in metadata query's current details included; extra start
+  arguments are left raw so that a start with two arguments fails typed instead of wedging
+  its first task);
 - the workflow sandbox with its passthrough modules;
 - the failure types (`CruxError` fails a workflow, never its task);
 - the interceptors (single-argument check; tracing and metrics when telemetry is on);
@@ -29,6 +31,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import GenerationActivities, StagingCleanup, implementations
+from contracts.converter import PlainJSONPayloadConverter
 from crux._announce import WorkerAnnouncement
 from crux._telemetry import worker_interceptors
 from vocabulary.errors import CruxError
@@ -72,16 +75,14 @@ _EAGER_ACTIVITIES = 3
 def crux_data_converter(base: DataConverter | None = None) -> DataConverter:
     """The converter Crux's workflows need, keeping `base`'s codec and failure converter.
 
-    Payloads are pydantic JSON (`temporalio.contrib.pydantic`), and several start arguments
-    decoded without type hints stay raw (see `workflows.raw_extras_converter`). A payload
-    codec on `base` (encryption, say) is kept.
+    Payloads are pydantic JSON (`temporalio.contrib.pydantic`), all of them `json/plain`, the
+    SDK's own query answers too (`contracts.converter`); several start arguments decoded
+    without type hints stay raw (see `workflows.raw_extras_converter`). A payload codec on
+    `base` (encryption, say) is kept.
     """
     base = base or pydantic_data_converter
     return dataclasses.replace(
-        base,
-        payload_converter_class=raw_extras_converter(
-            pydantic_data_converter.payload_converter_class
-        ),
+        base, payload_converter_class=raw_extras_converter(PlainJSONPayloadConverter)
     )
 
 

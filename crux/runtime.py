@@ -37,7 +37,7 @@ from crux._outcomes import (
 from crux._parallel import ParallelRun, ParallelRunner
 from crux._preview import Previewer
 from crux._request import CallBuilder, check_keywords
-from crux._results import StoredResults
+from crux._results import StoredResults, thread_id_of
 from crux._staging import BuiltCall, stage_call
 from crux._starter import GenerationStarter
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas, missing_tail
@@ -47,7 +47,7 @@ from crux.options import CallOptions, PreviewOptions, RunOptions
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
-from vocabulary.ids import MAX_GENERATION_ID_LENGTH, check_wire_id, generation_key
+from vocabulary.ids import generation_key
 from vocabulary.settings import Settings
 
 __all__ = [
@@ -232,6 +232,50 @@ class Runtime:
         finished = await self._waiter.result(handle, wait_seconds=wait_seconds)
         return await stored_result(self._generations, finished)
 
+    async def read_generation(
+        self, generation_id: str, *, thread: object | None = None, erase: bool = True
+    ) -> Generation:
+        """The result and reply text of a finished generation, from any process.
+
+        What `generate` returns, for a generation started elsewhere (by a plain Temporal
+        client, say, whose outcome holds only ids). The reply of a generation that
+        committed to no Thread (ad hoc, or with call-site messages shadowing its Thread) is
+        kept only for this read: it is erased once read, unless `erase=False`.
+
+        Args:
+            generation_id: The generation's id.
+            thread: Its Thread (handle or id); omit for an ad-hoc generation.
+            erase: Erase a reply that no Thread holds once it is read.
+
+        Raises:
+            ThreadError: `not_found` when no finished generation has that id, or its reply
+                was erased.
+            ConfigurationError: `generation_id` or `thread` is not an id.
+        """
+        return await self._results.read(generation_id, thread_id_of(thread), erase=erase)
+
+    async def erase_generation(self, generation_id: str, *, thread: object | None = None) -> bool:
+        """Erase the reply a finished generation keeps outside any Thread.
+
+        `generate` and `stream` erase it once they read it; this erases one that was never
+        read (a generation started by another client, or whose caller went away); the
+        retention sweep deletes it after `CRUX_STAGING_RETENTION_SECONDS` otherwise. The
+        content-free result stays: the id still answers as completed, and running it again
+        raises `ThreadError` (`not_found`) instead of a second turn. A committed Thread turn
+        is erased with the Thread's own `redact` or `delete` instead.
+
+        Args:
+            generation_id: The generation's id.
+            thread: Its Thread (handle or id); omit for an ad-hoc generation.
+
+        Returns:
+            Whether a reply was erased.
+
+        Raises:
+            ConfigurationError: `generation_id` or `thread` is not an id.
+        """
+        return await self._results.erase(generation_id, thread_id_of(thread))
+
     async def preview(
         self, prompt: Prompt | Agent | str, **options: Unpack[PreviewOptions]
     ) -> Preview:
@@ -301,28 +345,6 @@ class Runtime:
                 over-long, or holding control characters or unstorable text).
         """
         return await self._results.receipt(request_id)
-
-    async def erase_generation(self, generation_id: str) -> bool:
-        """Erase the reply an ad-hoc generation keeps once it has been read.
-
-        A generation without a Thread (`messages=` or no history) keeps its reply in
-        staging so that any process can read it back; the retention sweep deletes it after
-        `CRUX_STAGING_RETENTION_SECONDS` otherwise. The content-free result stays: the id
-        still answers as completed, and running it again raises `ThreadError`
-        (`not_found`: the output is no longer stored) instead of a second turn. A Thread's
-        reply is a Thread message: redact it there.
-
-        Args:
-            generation_id: The ad-hoc generation's id.
-
-        Returns:
-            Whether a reply was erased (`False` when there was none, or it already was).
-
-        Raises:
-            ConfigurationError: `generation_id` is not an id.
-        """
-        check_wire_id(generation_id, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
-        return await self._generations.erase_reply(generation_key(generation_id, None))
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).

@@ -144,8 +144,8 @@ class Thread:
         """Erase messages irreversibly, leaving tombstones."""
         store = self.store
         with observed("redact", self.id) as outcome:
+            await store.redact(self.id, ids)  # validates `ids` first: a refusal is typed
             outcome.message_ids = (ids,) if isinstance(ids, str) else tuple(ids)
-            await store.redact(self.id, ids)
 
     async def delete(self) -> None:
         """Delete the Thread permanently."""

@@ -36,9 +36,11 @@ _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE requ
 
 _RECEIPT_OWNER = "SELECT generation_id FROM crux_request_receipts WHERE request_id = $1"
 
+# The reply of a generation that committed to no Thread (ad hoc, or with call-site messages
+# shadowing its Thread): kept only until its caller read it, or erased on request.
 _ERASE_REPLY = """
 DELETE FROM crux_generation_staging
-WHERE generation_id = $1 AND thread_id IS NULL AND kind = 'final'
+WHERE generation_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND kind = 'final'
 """
 
 _DROP_STAGING = """
@@ -147,19 +149,21 @@ class GenerationLedger:
         return (False, None) if row is None else (True, row["generation_id"])
 
     @storage_errors()
-    async def erase_reply(self, generation_id: str) -> bool:
-        """Erase an ad-hoc generation's kept reply (its `final` row) once it has been read.
+    async def erase_reply(self, generation_id: str, thread_id: str | None = None) -> bool:
+        """Erase the kept reply (its `final` row) of a generation that committed to no Thread.
 
         The content-free ledger row stays, so the id keeps answering as completed; its reply
         reads as no longer stored. A Thread's reply is a Thread message (redact it there).
 
         Args:
-            generation_id: The ad-hoc generation's scoped key.
+            generation_id: The generation's scoped key (`generation_key`).
+            thread_id: Its Thread, for a generation whose call-site messages shadowed it
+                (`None` for an ad-hoc generation).
 
         Returns:
-            Whether a reply was erased (`False` when it already was).
+            Whether a reply was erased (`False` when none was kept, or it already was).
         """
-        status: str = await self._pool.execute(_ERASE_REPLY, generation_id)
+        status: str = await self._pool.execute(_ERASE_REPLY, generation_id, thread_id)
         return status.rsplit(" ", 1)[-1] != "0"
 
     @storage_errors()

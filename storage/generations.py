@@ -69,12 +69,15 @@ WHERE s.generation_id = $1
   )
 """
 
+# Old staging of generations that never completed, and old replies that no caller read
+# (a finished ad-hoc generation's `final` row): neither is needed after the retention.
 _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
   AND (
-      -- An ad-hoc generation's reply that nobody read and erased is kept no longer.
-      (s.kind = 'final' AND s.thread_id IS NULL)
+      -- A reply that no Thread holds (ad hoc, or shadowed by call-site messages) and that
+      -- nobody read and erased is kept no longer.
+      s.kind = 'final'
       OR NOT EXISTS (
           SELECT 1 FROM crux_generations g
           WHERE g.generation_id = s.generation_id
@@ -312,10 +315,10 @@ class GenerationStore(GenerationLedger, DeltaStream):
         Catches what no failure path reached: runs terminated or timed out, workers lost
         for good, starts that never reached Temporal after the facade staged the input (and
         the transcript copies of summary preparations that never ran); and the replies
-        completed ad-hoc generations keep until they are read and erased
-        (`Runtime.erase_generation`, the HTTP API). Summaries of caller transcripts older
-        than the same age go too: caller text no Thread owns is never kept longer than
-        staged text.
+        finished generations keep outside any Thread until they are read and erased
+        (`Runtime.erase_generation`, the HTTP API); their ledger rows stay. Summaries of
+        caller transcripts older than the same age go too: caller text no Thread owns is
+        never kept longer than staged text.
 
         Args:
             older_than_seconds: Minimum age of a row to delete; keep it well above the

@@ -7,10 +7,14 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from datetime import timedelta
+from typing import Any, TypeVar
 
 import asyncpg
-from temporalio.client import Client
+from google.protobuf import json_format
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import RawValue
 
 from crux._worker import build_worker, worker_resources
 from crux.config import Settings
@@ -120,3 +124,43 @@ async def record_history(client: Client, workflow_id: str, name: str) -> None:
         return
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     target.write_text(history.to_json(), encoding="utf-8")
+
+
+async def workflow_metadata(
+    handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelta | None = None
+) -> WorkflowMetadata:
+    """The run's built-in metadata query (its current details), as any SDK receives it.
+
+    The answer must be a `json/plain` payload (what every SDK's default converter decodes,
+    and what a TypeScript worker answers); it is parsed here as the protobuf JSON mapping.
+    """
+    raw = await handle.query(
+        "__temporal_workflow_metadata", result_type=RawValue, rpc_timeout=rpc_timeout
+    )
+    assert raw.payload.metadata["encoding"] == b"json/plain"
+    return json_format.Parse(raw.payload.data, WorkflowMetadata(), ignore_unknown_fields=True)
+
+
+def documented_workflow_id(workflow: str, payload: object, fallback: str) -> str:
+    """The id a run of `workflow` with `payload` must go by, `fallback` for an invalid input.
+
+    Generations and parallel runs refuse any other id (`workflow_id_mismatch`), so a test
+    that means a valid input to run starts it under this one.
+    """
+    from pydantic import ValidationError
+
+    from contracts.generation import GenerationInput
+    from contracts.parallel import ParallelInput
+    from vocabulary.errors import CruxError
+    from vocabulary.ids import parallel_workflow_id
+
+    if not isinstance(payload, dict):
+        return fallback
+    try:
+        if workflow == "ManagedGenerationWorkflow":
+            return GenerationInput.model_validate(payload).workflow_id()
+        if workflow == "ParallelGenerationWorkflow":
+            return parallel_workflow_id(ParallelInput.model_validate(payload).parallel_id)
+    except (ValidationError, CruxError, RecursionError):
+        return fallback
+    return fallback

@@ -24,8 +24,9 @@ from typing import Any
 from google.protobuf.message import Message as ProtoMessage
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+
+from tests.helpers import workflow_metadata
 
 _QUERY_TIMEOUT = timedelta(seconds=10)
 
@@ -156,9 +157,7 @@ async def check_workflow(scan: LeakScan, client: Client, workflow_id: str) -> No
         str(await description.static_summary()),
         str(await description.static_details()),
     )
-    metadata = await handle.query(
-        "__temporal_workflow_metadata", result_type=WorkflowMetadata, rpc_timeout=_QUERY_TIMEOUT
-    )
+    metadata = await workflow_metadata(handle, rpc_timeout=_QUERY_TIMEOUT)
     check_proto(scan, client, f"metadata of {workflow_id}", metadata)
     for definition in metadata.definition.query_definitions:
         if definition.name.startswith("__"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import typing
 
 import pytest
 from temporalio.api.failure.v1 import Failure
@@ -18,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from contracts.failures import application_error, rebuilt, rebuilt_from
 from vocabulary import errors, gate_errors
-from vocabulary.details import ErrorDetails, decode_details
+from vocabulary.details import ErrorDetails, decode_details, encode_details
 from vocabulary.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -264,3 +265,50 @@ def test_gate_errors_keep_their_facts_across_temporal() -> None:
     constraint = rebuilt(_through_temporal(application_error(SAMPLES[ErrorType.CONSTRAINT])))
     assert isinstance(constraint, ConstraintError)
     assert constraint.violations == ("0:length.too_long", "1:required.missing")
+
+
+@pytest.mark.parametrize("error_type", list(ErrorType), ids=lambda kind: kind.value)
+def test_the_declared_detail_keys_are_the_ones_the_family_fills(error_type: ErrorType) -> None:
+    family = FAMILIES[error_type]
+    encoded = encode_details(family.details(SAMPLES[error_type]))
+    assert set(encoded) - {"crux_details"} <= set(family.keys)
+    assert set(family.keys) <= set(ErrorDetails.model_fields)
+
+
+def test_the_declared_codes_are_the_codes_the_errors_take() -> None:
+    assert FAMILIES[ErrorType.THREAD].codes == typing.get_args(errors.ThreadErrorCode)
+    assert FAMILIES[ErrorType.CONFIGURATION].codes == typing.get_args(errors.ConfigurationErrorCode)
+    assert FAMILIES[ErrorType.INTERNAL].codes == typing.get_args(errors.GenerationFailedReason)
+    for error_type, family in FAMILIES.items():
+        code = encode_details(family.details(SAMPLES[error_type])).get("code")
+        if family.codes and code is not None:
+            assert code in family.codes, (error_type, code)
+
+
+@pytest.mark.parametrize("error_type", list(ErrorType), ids=lambda kind: kind.value)
+def test_the_retry_rule_in_words_matches_the_family(error_type: ErrorType) -> None:
+    family = FAMILIES[error_type]
+    if family.retry_rule in ("never", "always"):
+        assert family.retryable(SAMPLES[error_type]) is (family.retry_rule == "always")
+    if error_type in (ErrorType.THREAD, ErrorType.THREAD_COMMIT):
+        for code in family.codes:
+            rebuilt_error = family.rebuild("x", ErrorDetails(code=code), False)
+            assert family.retryable(rebuilt_error) is (code in family.retry_rule), code
+
+
+def test_a_workflow_id_mismatch_names_the_expected_id_in_its_details() -> None:
+    sent = application_error(
+        ConfigurationError(
+            "this generation runs only under the workflow id 'crux/gen/g': start it so",
+            code="workflow_id_mismatch",
+            diagnostics={"expected_workflow_id": "crux/gen/g"},
+        )
+    )
+    assert sent.details[0] == {
+        "crux_details": 1,
+        "code": "workflow_id_mismatch",
+        "diagnostics": {"expected_workflow_id": "crux/gen/g"},
+    }
+    back = rebuilt(_through_temporal(sent))
+    assert isinstance(back, ConfigurationError)
+    assert back.diagnostics == {"expected_workflow_id": "crux/gen/g"}

@@ -40,7 +40,7 @@ retryability, how it is rebuilt) is declared once in `vocabulary.failures`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Literal
 
@@ -49,6 +49,27 @@ CompositionErrorCode = Literal[
     "REPRESENTATION_UNAVAILABLE",
     "INVALID_COMPOSITION",
 ]
+
+
+ConfigurationErrorCode = Literal[
+    "invalid_configuration",
+    "invalid_input",
+    "input_missing",
+    "not_json",
+    "not_an_object",
+    "too_large",
+    "too_deep",
+    "too_many_values",
+    "too_many_arguments",
+    "unstorable_text",
+    "non_finite_number",
+    "workflow_id_mismatch",
+    "not_registered",
+    "registration_conflict",
+    "unknown_model",
+    "missing_api_key",
+]
+"""What kind of defect a `ConfigurationError` names (a wire contract: values never change)."""
 
 
 class CruxError(Exception):
@@ -63,22 +84,27 @@ class ConfigurationError(CruxError, TypeError, ValueError):
 
     Attributes:
         code: What kind of defect: `invalid_configuration` by default, `invalid_input` when
-            a schema validation refused an input (then `fields` names where), or a specific
-            refusal of an input payload (`input_missing`, `not_json`, `too_large`, ...).
+            a schema validation refused an input (then `fields` names where), a specific
+            refusal of an input payload (`input_missing`, `not_json`, `too_large`, ...), or
+            `workflow_id_mismatch` for a run started under another id than its input's
+            documented one (then `diagnostics` names the expected id).
         fields: The dotted schema paths of the invalid fields (list positions as `*`),
             never a value.
+        diagnostics: Content-free facts that help fix the call (`expected_workflow_id`).
     """
 
     def __init__(
         self,
         message: str = "",
         *,
-        code: str = "invalid_configuration",
+        code: ConfigurationErrorCode = "invalid_configuration",
         fields: Iterable[str] = (),
+        diagnostics: Mapping[str, object] | None = None,
     ):
         super().__init__(message)
-        self.code = code
+        self.code: ConfigurationErrorCode = code
         self.fields: tuple[str, ...] = tuple(fields)
+        self.diagnostics: dict[str, object] = dict(diagnostics or {})
 
 
 class RequestCompositionError(CruxError):
@@ -428,6 +454,12 @@ class PublicationInterruptedError(StorageUnavailableError, ThreadCommitError):
         ThreadCommitError.__init__(self, message, thread_id=thread_id)
 
 
+GenerationFailedReason = Literal[
+    "cancelled", "terminated", "timed_out", "internal", "already_running", "no_worker"
+]
+"""Why a generation ended without a typed domain failure."""
+
+
 class GenerationFailedError(CruxError):
     """A generation ended without a typed domain failure.
 
@@ -435,12 +467,17 @@ class GenerationFailedError(CruxError):
     never content.
 
     Attributes:
-        reason: `cancelled`, `terminated`, `timed_out` or `internal`.
+        reason: `cancelled`, `terminated`, `timed_out` or `internal` (or, for a parallel
+            member, `already_running`: an earlier run of it still holds its id).
     """
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: GenerationFailedReason, message: str):
         super().__init__(f"{reason}: {message}")
-        self.reason = reason
+        self.reason: GenerationFailedReason = reason
+
+
+PreparationErrorCode = Literal["hook_failed", "hook_not_registered"]
+"""Why a step or invocation hook failed."""
 
 
 class NoWorkerError(GenerationFailedError):
@@ -486,9 +523,9 @@ class PreparationError(CruxError):
             name on the worker).
     """
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: PreparationErrorCode, message: str):
         super().__init__(f"{code}: {message}")
-        self.code = code
+        self.code: PreparationErrorCode = code
 
 
 class OutputValidationError(CruxError):
@@ -518,14 +555,18 @@ class OutputValidationError(CruxError):
 __all__ = [
     "CompositionErrorCode",
     "ConfigurationError",
+    "ConfigurationErrorCode",
     "ContextOverflowError",
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
     "CallTimeoutError",
+    "GenerationFailedReason",
+    "OperatorErrorCode",
     "NoWorkerError",
     "OutputValidationError",
     "PreparationError",
+    "PreparationErrorCode",
     "ProviderAuthError",
     "ProviderConnectionError",
     "ProviderError",

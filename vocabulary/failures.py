@@ -10,7 +10,10 @@ strings are wire contract and never change) and says:
   provider, status, host, model, stage), the only detail of the `ApplicationError`, so a
   client in any language reads them as one JSON object;
 - whether a later attempt may succeed (`ApplicationError.non_retryable` is its negation);
-- how a client rebuilds the typed error from the message, the details and the retry flag.
+- how a client rebuilds the typed error from the message, the details and the retry flag;
+- what a client of another language needs to know of it: its code values, the keys its
+  details may hold, and its retry rule in words (`docs/reference/failures.md` is generated
+  from these, and the registry tests check them against the errors themselves).
 
 Every direction uses this table: activities (`activities._errors`), workflow code and the
 facade (`contracts.failures`), and parallel members (their recorded failures are rebuilt the
@@ -25,20 +28,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast, get_args
 
 from vocabulary.details import ErrorDetails
 from vocabulary.errors import (
     CompositionErrorCode,
     ConfigurationError,
+    ConfigurationErrorCode,
     ContextOverflowError,
     CruxError,
     ErrorType,
     GenerationFailedError,
+    GenerationFailedReason,
     OperatorError,
     OperatorErrorCode,
     OutputValidationError,
     PreparationError,
+    PreparationErrorCode,
     ProviderAuthError,
     ProviderConnectionError,
     ProviderError,
@@ -83,6 +89,9 @@ class Family(Generic[_E]):
         rebuild: The typed error from `(message, details, retryable)`.
         message: The `ApplicationError` message (ids, codes and figures only).
         retry_delay: Seconds the next attempt should wait, when the error says.
+        codes: The values its details' `code` takes (empty: no code, or an open set).
+        keys: The keys its encoded details may hold (besides the `crux_details` version).
+        retry_rule: When it is retryable, in words (`never`, `always`, ...).
     """
 
     type: ErrorType
@@ -92,6 +101,9 @@ class Family(Generic[_E]):
     rebuild: Rebuild[_E]
     message: Callable[[_E], str] = str
     retry_delay: Callable[[_E], float | None] = lambda _error: None
+    codes: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    retry_rule: str = "never"
 
 
 def _never(_error: CruxError) -> bool:
@@ -251,23 +263,51 @@ def _declare(
     *,
     details: Callable[[_E], ErrorDetails],
     rebuild: Rebuild[_E],
+    keys: tuple[str, ...],
+    codes: tuple[str, ...] = (),
     retryable: Callable[[_E], bool] = _never,
+    retry_rule: str = "never",
     message: Callable[[_E], str] = str,
     retry_delay: Callable[[_E], float | None] = lambda _error: None,
 ) -> tuple[ErrorType, Family[CruxError]]:
-    family = Family(error_type, error, details, retryable, rebuild, message, retry_delay)
+    family = Family(
+        error_type,
+        error,
+        details,
+        retryable,
+        rebuild,
+        message,
+        retry_delay,
+        codes=codes,
+        keys=keys,
+        retry_rule=retry_rule,
+    )
     return error_type, cast(Family[CruxError], family)
+
+
+_PROVIDER_KEYS = ("code", "provider", "status", "host", "model")
+_THREAD_CODES: tuple[str, ...] = get_args(ThreadErrorCode)
+_THREAD_RETRY_RULE = "only code " + ", ".join(sorted(_RETRYABLE_THREAD_CODES))
 
 
 def _provider_family(
     error_type: ErrorType, kind: type[ProviderError]
 ) -> tuple[ErrorType, Family[CruxError]]:
+    http = issubclass(kind, ProviderHTTPError)
+    rule = "never"
+    if kind is ProviderHTTPError:
+        rule = "HTTP 408, 409, 429 and 5xx, unless the provider said otherwise"
+    elif issubclass(kind, ProviderUnavailableError):
+        rule = "always"
     return _declare(
         error_type,
         kind,
         details=_provider_details,
         retryable=lambda error: error.retryable,
         rebuild=_provider(kind),
+        # The provider's machine-readable error type, an open set (`rate_limit_error`, ...).
+        keys=_PROVIDER_KEYS if http else ("provider", "host", "model"),
+        retry_rule=rule,
         # `explain()` names the remedy and never the provider's body text.
         message=lambda error: error.explain(),
         retry_delay=_provider_delay,
@@ -282,6 +322,9 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             details=lambda error: ErrorDetails(code=error.code),
             retryable=_thread_retryable,
             rebuild=_thread,
+            codes=_THREAD_CODES,
+            keys=("code",),
+            retry_rule=_THREAD_RETRY_RULE,
         ),
         _declare(
             ErrorType.THREAD_COMMIT,
@@ -290,6 +333,9 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             # A repeat of the same call repairs, unless an operator gave the turn up.
             retryable=_thread_retryable,
             rebuild=_thread_commit,
+            codes=_THREAD_CODES,
+            keys=("code", "stage"),
+            retry_rule=_THREAD_RETRY_RULE,
         ),
         _declare(
             ErrorType.OPERATOR,
@@ -300,6 +346,8 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 _unprefixed(message, details.code),
                 stage=details.stage,
             ),
+            codes=get_args(OperatorErrorCode),
+            keys=("code", "stage"),
         ),
         _declare(
             ErrorType.REQUEST_COMPOSITION,
@@ -308,14 +356,23 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 code=error.code, request_id=error.request_id, diagnostics=error.diagnostics
             ),
             rebuild=_composition,
+            codes=get_args(CompositionErrorCode),
+            keys=("code", "request_id", "diagnostics"),
         ),
         _declare(
             ErrorType.CONFIGURATION,
             ConfigurationError,
-            details=lambda error: ErrorDetails(code=error.code, fields=error.fields),
-            rebuild=lambda message, details, _retryable: ConfigurationError(
-                message, code=details.code or "invalid_configuration", fields=details.fields
+            details=lambda error: ErrorDetails(
+                code=error.code, fields=error.fields, diagnostics=error.diagnostics
             ),
+            rebuild=lambda message, details, _retryable: ConfigurationError(
+                message,
+                code=cast(ConfigurationErrorCode, details.code or "invalid_configuration"),
+                fields=details.fields,
+                diagnostics=details.diagnostics,
+            ),
+            codes=get_args(ConfigurationErrorCode),
+            keys=("code", "fields", "diagnostics"),
         ),
         _provider_family(ErrorType.PROVIDER, ProviderError),
         _provider_family(ErrorType.PROVIDER_HTTP, ProviderHTTPError),
@@ -332,17 +389,22 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             details=lambda error: ErrorDetails(stage=error.stage),
             # The same statement can succeed once the outage or the contention is over.
             retryable=_always,
+            retry_rule="always",
             rebuild=lambda message, details, _retryable: StorageUnavailableError(
                 message, stage=details.stage
             ),
+            keys=("stage",),
         ),
         _declare(
             ErrorType.INTERNAL,
             GenerationFailedError,
             details=lambda error: ErrorDetails(code=error.reason),
             rebuild=lambda message, details, _retryable: GenerationFailedError(
-                details.code or "internal", _unprefixed(message, details.code or "internal")
+                cast(GenerationFailedReason, details.code or "internal"),
+                _unprefixed(message, details.code or "internal"),
             ),
+            codes=get_args(GenerationFailedReason),
+            keys=("code",),
         ),
         _declare(
             ErrorType.PREPARATION,
@@ -350,14 +412,19 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             details=lambda error: ErrorDetails(code=error.code),
             # A hook is user code: one that raised would most likely raise again.
             rebuild=lambda message, details, _retryable: PreparationError(
-                details.code or "hook_failed", _unprefixed(message, details.code)
+                cast(PreparationErrorCode, details.code or "hook_failed"),
+                _unprefixed(message, details.code),
             ),
+            codes=get_args(PreparationErrorCode),
+            keys=("code",),
         ),
         _declare(
             ErrorType.OUTPUT_VALIDATION,
             OutputValidationError,
             details=_output_details,
             rebuild=_output,
+            codes=("output_invalid",),
+            keys=("code", "request_id", "diagnostics"),
         ),
         _declare(
             ErrorType.SAFETY,
@@ -369,6 +436,8 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 diagnostics={"policy": error.policy, "attempts": error.attempts},
             ),
             rebuild=_safety,
+            # The policy's reason code, an open set (`pii.email`, `deny_list.match`, ...).
+            keys=("code", "request_id", "stage", "diagnostics"),
         ),
         _declare(
             ErrorType.CONSTRAINT,
@@ -379,6 +448,8 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 diagnostics={"violations": list(error.violations), "attempts": error.attempts},
             ),
             rebuild=_constraint,
+            codes=("constraints_violated",),
+            keys=("code", "request_id", "diagnostics"),
         ),
         _declare(
             ErrorType.GATE_POLICY,
@@ -394,6 +465,8 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 cast(GatePolicyErrorCode, details.code or "raised"),
                 error_type=_text(details.diagnostics.get("error_type")),
             ),
+            codes=get_args(GatePolicyErrorCode),
+            keys=("code", "diagnostics"),
         ),
         _declare(
             ErrorType.SUCCESS_HOOK,
@@ -411,6 +484,9 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 cast(SuccessHookErrorCode, details.code or "raised"),
                 error_type=_text(details.diagnostics.get("error_type")),
             ),
+            codes=get_args(SuccessHookErrorCode),
+            keys=("code", "diagnostics"),
+            retry_rule="only code raised",
         ),
         _declare(
             ErrorType.GENERATION_TIMEOUT,
@@ -424,6 +500,8 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
                 },
             ),
             rebuild=_timeout,
+            codes=("committed", "not_committed"),
+            keys=("code", "stage", "diagnostics"),
         ),
     ]
 )

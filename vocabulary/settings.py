@@ -80,7 +80,8 @@ class Settings(BaseModel):
             (`CRUX_REGISTER_SEARCH_ATTRIBUTES`): `auto` does so on a loopback (dev) server
             only and otherwise stops with the `temporal operator` command to run.
         staging_retention_seconds: Age after which staged text of generations that never
-            finished is swept (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
+            finished, and ad-hoc replies nobody read, are swept
+            (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
         sweep_interval_seconds: How often a worker sweeps (`CRUX_SWEEP_INTERVAL_SECONDS`;
             0 turns the periodic sweep off, `crux db sweep` still works).
         health_file: Readiness file a worker writes once it polls and refreshes while it

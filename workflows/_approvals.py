@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 from contracts.approvals import (
     DEFAULT_DENIAL_REASON,
@@ -19,6 +20,8 @@ from contracts.approvals import (
     ApprovalDecision,
     PendingApproval,
 )
+from contracts.decoding import decode_input
+from contracts.failures import application_error
 from contracts.generation import GenerationInput
 from vocabulary.errors import ConfigurationError
 from vocabulary.stages import Stage
@@ -26,6 +29,19 @@ from workflows._stages import StageReporter
 
 _APPROVED = ""
 """The recorded decision of an approved call (a denial records its reason code)."""
+
+
+def decision_of(raw: RawValue) -> ApprovalDecision:
+    """The decision an `approve` or `deny` update carries, or its typed refusal.
+
+    Decoded here rather than by the data converter, so that a malformed decision from any
+    client (an unknown field, a reason code that is free text) is refused as a
+    `ConfigurationError` with its code and field paths, not an untyped decoding failure.
+    """
+    try:
+        return decode_input(raw, ApprovalDecision, what="approval decision")
+    except ConfigurationError as error:
+        raise application_error(error) from None
 
 
 class Approvals:
@@ -71,12 +87,18 @@ class Approvals:
         """Reject a decision on a call that is not waiting (typed, content-free).
 
         Raises:
-            ConfigurationError: The run awaits no approval, or not of that call.
+            ApplicationError: `ConfigurationError` (`invalid_input`, field `call_id`): the
+                run awaits no approval, or not of that call.
         """
         if not any(call_id not in self._decisions for call_id in self._pending):
-            raise ConfigurationError("the run is not awaiting approval")
-        if decision.call_id not in self._pending or decision.call_id in self._decisions:
-            raise ConfigurationError("no pending approval has that call id")
+            problem = "the run is not awaiting approval: list its pending_approvals first"
+        elif decision.call_id not in self._pending or decision.call_id in self._decisions:
+            problem = "no pending approval has that call id: list the run's pending_approvals"
+        else:
+            return
+        raise application_error(
+            ConfigurationError(problem, code="invalid_input", fields=("call_id",))
+        )
 
     def decide(self, decision: ApprovalDecision, *, approve: bool) -> None:
         """Record a decision (validated before)."""

@@ -3,13 +3,15 @@
 The project's workflows take one JSON object. A client that sends two or more arguments
 would otherwise make the SDK decode them without type hints (an undecodable one fails the
 workflow *task*, retried forever) and call `run` with too many (a `TypeError`, the same).
-The worker's payload converter leaves such arguments raw (`raw_extras_converter`), and
-its interceptor fails the workflow instead, with a content-free `ConfigurationError`,
-before the run starts.
+The worker's payload converter leaves such arguments raw (`raw_extras_converter`), and its
+interceptor hands the run one `ExtraArguments` instead, which the run refuses like any
+other invalid input: a content-free `ConfigurationError` (`too_many_arguments`), with the
+run's stage, search attribute and current details saying `failed`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +26,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from contracts.failures import application_error
-from vocabulary.errors import ConfigurationError
+from contracts.decoding import ExtraArguments
 
 SINGLE_INPUT_WORKFLOWS = frozenset(
     {"ManagedGenerationWorkflow", "SummaryWorkflow", "ParallelGenerationWorkflow"}
@@ -36,17 +37,13 @@ SINGLE_INPUT_WORKFLOWS = frozenset(
 class _SingleInput(WorkflowInboundInterceptor):
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
         if len(input.args) > 1 and workflow.info().workflow_type in SINGLE_INPUT_WORKFLOWS:
-            raise application_error(
-                ConfigurationError(
-                    f"the workflow takes one JSON object, not {len(input.args)} arguments",
-                    code="too_many_arguments",
-                )
-            )
+            extra = ExtraArguments(Payload(), count=len(input.args))
+            input = dataclasses.replace(input, args=[extra])
         return await self.next.execute_workflow(input)
 
 
 class SingleInputInterceptor(Interceptor):
-    """Worker interceptor: a start with extra arguments fails the workflow, typed."""
+    """Worker interceptor: a start with extra arguments is refused by the run, typed."""
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput

@@ -47,6 +47,38 @@ def validated(raw: object) -> GenerationInput:
         raise application_error(error) from None
 
 
+def admitted(raw: object) -> GenerationInput:
+    """The input of this run, or its refusal: a typed `ConfigurationError` failure.
+
+    Refused are an input that does not decode or validate (`invalid_input`, `not_json`, ...)
+    and a valid one started under another workflow id than its documented one
+    (`workflow_id_mismatch`). Two runs of one generation under two ids would stage into the
+    same rows and commit once, failing the other; so the wrong id is refused before
+    anything is read or staged, and nothing staged is touched (the rows may be those of the
+    run started under the right id).
+    """
+    request = validated(raw)
+    info = workflow.info()
+    expected = request.workflow_id()
+    composition = request.composition
+    if info.workflow_id != expected:
+        message = f"this generation runs only under the workflow id {expected!r}: start it so"
+    elif composition is not None and (
+        info.parent is None or info.parent.workflow_id != composition.parent_workflow_id
+    ):
+        parent = composition.parent_workflow_id
+        message = f"a composition member runs only as a child of {parent!r}: start it from there"
+    else:
+        return request
+    raise application_error(
+        ConfigurationError(
+            message,
+            code="workflow_id_mismatch",
+            diagnostics={"expected_workflow_id": expected},
+        )
+    )
+
+
 def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
     """The typed, content-free failure of a `Fail` decision."""
     error = action.error

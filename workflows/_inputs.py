@@ -20,7 +20,6 @@ from contracts.generation import GenerationInput, StepFigures, request_fingerpri
 from contracts.planning import all_sources, read_bound, selected_sources
 from contracts.settings import ToolPolicySpec
 from planner import SealedPlan, source_ids
-from vocabulary.ids import member_workflow_id, workflow_id_for
 from workflows._progress import TurnProgress
 
 
@@ -138,11 +137,7 @@ def commit_input(
     return CommitTurnInput(
         generation_id=request.generation_id,
         # A composition member runs under its parent's id, not the generation's own.
-        workflow_id=(
-            member_workflow_id(request.composition.parent_workflow_id, request.composition.member)
-            if request.composition is not None
-            else workflow_id_for(request.generation_id, request.thread_id)
-        ),
+        workflow_id=request.workflow_id(),
         thread_id=request.thread_id,
         owner=request.owner,
         expected_head=read.head,

@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 from contracts.activities import PrepareSummaryResult
 from contracts.generation import GenerationOutcome
+from vocabulary.details import decode_details
 from vocabulary.stages import Stage
 from workflows._progress import TurnProgress
 from workflows._stages import StageReporter
@@ -88,18 +89,32 @@ def summary_completion_details(result: PrepareSummaryResult) -> str:
 
 
 def failure_details(stage: str, error: BaseException) -> str:
-    """The final current details of a run that failed or was cancelled: its error type."""
-    return f"stage: {stage}\nerror: {error_type(error)}"
+    """The final current details of a run that failed or was cancelled: its error and code."""
+    return f"stage: {stage}\nerror: {failure_summary(error)}"
+
+
+def failure_summary(error: BaseException) -> str:
+    """The error type of a failure with its code, when it has one: `ThreadError (not_found)`."""
+    cause = _typed(error)
+    if cause is None:
+        return type(error).__name__
+    code = decode_details(cause.details, cause.type).code
+    return f"{cause.type} ({code})" if code else str(cause.type)
 
 
 def error_type(error: BaseException) -> str:
     """The typed class of a failure (the first `ApplicationError` type in its causes)."""
+    cause = _typed(error)
+    return str(cause.type) if cause is not None else type(error).__name__
+
+
+def _typed(error: BaseException) -> ApplicationError | None:
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, ApplicationError) and cause.type:
-            return cause.type
+            return cause
         cause = cause.cause if isinstance(cause, FailureError) else None
-    return type(error).__name__
+    return None
 
 
 def conclude_completed(
@@ -133,4 +148,17 @@ def conclude_failed(stages: StageReporter, error: BaseException) -> None:
     """
     stage = stages.stage
     if stage in (Stage.FAILED, Stage.CANCELLED):
-        stages.conclude(stage, error_type(error), failure_details(stage.value, error))
+        stages.conclude(stage, failure_summary(error), failure_details(stage.value, error))
+
+
+def conclude_refused(stages: StageReporter, refusal: ApplicationError) -> None:
+    """End a run refused before it started (invalid input, or the wrong workflow id).
+
+    It ends `failed` in every place a run reports its stage: the `get_stage` and `describe`
+    queries, the current details (error type and code) and `CruxStage`. Nothing names the
+    generation: the run never was one.
+    """
+    stages.conclude(
+        Stage.FAILED, failure_summary(refusal), failure_details(Stage.FAILED.value, refusal)
+    )
+    stages.publish()

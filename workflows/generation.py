@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
         QUERY_PENDING_APPROVALS,
         UPDATE_APPROVE,
         UPDATE_DENY,
-        ApprovalDecision,
         PendingApproval,
     )
     from contracts.decoding import NO_INPUT
@@ -55,14 +54,14 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.errors import CruxError, ErrorType
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
-    from workflows._approvals import Approvals
+    from workflows._approvals import Approvals, decision_of
     from workflows._budget import TimeBudget
     from workflows._commit import COMMIT_TURN, COMMIT_TURN_LOCAL, committing
     from workflows._failures import (
+        admitted,
         attempt_timed_out,
         decision_failure,
         discard_after,
-        validated,
     )
     from workflows._gate import AcceptanceGate
     from workflows._hooks import StepHooks
@@ -122,23 +121,26 @@ class ManagedGenerationWorkflow:
         """The tool calls waiting for a decision (tool name and call id only)."""
         return self._approvals.pending()
 
+    # The decisions are taken raw and decoded by the handlers, so that a malformed one is
+    # refused typed (`ConfigurationError` with field paths); the argument is an
+    # `ApprovalDecision` (schemas/approval-decision.schema.json).
     @workflow.update(name=UPDATE_APPROVE)
-    def approve(self, decision: ApprovalDecision) -> None:
-        """Run a pending tool call."""
-        self._approvals.decide(decision, approve=True)
+    def approve(self, decision: RawValue) -> None:
+        """Run a pending tool call (the argument is an `ApprovalDecision`)."""
+        self._approvals.decide(decision_of(decision), approve=True)
 
     @approve.validator
-    def _validate_approve(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)
+    def _validate_approve(self, decision: RawValue) -> None:
+        self._approvals.validate(decision_of(decision))
 
     @workflow.update(name=UPDATE_DENY)
-    def deny(self, decision: ApprovalDecision) -> None:
+    def deny(self, decision: RawValue) -> None:
         """Deny a pending tool call: the model sees a denial result with its reason code."""
-        self._approvals.decide(decision, approve=False)
+        self._approvals.decide(decision_of(decision), approve=False)
 
     @deny.validator
-    def _validate_deny(self, decision: ApprovalDecision) -> None:
-        self._approvals.validate(decision)
+    def _validate_deny(self, decision: RawValue) -> None:
+        self._approvals.validate(decision_of(decision))
 
     @workflow.query(name="get_stage")
     def get_stage(self) -> str:
@@ -160,9 +162,16 @@ class ManagedGenerationWorkflow:
         The input is taken raw and decoded and validated here rather than by the data
         converter: whatever a client sends (a list, invalid UTF-8, lone surrogates, deep
         nesting, `optimize_at > max`) fails the workflow promptly with a typed,
-        content-free `ConfigurationError` instead of retrying its first task forever.
+        content-free `ConfigurationError` instead of retrying its first task forever; so
+        does a valid input started under another workflow id than `workflow_id_for(...)`.
+        A refused run ends `failed` (queries, current details, `CruxStage`) and touches
+        nothing staged.
         """
-        request = validated(raw)
+        try:
+            request = admitted(raw)
+        except ApplicationError as refusal:
+            _ui.conclude_refused(self._stages, refusal)
+            raise
         self._stages.publish_identity(request)
         self._request = request
         try:

@@ -2,6 +2,9 @@
 
 Each member is a child `ManagedGenerationWorkflow` with a workflow id under the parent's
 (`crux/parallel/<id>/<member>`), so a restarted or repeated run addresses the same children.
+The run itself goes only by its documented id, `crux/parallel/<id>`: under another one it is
+refused (its members would be refused too, since each checks that its parent is the run
+its input names).
 Members run at once; one member's failure becomes its own content-free failure record and
 never touches the others, whose turns commit as usual. Cancelling the parent cancels the
 children still running. Payloads are ids, figures and codes only.
@@ -36,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.details import decode_details
     from vocabulary.errors import ConfigurationError, CruxError, ErrorType
     from vocabulary.ids import member_workflow_id, parallel_workflow_id
+    from vocabulary.stages import Stage
+    from workflows import _ui
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
 """The registered name of the parallel workflow."""
@@ -61,12 +66,15 @@ class ParallelGenerationWorkflow:
 
         The input is decoded here, not by the data converter, so that whatever a client
         sends fails the run with a typed, content-free `ConfigurationError` instead of
-        retrying its first task forever.
+        retrying its first task forever; so does a run started under another id than
+        `crux/parallel/<parallel id>`. A refused run's current details say so.
         """
         try:
-            request = decode_input(raw, ParallelInput, what="parallel input")
+            request = admitted(raw)
         except ConfigurationError as error:
-            raise application_error(error) from None
+            refusal = application_error(error)
+            workflow.set_current_details(_ui.failure_details(Stage.FAILED.value, refusal))
+            raise refusal from None
         self._states = {member.name: "pending" for member in request.members}
         workflow.set_current_details(f"{len(request.members)} members")
         # Every member runs as its own concurrent step (all children start in the same
@@ -137,6 +145,23 @@ class ParallelGenerationWorkflow:
             return record.model_copy(update={"failure": member_failure(error)})
         self._states[record.name] = "completed"
         return record.model_copy(update={"outcome": outcome})
+
+
+def admitted(raw: RawValue) -> ParallelInput:
+    """The input of this run, if it is valid and the run goes by its documented id.
+
+    Raises:
+        ConfigurationError: An invalid input, or `workflow_id_mismatch`.
+    """
+    request = decode_input(raw, ParallelInput, what="parallel input")
+    expected = parallel_workflow_id(request.parallel_id)
+    if workflow.info().workflow_id != expected:
+        raise ConfigurationError(
+            f"this parallel run goes only by the workflow id {expected!r}: start it so",
+            code="workflow_id_mismatch",
+            diagnostics={"expected_workflow_id": expected},
+        )
+    return request
 
 
 def member_failure(error: ChildWorkflowError) -> MemberFailure:

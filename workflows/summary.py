@@ -62,12 +62,16 @@ class SummaryWorkflow:
         """Run the preparation activity and return the content-free artifact.
 
         The input is decoded and validated here, so malformed input from any client fails
-        the workflow with a content-free `ConfigurationError` instead of its task.
+        the workflow with a content-free `ConfigurationError` instead of its task; the
+        refused run ends `failed` in its current details and `CruxStage`.
         """
         try:
             request = decode_input(raw, PrepareSummaryInput, what="summary input")
         except ConfigurationError as error:
-            raise application_error(error) from None
+            refusal = application_error(error)
+            workflow.set_current_details(_ui.failure_details(Stage.FAILED.value, refusal))
+            _search.upsert([_search.STAGE.value_set(Stage.FAILED.value)])
+            raise refusal from None
         workflow.set_current_details(f"stage: summarising (through {request.through_id})")
         _search.upsert(
             _search.identity(

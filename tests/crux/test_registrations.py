@@ -34,6 +34,8 @@ def test_registrations_list_names_per_kind_and_include_the_tools_of_registered_p
         "prompts": ("forecast",),
         "tools": ("get_weather",),
         "hooks": ("review",),
+        "policies": (),
+        "success_hooks": (),
         "models": ("test:w",),
     }
     assert "get_weather" in repr(registered)

@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from storage import ThreadStore
-from tests.helpers import RunningWorker, new_worker, settings_for
+from tests.helpers import RunningWorker, documented_workflow_id, new_worker, settings_for
 
 SECRET = "do-not-echo-this-value"
 
@@ -42,10 +42,11 @@ async def running_worker(client: Client, pool: asyncpg.Pool, database_url: str) 
 
 
 async def _start(client: Client, worker: RunningWorker, payload: dict[str, Any]) -> BaseException:
+    fallback = f"crux/gen/bad/{uuid.uuid4().hex}"
     handle = await client.start_workflow(
         "ManagedGenerationWorkflow",
         payload,
-        id=f"crux/gen/bad/{uuid.uuid4().hex}",
+        id=documented_workflow_id("ManagedGenerationWorkflow", payload, fallback),
         task_queue=worker.task_queue,
     )
     with pytest.raises(WorkflowFailureError) as raised:

@@ -365,3 +365,48 @@ def test_a_logged_traceback_shows_no_local_variables(
     assert "step failed" in output
     assert "ValueError" in output
     assert canary not in output
+
+
+async def test_an_ad_hoc_reply_is_gone_from_postgresql_once_its_caller_read_it(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    """Ad hoc, streamed, and shadowing a Thread: once read, no row holds the text (pg_dump).
+
+    A run started by a plain client keeps its reply until the caller erases it by id.
+    """
+    canary = f"cnry{uuid.uuid4().hex}"
+    scan = LeakScan(canary)
+    async with new_worker(client, pool, settings_for(database_url)) as worker:
+        runtime = worker.runtime
+        generated = await runtime.generate(f"Say {canary}", generation_id="adhoc-1")
+        assert canary in generated.text
+        assert dump_hits(scan, database_url) == {}
+
+        streamed = [
+            update async for update in runtime.stream(f"Stream {canary}", generation_id="adhoc-2")
+        ]
+        assert isinstance(streamed[-1], crux.StreamCommitted)
+        assert canary in streamed[-1].generation.text
+        assert dump_hits(scan, database_url) == {}
+
+        conversation = crux.thread(id=f"shadowed:{uuid.uuid4().hex[:6]}", storage=pool)
+        shadowed = await runtime.generate(
+            "Answer",
+            thread=conversation,
+            messages=[{"role": "user", "content": f"Echo {canary}"}],
+            generation_id="adhoc-3",
+        )
+        assert shadowed.thread_commit is None
+        assert dump_hits(scan, database_url) == {}
+
+        # A plain client's run: its outcome holds ids only; the reply waits for its reader.
+        await client.execute_workflow(
+            "ManagedGenerationWorkflow",
+            {"generation_id": "plain-1", "input": f"Plain {canary}"},
+            id=workflow_id_for("plain-1", None),
+            task_queue=worker.task_queue,
+        )
+        assert set(dump_hits(scan, database_url)) == {"public.crux_generation_staging"}
+        assert await runtime.erase_generation("plain-1")
+        assert dump_hits(scan, database_url) == {}
+    print(f"ad hoc erasure: {scan.scanned} dumps searched, hits {len(scan.findings)}")

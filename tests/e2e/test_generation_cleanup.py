@@ -152,19 +152,27 @@ async def test_deleting_a_thread_reaches_call_site_messages(pool: asyncpg.Pool) 
     assert await _staged(pool, "in-flight") == []
 
 
-async def test_sweep_removes_only_old_staging_of_unfinished_generations(
+async def test_sweep_removes_only_old_staging_of_unfinished_generations_and_unread_replies(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
     settings = settings_for(database_url)
     async with new_worker(client, pool, settings) as worker:
-        done = await worker.runtime.generate("kept answer", generation_id="adhoc-done")
+        runtime = worker.runtime
+        # Ad-hoc replies kept for a reader who has not come: an old one and a fresh one.
+        for generation_id in ("adhoc-unread", "adhoc-fresh"):
+            await client.execute_workflow(
+                "ManagedGenerationWorkflow",
+                {"generation_id": generation_id, "input": "kept answer"},
+                id=workflow_id_for(generation_id, None),
+                task_queue=worker.task_queue,
+            )
     store = GenerationStore(pool)
     # An abandoned run (terminated, or its start never reached Temporal) and a fresh one.
     await store.stage("abandoned", 0, "user", Message(role="user", content="old text"))
     await store.stage("in-flight", 0, "user", Message(role="user", content="new text"))
     await pool.execute(
         "UPDATE crux_generation_staging SET created_at = now() - interval '2 days' "
-        "WHERE generation_id IN ('abandoned', 'adhoc-done')"
+        "WHERE generation_id IN ('abandoned', 'adhoc-unread')"
     )
     completed = await asyncio.to_thread(
         _crux, "db", "sweep", "--older-than", "86400", database_url=database_url
@@ -173,16 +181,23 @@ async def test_sweep_removes_only_old_staging_of_unfinished_generations(
     assert "swept 2 staged row(s)" in completed.stdout
     assert await _staged(pool, "abandoned") == []
     assert len(await _staged(pool, "in-flight")) == 1
-    # A completed ad-hoc generation keeps its answer for the retention period only; its
-    # content-free ledger row stays.
-    assert done.text
-    assert await _staged(pool, "adhoc-done") == []
-    assert (
-        await pool.fetchval(
-            "SELECT count(*) FROM crux_generations WHERE generation_id = 'adhoc-done'"
-        )
-        == 1
+    # An unread reply older than the retention is gone; a fresh one waits for its reader.
+    assert await _staged(pool, "adhoc-unread") == []
+    assert [row["kind"] for row in await _staged(pool, "adhoc-fresh")] == ["final"]
+    with pytest.raises(crux.ThreadError):
+        await runtime.read_generation("adhoc-unread")
+    assert (await runtime.read_generation("adhoc-fresh")).text
+    # The finished generations keep their content-free ledger rows and identities.
+    identities = await pool.fetchval(
+        "SELECT count(*) FROM crux_generation_staging WHERE kind = 'identity'"
+        " AND generation_id IN ('adhoc-unread', 'adhoc-fresh')"
     )
+    assert identities == 2
+    ledger = await pool.fetchval(
+        "SELECT count(*) FROM crux_generations"
+        " WHERE generation_id IN ('adhoc-unread', 'adhoc-fresh')"
+    )
+    assert ledger == 2
 
 
 async def test_an_invented_tool_name_never_reaches_the_log(
@@ -341,10 +356,10 @@ async def test_an_ad_hoc_reply_is_erased_by_its_generation_id(
     settings = settings_for(database_url)
     async with new_worker(client, pool, settings) as worker:
         runtime = worker.runtime
+        # The facade erases the reply once it read it; an unread one (a plain client's run)
+        # is erased by id (tests/e2e/test_any_client.py).
         done = await runtime.generate("erase me after reading", generation_id="adhoc-read")
         assert done.text and done.result.thread_id is None
-        assert [row["kind"] for row in await _staged(pool, "adhoc-read")] == ["final"]
-        assert await runtime.erase_generation("adhoc-read") is True
         assert await _staged(pool, "adhoc-read") == []
         assert await runtime.erase_generation("adhoc-read") is False
         assert await runtime.erase_generation("never-ran") is False

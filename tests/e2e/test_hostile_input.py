@@ -42,7 +42,7 @@ from temporalio.service import RPCError
 from crux.errors import ThreadError
 from storage import ThreadStore
 from telemetry.logs import configure_logging
-from tests.helpers import RunningWorker, new_worker, settings_for
+from tests.helpers import RunningWorker, documented_workflow_id, new_worker, settings_for
 from tests.hostile import (
     CANARY,
     HOSTILE_STRINGS,
@@ -58,6 +58,7 @@ from tests.hostile import (
     table_digest,
 )
 from vocabulary.errors import ErrorType
+from vocabulary.ids import workflow_id_for
 
 RUN_BOUND_SECONDS = 60.0
 """A hostile run that has not ended by now counts as wedged."""
@@ -218,6 +219,9 @@ async def _run_hostile(
     _tried["inputs"] += 1
     before = await table_digest(pool)
     workflow_id = f"crux/hostile/{uuid.uuid4().hex}"
+    if len(args) == 1:
+        # A valid input runs under its documented id (any other is refused).
+        workflow_id = documented_workflow_id(workflow, args[0], workflow_id)
     try:
         handle = await client.start_workflow(
             workflow,
@@ -384,7 +388,7 @@ async def test_a_refused_request_leaves_its_generation_id_free(
     # so the corrected request with the same idempotency key runs instead of conflicting.
     before = await table_digest(pool)
     refused = {"generation_id": "fix-me", "thread_id": "hostile-fix", "input": None}
-    workflow_id = "crux/gen/hostile-fix/fix-me"
+    workflow_id = workflow_id_for("fix-me", "hostile-fix")
     handle = await client.start_workflow(
         "ManagedGenerationWorkflow", refused, id=workflow_id, task_queue=running_worker.task_queue
     )

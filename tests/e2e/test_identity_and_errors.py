@@ -440,11 +440,12 @@ async def test_provider_rejections_reach_the_caller_typed_with_their_remedy(
     assert len(openai_server.requests) == 1
     # The same failure seen by a plain Temporal client: typed, non-retryable, content-free.
     openai_server.enqueue(ErrorReply(status=status, message=SECRET))
+    plain_id = f"plain-provider-{uuid.uuid4().hex[:8]}"
     with pytest.raises(WorkflowFailureError) as plain:
         await client.execute_workflow(
             "ManagedGenerationWorkflow",
-            {"generation_id": "p", "model": MODEL, "input": "hi"},
-            id=f"crux/gen/plain-provider/{uuid.uuid4().hex}",
+            {"generation_id": plain_id, "model": MODEL, "input": "hi"},
+            id=workflow_id_for(plain_id, None),
             task_queue=worker.task_queue,
         )
     cause = _failure_cause(plain.value)

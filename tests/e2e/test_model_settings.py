@@ -200,15 +200,16 @@ async def test_a_slow_tool_times_out_into_an_error_result_after_its_retries(
             tool_call_reply(ScriptedToolCall(name="slow_lookup", arguments={"key": "k2"})),
             TextReply(text="Timed out again."),
         )
+        plain_id = f"plain-{uuid.uuid4().hex[:8]}"
         await client.execute_workflow(
             "ManagedGenerationWorkflow",
             {
-                "generation_id": f"plain-{uuid.uuid4().hex[:8]}",
+                "generation_id": plain_id,
                 "model": "openai:gpt-4o",
                 "input": "Look up k2",
                 "tools": ["slow_lookup"],
             },
-            id=f"crux/gen/plain-tool/{uuid.uuid4().hex}",
+            id=workflow_id_for(plain_id, None),
             task_queue=worker.task_queue,
             execution_timeout=timedelta(seconds=60),
         )

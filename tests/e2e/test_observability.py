@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 import crux
@@ -40,7 +39,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from telemetry import setup, tracing
-from tests.helpers import new_worker, settings_for
+from tests.helpers import new_worker, settings_for, workflow_metadata
 from vocabulary.ids import workflow_id_for
 
 MODEL = "openai:gpt-4o"
@@ -163,7 +162,7 @@ async def test_a_turn_with_a_failed_attempt_and_a_tool_round_is_traced_and_count
             generation_id="otel-1",
         )
         handle = traced.get_workflow_handle(workflow_id_for("otel-1", thread_id))
-        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        metadata = await workflow_metadata(handle)
     assert result.thread_commit is not None
     # The UI counts the failed try with the attempts.
     assert "attempts: 3 (1 failed and retried), tool rounds: 1, replans: 0" in (

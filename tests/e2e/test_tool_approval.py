@@ -9,7 +9,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 import crux
@@ -19,7 +18,7 @@ from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import ThreadStore
-from tests.helpers import eventually, new_worker, record_history, settings_for
+from tests.helpers import eventually, new_worker, record_history, settings_for, workflow_metadata
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import workflow_id_for
 
@@ -48,7 +47,7 @@ async def _awaiting(runtime: Runtime, generation_id: str, thread: str) -> list[P
 
 async def _stage_and_details(handle: WorkflowHandle[Any, Any]) -> tuple[str, str]:
     stage = await handle.query("get_stage", result_type=str)
-    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    metadata = await workflow_metadata(handle)
     return stage, metadata.current_details
 
 

@@ -12,14 +12,13 @@ import uuid
 from typing import Any
 
 import asyncpg
-from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 import crux
 from crux.errors import CruxError
 from crux.models import workflow_id_for
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import eventually, new_worker, settings_for, workflow_metadata
 from vocabulary.ids import member_workflow_id, parallel_workflow_id
 
 MODEL = "openai:gpt-4o-mini"
@@ -28,7 +27,7 @@ TOPIC = "The quarterly logistics review covered warehouse capacity, carrier cont
 
 
 async def _current_details(handle: WorkflowHandle[Any, Any]) -> str:
-    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    metadata = await workflow_metadata(handle)
     return metadata.current_details
 
 

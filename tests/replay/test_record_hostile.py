@@ -14,6 +14,7 @@ from temporalio.common import RawValue
 
 from tests.helpers import new_worker, record_history, settings_for
 from tests.replay.test_replay import RECORD
+from vocabulary.ids import workflow_id_for
 
 
 @pytest.mark.skipif(not RECORD, reason="set CRUX_RECORD_HISTORIES=1 to record new histories")
@@ -39,6 +40,9 @@ async def test_record_hostile_histories(
     async with new_worker(client, pool, settings_for(database_url)) as worker:
         for name, args in starts.items():
             workflow_id = f"crux/gen/hostile/{name}"
+            if name == "hostile_refused_after_read":
+                # A valid input, refused by the worker: under its documented id.
+                workflow_id = workflow_id_for("h1", "hostile")
             handle = await client.start_workflow(
                 "ManagedGenerationWorkflow", args=args, id=workflow_id, task_queue=worker.task_queue
             )
