@@ -16,6 +16,7 @@ from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
 from activities._registries import HookLookup, NoHooks, NoTools, PromptLookup, ToolLookup
 from activities._tools import ToolRunner
+from activities.caching import ResponseCache
 from activities.committing import TurnCommitter
 from activities.hooks import StepPreparer
 from activities.invoking import ModelInvoker
@@ -41,9 +42,15 @@ from contracts.activities import (
     RunToolInput,
     RunToolResult,
 )
+from contracts.cache_activities import (
+    LookupCacheInput,
+    LookupCacheResult,
+    WriteCacheInput,
+    WriteCacheResult,
+)
 from contracts.hooks import PrepareStepInput, PrepareStepResult
 from planner import ModelCatalog
-from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
+from storage import CacheStore, GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 from vocabulary.ids import assistant_message_id
 
 __all__ = ["GenerationActivities", "assistant_message_id"]
@@ -62,6 +69,7 @@ class GenerationActivities:
         summaries: Summary artifacts for managed history.
         receipts: Request receipts and inspections.
         hooks: `prepare_step` / `prepare_invocation` hooks, run here as an activity.
+        cache: The response cache's entries (on the Thread store's pool by default).
     """
 
     def __init__(
@@ -76,6 +84,7 @@ class GenerationActivities:
         summaries: SummaryStore | None = None,
         receipts: ReceiptStore | None = None,
         hooks: HookLookup | None = None,
+        cache: CacheStore | None = None,
     ) -> None:
         self._generations = generations
         self._threads = threads
@@ -113,6 +122,15 @@ class GenerationActivities:
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
         self._tool_runner = ToolRunner(generations, offered, catalog)
         self._step_preparer = StepPreparer(generations, hooks or NoHooks(), catalog)
+        self._cache = ResponseCache(
+            threads=threads,
+            generations=generations,
+            store=cache or CacheStore(threads.pool),
+            providers=providers,
+            tools=offered,
+            assembler=assembler,
+            prompts=prompts,
+        )
 
     @property
     def generations(self) -> GenerationStore:
@@ -130,6 +148,18 @@ class GenerationActivities:
     async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output."""
         return await self._invoker.invoke(request)
+
+    @implements(stubs.lookup_cache)
+    @maps_errors
+    async def lookup_cache(self, request: LookupCacheInput) -> LookupCacheResult:
+        """Answer a sealed plan from the response cache, or record the miss for the write."""
+        return await self._cache.lookup(request)
+
+    @implements(stubs.write_cache)
+    @maps_errors
+    async def write_cache(self, request: WriteCacheInput) -> WriteCacheResult:
+        """Store a committed reply in the response cache (nothing for an uncommitted turn)."""
+        return await self._cache.write(request)
 
     @implements(stubs.run_tool)
     @maps_errors

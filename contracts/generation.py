@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from contracts.cache import CacheSpec
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
@@ -174,6 +175,9 @@ class GenerationInput(WireModel):
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
+        cache: The response cache (`crux.cache(...)`): a sealed plan is looked up before it
+            is dispatched and a committed reply is written after the commit; `None` (or a
+            disabled spec) uses no cache.
     """
 
     generation_id: str
@@ -209,6 +213,7 @@ class GenerationInput(WireModel):
     `None` waits without limit."""
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
+    cache: CacheSpec | None = None
 
     @field_validator("tool_policies")
     @classmethod
@@ -451,6 +456,9 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
             "approval_tools",
             "approval_timeout_seconds",
+            # Whether a reply may come from the cache is how the run proceeds, not what
+            # it asks for.
+            "cache",
         },
     )
     for name in _LATER_FIELDS:

@@ -48,6 +48,14 @@ from contracts.activities import (
     RunToolInput,
     RunToolResult,
 )
+from contracts.cache_activities import (
+    ACTIVITY_LOOKUP_CACHE,
+    ACTIVITY_WRITE_CACHE,
+    LookupCacheInput,
+    LookupCacheResult,
+    WriteCacheInput,
+    WriteCacheResult,
+)
 from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStepResult
 
 __all__ = [
@@ -57,12 +65,14 @@ __all__ = [
     "count_request",
     "discard_generation",
     "invoke_model",
+    "lookup_cache",
     "prepare_step",
     "prepare_summary",
     "read_request",
     "record_plan",
     "resolve_history_ids",
     "run_tool",
+    "write_cache",
 ]
 
 
@@ -103,6 +113,18 @@ async def record_plan(request: RecordPlanInput) -> None:
 async def invoke_model(request: InvokeModelInput) -> InvokeModelResult:
     """Re-check the pinned revision, call the provider for one sealed plan, stage its output."""
     _runs_on_the_worker(ACTIVITY_INVOKE_MODEL)
+
+
+@activity.defn(name=ACTIVITY_LOOKUP_CACHE)
+async def lookup_cache(request: LookupCacheInput) -> LookupCacheResult:
+    """Answer a sealed plan from the response cache (staging the reply) or record the miss."""
+    _runs_on_the_worker(ACTIVITY_LOOKUP_CACHE)
+
+
+@activity.defn(name=ACTIVITY_WRITE_CACHE)
+async def write_cache(request: WriteCacheInput) -> WriteCacheResult:
+    """Store a committed turn's reply in the response cache (after the commit only)."""
+    _runs_on_the_worker(ACTIVITY_WRITE_CACHE)
 
 
 @activity.defn(name=ACTIVITY_RUN_TOOL)
@@ -147,6 +169,8 @@ STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     count_request,
     record_plan,
     invoke_model,
+    lookup_cache,
+    write_cache,
     run_tool,
     prepare_step,
     prepare_summary,

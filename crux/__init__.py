@@ -20,6 +20,7 @@ from contracts.generation import (
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
 from crux.agents import Agent, agent
+from crux.caching import CacheSpec, cache
 from crux.connect import connect
 from crux.context import (
     ContextContributor,
@@ -91,6 +92,7 @@ from vocabulary.settings import Settings
 __all__ = [
     "Agent",
     "AttemptPolicySpec",
+    "CacheSpec",
     "CallOptions",
     "ConfigurationError",
     "ContextContributor",
@@ -158,6 +160,7 @@ __all__ = [
     "VariantInfo",
     "agent",
     "attempt_policy",
+    "cache",
     "configure_logging",
     "connect",
     "context",

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from contracts.cache import CacheSpec, as_cache
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import (
     AttemptPolicySpec,
@@ -50,6 +51,7 @@ class Agent:
             merged per field between the prompt's and the call's.
         attempt_policy: Provider attempt retry/timeout, merged per field between the
             runtime's and the call's.
+        cache: The response cache (over the prompt's; a call's replaces it).
     """
 
     id: str
@@ -65,6 +67,7 @@ class Agent:
     output: Output | None = None
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
+    cache: CacheSpec | None = None
 
 
 def agent(
@@ -82,6 +85,7 @@ def agent(
     output: Any = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+    cache: CacheSpec | Mapping[str, Any] | bool | None = None,
 ) -> Agent:
     """Define an agent: a prompt with defaults, usable wherever a prompt is.
 
@@ -100,6 +104,8 @@ def agent(
         settings: Model settings (`crux.model_settings(...)` or a mapping).
         attempt_policy: Provider attempt retry/timeout (`crux.attempt_policy(...)` or a
             mapping).
+        cache: The response cache (`crux.cache(...)`, a mapping, `True` or `False`);
+            replaces the prompt's, and a call's replaces it.
 
     Raises:
         ConfigurationError: An invalid id, prompt, model id, budget or tool list.
@@ -136,6 +142,7 @@ def agent(
         output=as_output(output),
         settings=as_settings(settings),
         attempt_policy=as_attempt_policy(attempt_policy),
+        cache=as_cache(cache),
     )
 
 
@@ -152,4 +159,5 @@ def agent_prompt(target: Agent) -> Prompt:
         input_budget=merge_budget(prompt.input_budget, target.input_budget),
         history=target.history if target.history is not None else prompt.history,
         tools=(*target.tools, *(t for t in prompt.tools if t.name not in agent_tools)),
+        cache=target.cache if target.cache is not None else prompt.cache,
     )

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
+from contracts.cache import CacheSpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
 from crux.output import Output
@@ -96,6 +97,10 @@ class RunOptions(PlanOptions, total=False):
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None
     """Retry and timeout of the provider attempts (`crux.attempt_policy(...)` or a
     mapping), merged field by field over the agent's and the runtime's."""
+
+    cache: CacheSpec | Mapping[str, Any] | bool | None
+    """The response cache (`crux.cache(...)`, a mapping of its fields, or `True` for the
+    defaults); replaces the agent's and the prompt's whole. `False` switches theirs off."""
 
 
 class CallOptions(PreviewOptions, RunOptions, total=False):

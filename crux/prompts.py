@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from contracts.cache import CacheSpec, as_cache
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from contracts.settings import ModelSettingsSpec, as_settings
 from crux.context import ContextContributor, check_id
@@ -67,6 +68,7 @@ class Prompt:
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
         output: Structured output of every call (agents and call sites replace it).
+        cache: The response cache of every call (agents and call sites replace it).
     """
 
     id: str
@@ -80,6 +82,7 @@ class Prompt:
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
     output: Output | None = None
+    cache: CacheSpec | None = None
 
 
 def prompt(
@@ -92,6 +95,7 @@ def prompt(
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+    cache: CacheSpec | Mapping[str, Any] | bool | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -112,6 +116,8 @@ def prompt(
         output: Structured output for every call of this prompt: a pydantic model class,
             a JSON schema of an object, or `crux.output(...)`; agents and call sites
             override it.
+        cache: The response cache of every call (`crux.cache(...)`, a mapping of its
+            fields, or `True` for the defaults); agents and call sites replace it.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -173,6 +179,7 @@ def prompt(
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
         output=as_output(output),
+        cache=as_cache(cache),
     )
 
 

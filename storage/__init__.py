@@ -1,6 +1,7 @@
-"""PostgreSQL storage: Threads, derived artifacts, generation staging and receipts."""
+"""PostgreSQL storage: Threads, derived artifacts, generation staging, receipts, the cache."""
 
 from storage._pool import create_pool
+from storage.cache import CacheMatch, CacheStore, PendingEntry, ScopeStats, cache_entry_id
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
 from storage.receipts import ReceiptStore, StoredReceipt
@@ -21,15 +22,19 @@ from storage.threads import (
 )
 
 __all__ = [
+    "CacheMatch",
+    "CacheStore",
     "EMPTY_REVISION",
     "GenerationStore",
     "HistoryEntry",
     "HistoryView",
     "MessageEntry",
     "OwnerState",
+    "PendingEntry",
     "ReceiptStore",
     "RedactedEntry",
     "RemovedEntry",
+    "ScopeStats",
     "StagedMessage",
     "StoredReceipt",
     "SummaryArtifact",
@@ -39,6 +44,7 @@ __all__ = [
     "ThreadStore",
     "VariantInfo",
     "available_migrations",
+    "cache_entry_id",
     "check_storable",
     "create_pool",
     "migrate",

@@ -34,9 +34,11 @@ ON CONFLICT (request_id) DO NOTHING
 
 _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
 
+# The commit keeps the ad-hoc answer, the identity claim and what a cache miss left for the
+# cache write that follows the commit (that write removes it).
 _DROP_STAGING = """
 DELETE FROM crux_generation_staging
-WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
+WHERE generation_id = $1 AND kind NOT IN ('final', 'identity', 'cache-pending')
 """
 
 

@@ -69,12 +69,16 @@ WHERE s.generation_id = $1
   )
 """
 
+# Also the cache's pending rows of committed generations whose cache write never ran.
 _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
-  AND NOT EXISTS (
-      SELECT 1 FROM crux_generations g
-      WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+  AND (
+      s.kind = 'cache-pending'
+      OR NOT EXISTS (
+          SELECT 1 FROM crux_generations g
+          WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+      )
   )
 """
 
