@@ -16,12 +16,15 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts.cache import ADHOC_PARTITION
-from storage import CacheStore, ScopeStats, create_pool
 from vocabulary.errors import ConfigurationError
-from vocabulary.settings import Settings
+
+if TYPE_CHECKING:
+    # Only the command itself needs the driver; the parser must stay light.
+    from storage import CacheStore, ScopeStats
+    from vocabulary.settings import Settings
 
 CACHE_COMMANDS = ("stats", "clear")
 """The `crux cache` subcommands."""
@@ -73,6 +76,7 @@ def _partition(arguments: argparse.Namespace) -> str | None:
 async def run_cache_command(arguments: argparse.Namespace, settings: Settings) -> int:
     """Carry out `crux cache <action>` against `CRUX_DATABASE_URL`; returns the exit code."""
     from crux._checks import check_database
+    from storage import CacheStore, create_pool
 
     url = settings.require_database_url()
     await check_database(url)

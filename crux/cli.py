@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
+from crux._cache_commands import add_cache_commands
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -215,6 +216,9 @@ def _parser() -> argparse.ArgumentParser:
     add_approval_commands(generation_commands, lambda name, text: _command(
         generation_commands, name, text, _TEMPORAL))  # fmt: skip
 
+    add_cache_commands(commands, lambda parent, name, text: _command(
+        parent, name, text, ("CRUX_DATABASE_URL",)))  # fmt: skip
+
     database = _command(commands, "db", "database maintenance", ("CRUX_DATABASE_URL",))
     database_commands = database.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     _command(database_commands, "migrate", "apply pending SQL migrations", ("CRUX_DATABASE_URL",))
@@ -240,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = Settings.from_env(os.environ)
     level = settings.log_level
     if (
-        arguments.command in ("demo", "thread", "db", "generation")
+        arguments.command in ("demo", "thread", "db", "generation", "cache")
         and "CRUX_LOG_LEVEL" not in os.environ
     ):
         # These commands print their own output; keep routine log lines out of it.
@@ -314,6 +318,10 @@ async def _dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
             thread=arguments.thread,
             as_json=arguments.json,
         )
+    if arguments.command == "cache":
+        from crux._cache_commands import run_cache_command
+
+        return await run_cache_command(arguments, settings)
     if arguments.command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if arguments.command == "db":

@@ -91,6 +91,14 @@ DROP_PENDING = """
 DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind = 'cache-pending'
 """
 
+# A lookup repeated for the same attempt (after the Thread moved and the plan was sealed
+# again) replaces what the earlier one left: the write must use the keys of the request
+# that was actually sent.
+DROP_ATTEMPT_PENDING = """
+DELETE FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = $2 AND kind = 'cache-pending'
+"""
+
 GET_THREAD_REPLY = """
 SELECT body, state FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
 """

@@ -255,6 +255,7 @@ class CacheStore:
             row = await connection.fetchrow(sql.USE_ENTRY, entry_id)
             if row is None:
                 return None
+            await connection.execute(sql.DROP_ATTEMPT_PENDING, generation_key, attempt)
             reply = Message.model_validate({**row["reply"], "id": output_id})
             result = InvokeModelResult(
                 usage=Usage(), finish_reason="stop", output_tokens=int(row["output_tokens"])
@@ -290,6 +291,7 @@ class CacheStore:
         before the write removes the pending row, and the write then stores nothing.
         """
         async with self._pool.acquire() as connection, connection.transaction():
+            await connection.execute(sql.DROP_ATTEMPT_PENDING, generation_key, attempt)
             await connection.execute(
                 STAGE,
                 generation_key,

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import Approvals
+    from workflows._cache import CacheSteps
     from workflows._commit import COMMIT_TURN_LOCAL, committing
     from workflows._failures import (
         attempt_timed_out,
@@ -83,6 +84,7 @@ class ManagedGenerationWorkflow:
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
+        self._cache = CacheSteps()
 
     @workflow.query(name="describe")
     def describe(self) -> GenerationStatus:
@@ -353,6 +355,9 @@ class ManagedGenerationWorkflow:
         )
         await self._record(request, sealed)
         arg = _inputs.invoke_input(request, read, sealed, progress)
+        cached = await self._cache.look_up(self._stages, request, arg, sealed.request_id)
+        if cached is not None:
+            return ("revision-moved" if cached.revision_moved else "answered"), cached, None
         config = _options.with_summary(
             _options.invoke_model(request.attempt_policy),
             f"{request.model} attempt {progress.attempt}",
@@ -409,6 +414,7 @@ class ManagedGenerationWorkflow:
         )
         for need in progress.maintenance:
             await start_summary(self._stages, request, need)
+        await self._cache.write(request, progress)
         _ui.conclude_completed(self._stages, committed.result, progress)
         return committed.result
 
