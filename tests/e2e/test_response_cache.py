@@ -11,16 +11,25 @@ import asyncio
 import uuid
 
 import asyncpg
+import httpx
 import pytest
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 import crux
+from activities import GenerationActivities, ProviderRegistry
+from contracts.activities import InvokeModelInput
 from contracts.cache import CacheScope
+from contracts.cache_activities import LookupCacheInput, WriteCacheInput
 from crux import MessageEntry
-from planner import RequestReceipt
+from crux.config import Settings
+from crux.prompts import PromptRegistry
+from planner import ModelCatalog, RequestReceipt
 from providers.loopback import LoopbackOpenAIServer, TextReply
-from storage import CacheStore, ThreadStore
+from storage import CacheStore, GenerationStore, ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
+from vocabulary.ids import generation_key
+from vocabulary.messages import Message
 
 MODEL = "openai:gpt-4o-mini"
 
@@ -309,4 +318,58 @@ async def test_cache_stats_and_clear_are_content_free(
         store, argparse.Namespace(**{**filters, "namespace": "cli"}, expired=False, all=False)
     )
     assert "deleted 1 cache entry" in capsys.readouterr().out
+    assert await _entries(pool) == []
+
+
+async def _activities(pool: asyncpg.Pool, database_url: str) -> GenerationActivities:
+    settings = Settings.model_validate({"database_url": database_url})
+    return GenerationActivities(
+        threads=ThreadStore(pool),
+        generations=GenerationStore(pool),
+        providers=ProviderRegistry(settings, httpx.AsyncClient()),
+        prompts=PromptRegistry(()),
+        catalog=ModelCatalog.default(),
+    )
+
+
+async def test_a_lookup_on_a_moved_revision_stages_nothing_and_says_so(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    threads, generations = ThreadStore(pool), GenerationStore(pool)
+    activities = await _activities(pool, database_url)
+    thread_id = f"cache:{uuid.uuid4().hex[:6]}"
+    await threads.append(thread_id, [Message(id="q0", role="user", content="first")])
+    revision = await threads.revision(thread_id)
+    await threads.append(thread_id, [Message(id="a0", role="assistant", content="moved")])
+    key = generation_key("g1", thread_id)
+    await generations.stage(
+        key, 0, "user", Message(id="gen:g1:user", role="user", content="q"), thread_id=thread_id
+    )
+    invoke = InvokeModelInput(
+        generation_id="g1",
+        attempt=1,
+        thread_id=thread_id,
+        revision=revision,
+        history_source="thread",
+        model="offline:echo",
+        message_ranges=[(0, 1)],
+    )
+    found = await ActivityEnvironment().run(
+        activities.lookup_cache,
+        LookupCacheInput(invoke=invoke, request_id="r1", prompt_id="p", cache=crux.cache()),
+    )
+    assert found.revision_moved and not found.hit
+    rows = await pool.fetchval(
+        "SELECT count(*) FROM crux_generation_staging WHERE generation_id = $1 AND attempt = 1",
+        key,
+    )
+    assert rows == 0
+    # A write for a generation whose commit is not recorded stores nothing.
+    written = await ActivityEnvironment().run(
+        activities.write_cache,
+        WriteCacheInput(
+            generation_id="g1", thread_id=thread_id, accepted_attempt=1, cache=crux.cache()
+        ),
+    )
+    assert written.outcome == "uncommitted"
     assert await _entries(pool) == []
