@@ -99,6 +99,14 @@ DELETE FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = $2 AND kind = 'cache-pending'
 """
 
+# A message the entry would be built from that was redacted between the miss and the write.
+ANY_REDACTED = """
+SELECT EXISTS (
+    SELECT 1 FROM crux_thread_messages
+    WHERE thread_id = $1 AND message_id = ANY($2::text[]) AND state = 'redacted'
+)
+"""
+
 GET_THREAD_REPLY = """
 SELECT body, state FROM crux_thread_messages WHERE thread_id = $1 AND message_id = $2
 """

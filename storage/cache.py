@@ -342,8 +342,13 @@ class CacheStore:
             pending = PendingEntry.from_json(pending_row["info"])
             sources = list(pending_row["source_message_ids"] or ())
             reply = await _committed_reply(connection, generation_key, result)
-            step = next((s for s in result.steps if s.attempt == accepted_attempt), None)
             commit = result.thread_commit
+            built_from = [*sources, *(commit.message_ids if commit is not None else ())]
+            if thread_id is not None and await connection.fetchval(
+                sql.ANY_REDACTED, thread_id, built_from
+            ):
+                reply = None  # redacted since the miss: nothing derived from it is kept
+            step = next((s for s in result.steps if s.attempt == accepted_attempt), None)
             outcome: WriteCacheResult | None = None
             if reply is None:
                 outcome = WriteCacheResult(outcome="erased")
@@ -374,7 +379,7 @@ class CacheStore:
                 step.output_tokens,
                 step.usage.model_dump(mode="json"),
                 thread_id,
-                [*sources, *(commit.message_ids if commit is not None else ())],
+                built_from,
                 float(ttl_seconds),
             )
             await connection.execute(sql.DROP_PENDING, generation_key)
