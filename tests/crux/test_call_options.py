@@ -39,6 +39,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "attempt_policy": None,
     "approval_timeout_seconds": None,
     "output": None,
+    "cache": None,
 }
 
 
