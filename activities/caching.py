@@ -27,6 +27,8 @@ and the second is a no-op (`exists`), so later hits keep returning one stable re
 
 from __future__ import annotations
 
+from temporalio import activity
+
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._output import reply_defects
@@ -199,6 +201,8 @@ class ResponseCache:
             )
             if staged is not None:
                 await refuse_if_sources_redacted(self._threads, self._generations, invoke, sources)
+                if invoke.stream:
+                    await self._stream_reply(invoke, key, sources)
                 self._logged(invoke, record)
                 return LookupCacheResult(
                     hit=True, record=record, attempt=staged, reply_tokens=staged.output_tokens
@@ -240,6 +244,19 @@ class ResponseCache:
         attempt = InvokeModelResult.model_validate({**staged.info, "reused_staged_output": True})
         return LookupCacheResult(
             hit=True, record=record, attempt=attempt, reply_tokens=attempt.output_tokens
+        )
+
+    async def _stream_reply(self, invoke: InvokeModelInput, key: str, sources: list[str]) -> None:
+        """Deliver a reused reply to stream followers as one delta, as a provider would."""
+        staged = await self._generations.get_staged(key, invoke.attempt, StagingKind.OUTPUT)
+        if staged is None or not staged.message.text:
+            return
+        await self._generations.stage_delta(
+            key,
+            f"{invoke.attempt:03d}:{activity.info().attempt:03d}:000000",
+            staged.message.text,
+            thread_id=invoke.thread_id,
+            source_message_ids=sources,
         )
 
     async def _embed(self, spec: CacheSpec, text: str) -> tuple[float, ...]:

@@ -28,7 +28,7 @@ from planner import ModelCatalog, RequestReceipt
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import CacheStore, GenerationStore, ThreadStore
 from tests.helpers import RunningWorker, new_worker, settings_for
-from vocabulary.ids import generation_key
+from vocabulary.ids import generation_key, workflow_id_for
 from vocabulary.messages import Message
 
 MODEL = "openai:gpt-4o-mini"
@@ -373,3 +373,40 @@ async def test_a_lookup_on_a_moved_revision_stages_nothing_and_says_so(
     )
     assert written.outcome == "uncommitted"
     assert await _entries(pool) == []
+
+
+async def test_a_hit_streams_the_whole_reply_and_its_history_holds_no_text(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    question, answer = "zq-cache-question-3f1", "zq-cache-answer-3f1 in several words"
+    cache = crux.cache(namespace=f"faq-{uuid.uuid4().hex[:6]}", semantic=True)
+    thread_id = f"cache:{uuid.uuid4().hex[:8]}"
+    openai_server.enqueue(TextReply(text=answer))
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        await worker.runtime.generate(question, model=MODEL, cache=cache)
+        streamed = ""
+        committed: crux.Generation | None = None
+        async for update in worker.runtime.stream(
+            question, thread=thread_id, model=MODEL, cache=cache, generation_id="hit-1"
+        ):
+            if isinstance(update, crux.StreamDelta):
+                streamed += update.text
+            elif isinstance(update, crux.StreamCommitted):
+                committed = update.generation
+            else:
+                streamed = ""
+        assert committed is not None
+        receipt = await _receipt(worker, committed)
+        history = await client.get_workflow_handle(
+            workflow_id_for("hit-1", thread_id)
+        ).fetch_history()
+
+    assert _completions(openai_server) == 1
+    assert streamed == committed.text == answer
+    assert receipt.cache is not None and receipt.cache.status == "hit"
+    # Neither the question, the reply nor an embedding enters the workflow's history.
+    dumped = history.to_json()
+    assert "zq-cache" not in dumped
+    assert "embedding" not in dumped
+    assert "zq-cache" not in receipt.model_dump_json()
