@@ -4,7 +4,8 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The exact, tested versions: runtime (the container image) and everything `make` needs.
+# The exact, tested versions: runtime (the container image: a worker or `crux serve`) and
+# everything `make` needs.
 LOCK := requirements.lock
 DEV_LOCK := requirements-dev.lock
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
@@ -23,7 +24,7 @@ PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 QUICK = -m "not durability and not stack and not slow"
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock docs demo dev worker test test-suite check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
+.PHONY: help install lock docs demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -41,7 +42,7 @@ install: $(STAMP) ## Create the virtual environment from the lock file, with the
 
 lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_ARGS=--upgrade for newer releases)
 	$(UV_COMPILE) --extra dev $(UV_ARGS) -o $(DEV_LOCK)
-	$(UV_COMPILE) -c $(DEV_LOCK) -o $(LOCK)
+	$(UV_COMPILE) --extra serve -c $(DEV_LOCK) -o $(LOCK)
 
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
 	@# Not --quiet: it hides the warnings that --strict turns into a failure.
@@ -77,6 +78,9 @@ test: $(STAMP) ## Everything CI runs: lint, type-check and docs beside the whole
 
 test-suite: $(STAMP)
 	$(PYTEST) $(PYTEST_ARGS)
+
+test-ts: $(STAMP) ## The TypeScript client suite alone (Node 20+; npm ci from tests/ts/package-lock.json)
+	$(BIN)/python -m pytest -q -n 0 tests/ts
 
 check: $(STAMP) ## Edit-test loop (< 2 min): unit, replay and behaviour tests in parallel (no durability or stack suites)
 	$(PYTEST) $(QUICK) $(PYTEST_ARGS)

@@ -3,6 +3,7 @@
 from activities._errors import to_application_error
 from activities._implements import activity_name, implementations, implements
 from activities._providers import ProviderRegistry
+from activities._reply import stored_output
 from activities.cleanup import StagingCleanup
 from activities.generation import GenerationActivities
 from vocabulary.ids import assistant_message_id, user_message_id
@@ -15,6 +16,7 @@ __all__ = [
     "assistant_message_id",
     "implementations",
     "implements",
+    "stored_output",
     "to_application_error",
     "user_message_id",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
+from activities._reply import with_reply
 from contracts.activities import CommitTurnInput, CommitTurnResult
 from contracts.generation import GenerationOutcome, GenerationResult, StepRecord, Usage
 from planner import RequestReceipt
@@ -47,7 +48,7 @@ class TurnCommitter:
         """Publish the turn (once: a retry returns the recorded outcome) and record it."""
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return CommitTurnResult(result=GenerationOutcome.of(existing))
+            return CommitTurnResult(result=await self._outcome(request, existing))
         output = await self._generations.get_staged(
             scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
         )
@@ -101,7 +102,23 @@ class TurnCommitter:
                 messages=len(commit.message_ids),
                 replayed=commit.replayed,
             )
-        return CommitTurnResult(result=GenerationOutcome.of(stored))
+        return CommitTurnResult(result=await self._outcome(request, stored))
+
+    async def _outcome(
+        self, request: CommitTurnInput, stored: GenerationResult
+    ) -> GenerationOutcome:
+        """The outcome of the stored result, with the reply text when the input asked."""
+        outcome = GenerationOutcome.of(stored)
+        if not request.include_reply:
+            return outcome
+        outcome = await with_reply(
+            outcome, stored, threads=self._threads, generations=self._generations
+        )
+        if stored.thread_id is None:
+            # The reply reaches its reader in the outcome: an ad-hoc generation keeps it no
+            # longer (a replay of the same id answers `reply: None`).
+            await self._generations.erase_reply(scoped_key(request))
+        return outcome
 
     async def _step_records(self, request: CommitTurnInput) -> tuple[StepRecord, ...]:
         """The steps with the receipts recorded before their attempts."""

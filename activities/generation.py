@@ -15,6 +15,7 @@ from activities._inputs import InputStager, scoped_key
 from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
 from activities._registries import HookLookup, NoHooks, NoTools, PromptLookup, ToolLookup
+from activities._reply import check_reply_encrypted
 from activities._tools import ToolRunner
 from activities.caching import ResponseCache
 from activities.committing import TurnCommitter
@@ -141,6 +142,9 @@ class GenerationActivities:
     @maps_errors
     async def read_request(self, request: ReadRequestInput) -> ReadRequestResult:
         """Render the user turn, read one exact Thread revision and size everything."""
+        if request.include_reply:
+            # Before anything is staged or sent: the reply would reach history in clear.
+            check_reply_encrypted()
         return await uninterrupted(self._reader.read(request))
 
     @implements(stubs.invoke_model)

@@ -17,6 +17,7 @@ from typing import Any
 
 from activities._assembly import RequestAssembler
 from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
+from activities._reply import with_reply
 from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
 from contracts.activities import ReadRequestInput, ReadRequestResult
@@ -213,7 +214,12 @@ class RequestReader:
         await self._inputs.check_identity(request)
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return ReadRequestResult(existing=GenerationOutcome.of(replayed(existing)))
+            outcome = GenerationOutcome.of(replayed(existing))
+            if request.include_reply:
+                outcome = await with_reply(
+                    outcome, existing, threads=self._threads, generations=self._generations
+                )
+            return ReadRequestResult(existing=outcome)
         await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)

@@ -62,6 +62,9 @@ class ReadRequestInput(CompactWireModel):
     fingerprint: str | None = None
     """Content-free fingerprint of the request when the workflow can compute it (inline
     input); a reused generation id with another fingerprint is `identity_conflict`."""
+    include_reply: bool = False
+    """The outcome carries the reply text (`GenerationInput.include_reply`): refused
+    without a payload codec on the worker; a replayed outcome is read with its reply."""
 
 
 class ReadRequestResult(CompactWireModel):
@@ -307,6 +310,8 @@ class CommitTurnInput(CompactWireModel):
     them so the next read does not load their text only to count it."""
     encoding: str = ""
     steps: list[StepFigures] = []
+    include_reply: bool = False
+    """Return the reply text in the outcome (`GenerationInput.include_reply`)."""
 
 
 class CommitTurnResult(CompactWireModel):

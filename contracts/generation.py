@@ -178,6 +178,10 @@ class GenerationInput(WireModel):
         cache: The response cache (`crux.cache(...)`): a sealed plan is looked up before it
             is dispatched and a committed reply is written after the commit; `None` (or a
             disabled spec) uses no cache.
+        include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
+            a client that reads it from Temporal. Only with the encryption payload codec on
+            the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
+            codec the run fails with `ConfigurationError` before anything is sent.
     """
 
     generation_id: str
@@ -214,6 +218,7 @@ class GenerationInput(WireModel):
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
     cache: CacheSpec | None = None
+    include_reply: bool = False
 
     @field_validator("tool_policies")
     @classmethod
@@ -392,6 +397,9 @@ class GenerationOutcome(WireModel):
         usage: Total usage over the steps.
         history_source: `thread`, `caller-messages` or `none`.
         replayed: `True` when this generation had already completed.
+        reply: The reply text, only when the input asked for it (`include_reply`, with the
+            encryption payload codec); left out of the payload otherwise. `None` also when
+            the reply is no longer stored (redacted, or an erased ad-hoc reply).
     """
 
     generation_id: str
@@ -402,6 +410,8 @@ class GenerationOutcome(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    # Left out when unset: outcomes that carry no reply keep the shape they always had.
+    reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of(cls, result: GenerationResult) -> GenerationOutcome:
@@ -459,6 +469,8 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             # Whether a reply may come from the cache is how the run proceeds, not what
             # it asks for.
             "cache",
+            # Where the reply is delivered, not what is asked for.
+            "include_reply",
         },
     )
     for name in _LATER_FIELDS:

@@ -26,6 +26,7 @@ from temporalio.runtime import Runtime
 
 from contracts.search import NAMES as SEARCH_ATTRIBUTE_NAMES
 from crux._telemetry import client_interceptors
+from crux.codec import codec_from_settings, with_codec
 from storage.migrate import available_migrations
 from telemetry.logs import get_logger
 from vocabulary.errors import ConfigurationError
@@ -150,19 +151,24 @@ async def check_database(url: str) -> None:
 async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect to Temporal, failing within a bounded time when it is unreachable.
 
+    The client uses the pydantic data converter, with the encryption payload codec when
+    the settings configure keys (`CRUX_CODEC_KEYS`, `crux.codec`).
+
     Args:
         settings: Address and namespace.
         runtime: The Temporal runtime (a worker's serves Prometheus); the default otherwise.
 
     Raises:
         StartupCheckError: Naming `TEMPORAL_ADDRESS` (and `TEMPORAL_NAMESPACE`).
+        ConfigurationError: The codec keys are invalid (naming the variable).
     """
+    converter = with_codec(pydantic_data_converter, codec_from_settings(settings))
     try:
         client = await asyncio.wait_for(
             Client.connect(
                 settings.temporal_address,
                 namespace=settings.temporal_namespace,
-                data_converter=pydantic_data_converter,
+                data_converter=converter,
                 connect_timeout=timedelta(seconds=TEMPORAL_CONNECT_TIMEOUT_SECONDS),
                 # Tracing starts at the client when telemetry is on.
                 interceptors=client_interceptors(),

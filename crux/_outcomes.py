@@ -58,9 +58,16 @@ class Generation:
 
 @dataclass(frozen=True)
 class StreamDelta:
-    """A piece of provider text (progress, not yet accepted)."""
+    """A piece of provider text (progress, not yet accepted).
+
+    Attributes:
+        text: The text.
+        key: The delta's storage key: content-free, and ordered within the generation, so
+            that a follower can resume after the last key it saw.
+    """
 
     text: str
+    key: str = ""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ async def follow_deltas(
                 if current is not None and stream_id != current:
                     yield StreamReset(attempt=int(stream_id.split(":")[0]))
                 current, last = stream_id, delta_key
-                yield StreamDelta(text=text)
+                yield StreamDelta(text=text, key=delta_key)
             if finished:
                 return
             wake.clear()

@@ -1,4 +1,4 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `db`."""
+"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `serve`, `db`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from crux._approval_cli import APPROVAL_COMMANDS, add_approval_commands, run_approval_command
 from crux._cache_commands import add_cache_commands
+from crux.serve import add_serve_command, run_serve
 from telemetry.logs import configure_logging
 from vocabulary.errors import CruxError
 from vocabulary.settings import Settings
@@ -56,6 +57,8 @@ ENVIRONMENT = {
     "CRUX_PROMETHEUS_ADDRESS": "host:port serving Prometheus metrics (default: off)",
     "CRUX_DEPLOYMENT_NAME": "worker deployment for worker versioning (default: unversioned)",
     "CRUX_BUILD_ID": "build id within the deployment (default: crux-v<command version>)",
+    "CRUX_CODEC_KEYS": "payload codec keys kid:base64key,... first current (default: off)",
+    "CRUX_CODEC_KEY_FILE": "a file of payload codec keys, one kid:base64key a line",
 }
 """Every variable the commands read, with its meaning; listed in `crux --help`."""
 
@@ -67,7 +70,8 @@ _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
 _WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", "CRUX_DATABASE_URL", "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
                "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
-               "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID")  # fmt: skip
+               "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID",
+               "CRUX_CODEC_KEYS", "CRUX_CODEC_KEY_FILE")  # fmt: skip
 _STACK_DIR_HELP = (
     "directory of the embedded stack's data and logs (PostgreSQL, Temporal history); "
     "default: %(default)s"
@@ -218,6 +222,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_cache_commands(commands, lambda parent, name, text: _command(
         parent, name, text, ("CRUX_DATABASE_URL",)))  # fmt: skip
+    add_serve_command(commands)
 
     database = _command(commands, "db", "database maintenance", ("CRUX_DATABASE_URL",))
     database_commands = database.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -241,6 +246,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `crux` console script."""
     arguments = _parser().parse_args(argv)
+    if arguments.command == "serve":
+        # uvicorn runs its own event loop and handles SIGINT and SIGTERM itself.
+        code = run_serve(arguments)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     settings = Settings.from_env(os.environ)
     level = settings.log_level
     if (

@@ -47,7 +47,7 @@ from crux.options import CallOptions, PreviewOptions, RunOptions
 from crux.prompts import Prompt
 from planner import ModelCatalog, Preview, RequestInspection, RequestReceipt
 from storage import GenerationStore, SummaryStore, ThreadStore
-from vocabulary.ids import generation_key
+from vocabulary.ids import MAX_GENERATION_ID_LENGTH, check_wire_id, generation_key
 from vocabulary.settings import Settings
 
 __all__ = [
@@ -277,6 +277,28 @@ class Runtime:
                 over-long, or holding control characters or unstorable text).
         """
         return await self._results.receipt(request_id)
+
+    async def erase_generation(self, generation_id: str) -> bool:
+        """Erase the reply an ad-hoc generation keeps once it has been read.
+
+        A generation without a Thread (`messages=` or no history) keeps its reply in
+        staging so that any process can read it back; the retention sweep deletes it after
+        `CRUX_STAGING_RETENTION_SECONDS` otherwise. The content-free result stays: the id
+        still answers as completed, and running it again raises `ThreadError`
+        (`not_found`: the output is no longer stored) instead of a second turn. A Thread's
+        reply is a Thread message: redact it there.
+
+        Args:
+            generation_id: The ad-hoc generation's id.
+
+        Returns:
+            Whether a reply was erased (`False` when there was none, or it already was).
+
+        Raises:
+            ConfigurationError: `generation_id` is not an id.
+        """
+        check_wire_id(generation_id, "generation_id", limit=MAX_GENERATION_ID_LENGTH)
+        return await self._generations.erase_reply(generation_key(generation_id, None))
 
     async def inspect(self, request: RequestReceipt | str) -> RequestInspection:
         """Return the full content-free inspection of a request (`receipt.inspect()`).

@@ -34,6 +34,13 @@ ON CONFLICT (request_id) DO NOTHING
 
 _GET_RECEIPT = "SELECT receipt, inspection FROM crux_request_receipts WHERE request_id = $1"
 
+_RECEIPT_OWNER = "SELECT generation_id FROM crux_request_receipts WHERE request_id = $1"
+
+_ERASE_REPLY = """
+DELETE FROM crux_generation_staging
+WHERE generation_id = $1 AND thread_id IS NULL AND kind = 'final'
+"""
+
 # The commit keeps the ad-hoc answer, the identity claim and what a cache miss left for the
 # cache write that follows the commit (that write removes it).
 _DROP_STAGING = """
@@ -130,6 +137,32 @@ class GenerationLedger:
         """
         key = None if generation_id is None else generation_key(generation_id, thread_id)
         await self._pool.execute(_RECORD_RECEIPT, request_id, key, thread_id, receipt, None)
+
+    @storage_errors()
+    async def receipt_owner(self, request_id: str) -> tuple[bool, str | None]:
+        """Whether a receipt is stored under `request_id`, and its generation's scoped key.
+
+        Returns:
+            `(found, key)`; `key` is `None` for a support call recorded without one.
+        """
+        row = await self._pool.fetchrow(_RECEIPT_OWNER, request_id)
+        return (False, None) if row is None else (True, row["generation_id"])
+
+    @storage_errors()
+    async def erase_reply(self, generation_id: str) -> bool:
+        """Erase an ad-hoc generation's kept reply (its `final` row) once it has been read.
+
+        The content-free ledger row stays, so the id keeps answering as completed; its reply
+        reads as no longer stored. A Thread's reply is a Thread message (redact it there).
+
+        Args:
+            generation_id: The ad-hoc generation's scoped key.
+
+        Returns:
+            Whether a reply was erased (`False` when it already was).
+        """
+        status: str = await self._pool.execute(_ERASE_REPLY, generation_id)
+        return status.rsplit(" ", 1)[-1] != "0"
 
     @storage_errors()
     async def get_receipt(self, request_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -74,10 +74,14 @@ _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
   AND (
-      s.kind = 'cache-pending'
+      -- An ad-hoc generation's reply that nobody read and erased is kept no longer.
+      (s.kind = 'final' AND s.thread_id IS NULL)
+      -- Nor what a cache miss left for a cache write that never ran.
+      OR s.kind = 'cache-pending'
       OR NOT EXISTS (
           SELECT 1 FROM crux_generations g
-          WHERE g.generation_id = s.generation_id AND g.thread_id IS NOT DISTINCT FROM s.thread_id
+          WHERE g.generation_id = s.generation_id
+            AND g.thread_id IS NOT DISTINCT FROM s.thread_id
       )
   )
 """
@@ -265,10 +269,12 @@ class GenerationStore(GenerationLedger, DeltaStream):
 
     @storage_errors()
     async def sweep_orphans(self, older_than_seconds: float) -> int:
-        """Delete staging older than the given age of generations that never completed.
+        """Delete staging older than the given age, and ad-hoc replies nobody erased.
 
         Catches what no failure path reached: runs terminated or timed out, workers lost
-        for good, starts that never reached Temporal after the facade staged the input.
+        for good, starts that never reached Temporal after the facade staged the input; and
+        the replies completed ad-hoc generations keep until they are read and erased
+        (`Runtime.erase_generation`, the HTTP API).
 
         Args:
             older_than_seconds: Minimum age of a row to delete; keep it well above the

@@ -49,6 +49,8 @@ LONG_POLES = (
     "e2e/test_revision_moved.py",
     "e2e/test_hostile_input.py",
     "e2e/test_provider_faults.py",
+    "ts/test_typescript_client.py",
+    "http/test_openapi_properties.py",
     "planner/test_properties.py",
 )
 """Modules with the longest tests, longest first (measured with `--durations`).

@@ -113,6 +113,23 @@ def test_the_worker_is_healthy_only_while_it_polls() -> None:
     assert worker["image"] == _services()["migrate"]["image"]
 
 
+def test_the_api_is_an_optional_stateless_service_of_the_worker_image() -> None:
+    services = _services()
+    api, worker = services["api"], services["worker"]
+    assert api["profiles"] == ["api"]  # `docker compose up` alone starts what it did
+    assert api["command"] == ["crux", "serve"]
+    assert api["image"] == worker["image"]
+    assert "build" not in api and "volumes" not in api  # nothing of its own to keep
+    assert api["depends_on"] == worker["depends_on"]
+    environment = api["environment"]
+    assert environment["CRUX_SERVE_HOST"] == "0.0.0.0"
+    assert environment["CRUX_DATABASE_URL"] == worker["environment"]["CRUX_DATABASE_URL"]
+    # One codec ring for both: the api's codec server decrypts what the worker encrypted.
+    assert environment["CRUX_CODEC_KEYS"] == worker["environment"]["CRUX_CODEC_KEYS"]
+    assert any("/readyz" in part for part in api["healthcheck"]["test"])
+    assert api["ports"] == ["${CRUX_API_PORT:-8000}:8000"]
+
+
 def test_the_image_runs_unprivileged_with_a_health_check_from_the_lock_file() -> None:
     final = _dockerfile_final_stage()
     users = [arguments for name, arguments in final if name == "USER"]

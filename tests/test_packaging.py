@@ -77,7 +77,10 @@ def test_runtime_dependencies_are_ranges_not_pins() -> None:
 
 @pytest.mark.parametrize(
     ("lock", "extras"),
-    [("requirements.lock", ()), ("requirements-dev.lock", ("embedded", "otel", "docs", "dev"))],
+    [
+        ("requirements.lock", ("serve",)),
+        ("requirements-dev.lock", ("embedded", "otel", "docs", "serve", "dev")),
+    ],
 )
 def test_the_lock_files_pin_every_dependency_within_its_range(
     lock: str, extras: tuple[str, ...]

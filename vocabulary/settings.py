@@ -58,6 +58,12 @@ class Settings(BaseModel):
             made the deployment's current version. Off (an unversioned worker) when `None`.
         build_id: The worker's build id within its deployment (`CRUX_BUILD_ID`); by default
             `crux-v<N>`, where N is the workflows' command version.
+        codec_keys: Encryption keys of the payload codec (`CRUX_CODEC_KEYS`), as
+            `kid:base64key,...`, the first one current (`crux.codec`). When set (or
+            `codec_key_file` is), every payload a worker or client writes to Temporal is
+            AES-GCM ciphertext; off when `None`.
+        codec_key_file: A file holding the codec keys instead (`CRUX_CODEC_KEY_FILE`): one
+            `kid:base64key` per line, the first one current.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -83,6 +89,8 @@ class Settings(BaseModel):
     prometheus_address: str | None = None
     deployment_name: str | None = None
     build_id: str | None = None
+    codec_keys: SecretStr | None = None
+    codec_key_file: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -119,6 +127,8 @@ class Settings(BaseModel):
             "CRUX_PROMETHEUS_ADDRESS": "prometheus_address",
             "CRUX_DEPLOYMENT_NAME": "deployment_name",
             "CRUX_BUILD_ID": "build_id",
+            "CRUX_CODEC_KEYS": "codec_keys",
+            "CRUX_CODEC_KEY_FILE": "codec_key_file",
         }
         for variable, field in names.items():
             raw = env.get(variable)

@@ -51,6 +51,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
         fingerprint=(
             request_fingerprint(request, [request.input]) if request.input_ref is None else None
         ),
+        include_reply=request.include_reply,
     )
 
 
@@ -150,6 +151,7 @@ def commit_input(
         message_tokens=[read.current_turn_tokens, *progress.turn_counts, steps[-1].output_tokens],
         encoding=read.encoding,
         steps=steps,
+        include_reply=request.include_reply,
     )
 
 

@@ -33,6 +33,7 @@ from providers.loopback import (
 )
 from storage import GenerationStore, ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
+from vocabulary.errors import ConfigurationError, ThreadError
 from workflows import ManagedGenerationWorkflow, SummaryWorkflow
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
@@ -170,12 +171,19 @@ async def test_sweep_removes_only_old_staging_of_unfinished_generations(
         _crux, "db", "sweep", "--older-than", "86400", database_url=database_url
     )
     assert completed.returncode == 0, completed.stderr
-    assert "swept 1 staged row(s)" in completed.stdout
+    assert "swept 2 staged row(s)" in completed.stdout
     assert await _staged(pool, "abandoned") == []
     assert len(await _staged(pool, "in-flight")) == 1
-    # A completed ad-hoc generation keeps its answer: its ledger row says it finished.
-    assert [row["kind"] for row in await _staged(pool, "adhoc-done")] == ["final"]
+    # A completed ad-hoc generation keeps its answer for the retention period only; its
+    # content-free ledger row stays.
     assert done.text
+    assert await _staged(pool, "adhoc-done") == []
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM crux_generations WHERE generation_id = 'adhoc-done'"
+        )
+        == 1
+    )
 
 
 async def test_an_invented_tool_name_never_reaches_the_log(
@@ -331,3 +339,28 @@ async def test_plain_client_sees_commit_blocked_in_the_stage_attribute(
     assert result["thread_commit"]["status"] == "selected"
     assert await _stage_attribute(handle) == "completed"
     await _replayer().replay_workflow(await handle.fetch_history())
+
+
+async def test_an_ad_hoc_reply_is_erased_by_its_generation_id(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    settings = settings_for(database_url)
+    async with new_worker(client, pool, settings) as worker:
+        runtime = worker.runtime
+        done = await runtime.generate("erase me after reading", generation_id="adhoc-read")
+        assert done.text and done.result.thread_id is None
+        assert [row["kind"] for row in await _staged(pool, "adhoc-read")] == ["final"]
+        assert await runtime.erase_generation("adhoc-read") is True
+        assert await _staged(pool, "adhoc-read") == []
+        assert await runtime.erase_generation("adhoc-read") is False
+        assert await runtime.erase_generation("never-ran") is False
+        # Running it again is no second turn: the output is no longer stored.
+        with pytest.raises(ThreadError) as gone:
+            await runtime.generate("erase me after reading", generation_id="adhoc-read")
+        assert gone.value.code == "not_found"
+        # A Thread's reply is a Thread message: erasing by generation id leaves it.
+        kept = await runtime.generate("on a thread", generation_id="g1", thread="erase-thread")
+        assert await runtime.erase_generation("g1") is False
+        assert kept.text
+        with pytest.raises(ConfigurationError):
+            await runtime.erase_generation("")
