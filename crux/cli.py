@@ -1,4 +1,7 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `thread show`, `generation`, `serve`, `db`."""
+"""The `crux` command and its subcommands.
+
+`dev`, `demo`, `worker`, `thread show`, `generation`, `serve`, `cache` and `db`.
+"""
 
 from __future__ import annotations
 
