@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DIST_DIR ?= dist
 # The exact, tested versions: runtime (the container image: a worker or `crux serve`) and
 # everything `make` needs.
 LOCK := requirements.lock
@@ -24,7 +25,7 @@ PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 QUICK = -m "not durability and not stack and not slow"
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock docs demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
+.PHONY: help install lock dist docs demo dev worker test test-suite test-ts check test-fast lint fmt typecheck fuzz soak soak-history bench migrate all clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +44,12 @@ install: $(STAMP) ## Create the virtual environment from the lock file, with the
 lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_ARGS=--upgrade for newer releases)
 	$(UV_COMPILE) --extra dev $(UV_ARGS) -o $(DEV_LOCK)
 	$(UV_COMPILE) --extra serve -c $(DEV_LOCK) -o $(LOCK)
+
+dist: $(STAMP) ## Build the sdist and the wheel into dist/ (the wheel is built from the sdist)
+	@# The venv's locked setuptools builds them: no build environment is downloaded.
+	rm -rf $(DIST_DIR)
+	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python --out-dir $(DIST_DIR)
+	@ls -1 $(DIST_DIR)/*.whl $(DIST_DIR)/*.tar.gz
 
 docs: $(STAMP) ## Build the documentation site into site/ (warnings are errors)
 	@# Not --quiet: it hides the warnings that --strict turns into a failure.
@@ -103,4 +110,4 @@ bench: $(STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against 
 all: test ## Everything CI runs
 
 clean: ## Remove the virtual environment and local stack state
-	rm -rf $(VENV) .stack site
+	rm -rf $(VENV) .stack site $(DIST_DIR) build

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from activities._support import render_summary
 from contracts.activities import HistorySource, SelectedSource
-from storage import GenerationStore, SummaryStore, ThreadStore
+from storage import GenerationStore, SummaryScope, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind, context_kind, turn_kind
@@ -116,8 +116,9 @@ class RequestAssembler:
             generation_id, thread_id, history_source, message_ids, message_ranges
         )
         artifact_id, position = summary
-        if artifact_id is not None and thread_id is not None:
-            artifact = await self._summaries.get(thread_id, artifact_id)
+        scope = _summary_scope(history_source, thread_id)
+        if artifact_id is not None and scope is not None:
+            artifact = await self._summaries.get(scope, artifact_id)
             if artifact is None:
                 # Erased (a covered message was redacted) after the plan was sealed.
                 raise ThreadError("identity_conflict", "the planned summary no longer exists")
@@ -185,3 +186,10 @@ class RequestAssembler:
                 selected.extend(caller[start:end])
             return selected
         return []
+
+
+def _summary_scope(history_source: HistorySource, thread_id: str | None) -> SummaryScope | None:
+    """Where the summary a plan sends is stored: the Thread's, or the transcript's scope."""
+    if history_source == "caller-messages":
+        return SummaryScope.transcript(thread_id)
+    return SummaryScope.thread(thread_id) if thread_id is not None else None

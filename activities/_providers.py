@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -16,8 +17,12 @@ from providers import (
     OpenAIChatProvider,
     OpenAIEmbeddingProvider,
 )
+from providers.models import missing_key, model_problem
 from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
+
+SERVED_PREFIX = "test"
+"""The provider prefix of models a worker serves itself (`crux.testing`)."""
 
 
 class ProviderRegistry:
@@ -28,9 +33,19 @@ class ProviderRegistry:
     Args:
         settings: Base URLs and keys.
         http: The worker's shared HTTP client (created at worker start).
+        models: Providers of whole model ids the worker serves itself (the test models
+            of `crux.testing`, by `test:<name>`); they win over the provider prefix.
     """
 
-    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        *,
+        models: Mapping[str, ChatProvider] | None = None,
+    ) -> None:
+        self._models = dict(models or {})
+        self._settings = settings
         openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         anthropic_key = (
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
@@ -59,16 +74,30 @@ class ProviderRegistry:
     def resolve(self, model_id: str) -> tuple[ChatProvider, str]:
         """Return `(client, provider model name)` for a `provider:model` id.
 
+        Nothing is sent: a model no provider serves, or a hosted API without its key, is
+        refused here, before any request.
+
         Raises:
-            ConfigurationError: The id is malformed or names an unknown provider.
+            ConfigurationError: The id is malformed or names an unknown provider (the
+                message lists the known ones), or a hosted API's key is not set (the
+                message names the variable).
         """
-        provider, separator, name = model_id.partition(":")
-        if not separator or not name:
-            raise ConfigurationError("model ids are 'provider:model'")
-        try:
-            return self._providers[provider], name
-        except KeyError:
-            raise ConfigurationError("unknown provider in model id") from None
+        provider, _, name = model_id.partition(":")
+        served = self._models.get(model_id)
+        if served is not None:
+            return served, name
+        if provider == SERVED_PREFIX and name:
+            raise ConfigurationError(
+                f"model {model_id} is not registered on the worker: pass the test model "
+                "to crux.Worker(models=[...])",
+                code="not_registered",
+            )
+        problem = model_problem(model_id) if provider not in self._providers or not name else None
+        problem = problem or missing_key(model_id, self._settings)
+        if problem is not None:
+            code = "missing_api_key" if provider in self._providers and name else "unknown_model"
+            raise ConfigurationError(problem, code=code)
+        return self._providers[provider], name
 
     def resolve_embedder(self, model_id: str) -> tuple[EmbeddingProvider, str]:
         """Return `(client, provider model name)` for an embedding model id.

@@ -1,7 +1,8 @@
 """What the activities need of the worker's prompts, tools and hooks, as protocols.
 
-The facade's `PromptRegistry`, `ToolRegistry` and `HookRegistry` satisfy them; the
-activities depend on the shape only, so they sit below the facade in the import graph.
+The facade's `PromptRegistry`, `ToolRegistry`, `HookRegistry` and `SuccessHookRegistry`
+satisfy them; the activities depend on the shape only, so they sit below the facade in the
+import graph. Custom safety policies are plain functions, passed as a mapping by name.
 """
 
 from __future__ import annotations
@@ -9,15 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from contracts.acceptance import SuccessContext
 from contracts.hooks import StepContext, StepOverrides
 from contracts.settings import ToolPolicySpec
 from providers.types import ToolSpec
-from vocabulary.errors import ConfigurationError
 from vocabulary.messages import Message
+from vocabulary.registration import not_registered
 
 
 class DeclaredPrompt(Protocol):
     """A prompt registered on the worker."""
+
+    @property
+    def id(self) -> str:
+        """The id callers name it by."""
+        ...
 
     @property
     def system(self) -> str | None:
@@ -90,10 +97,10 @@ class NoTools:
         """Empty for no names.
 
         Raises:
-            ConfigurationError: Any name is requested.
+            ConfigurationError: Any name is requested (`code == "not_registered"`).
         """
-        if any(True for _ in names):
-            raise ConfigurationError("a requested tool is not registered on the worker")
+        for name in names:
+            raise not_registered("tool", name)
         return []
 
 
@@ -122,6 +129,36 @@ class NoHooks:
     """A worker without hooks."""
 
     def get(self, name: str) -> RunnableHook | None:
+        """Always `None`."""
+        del name
+        return None
+
+
+class RunnableSuccessHook(Protocol):
+    """A success hook registered on the worker."""
+
+    @property
+    def name(self) -> str:
+        """The name generations refer to it by (`on_success=[...]`)."""
+        ...
+
+    async def run(self, context: SuccessContext) -> None:
+        """Run the hook on the committed turn's content-free context."""
+        ...
+
+
+class SuccessHookLookup(Protocol):
+    """The worker's success hooks, by name."""
+
+    def get(self, name: str) -> RunnableSuccessHook | None:
+        """The success hook called `name`, or `None`."""
+        ...
+
+
+class NoSuccessHooks:
+    """A worker without success hooks."""
+
+    def get(self, name: str) -> RunnableSuccessHook | None:
         """Always `None`."""
         del name
         return None

@@ -7,6 +7,8 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._heartbeat import heartbeating
@@ -14,17 +16,36 @@ from activities._implements import implements
 from activities._inputs import InputStager, scoped_key
 from activities._local import uninterrupted
 from activities._providers import ProviderRegistry
-from activities._registries import HookLookup, NoHooks, NoTools, PromptLookup, ToolLookup
+from activities._registries import (
+    HookLookup,
+    NoHooks,
+    NoSuccessHooks,
+    NoTools,
+    PromptLookup,
+    SuccessHookLookup,
+    ToolLookup,
+)
 from activities._reply import check_reply_encrypted
 from activities._tools import ToolRunner
+from activities.acceptance import AcceptanceChecks
 from activities.caching import ResponseCache
 from activities.committing import TurnCommitter
+from activities.gate import CustomPolicy
 from activities.hooks import StepPreparer
 from activities.invoking import ModelInvoker
 from activities.reading import RequestReader
-from activities.summaries import SummaryPreparer
+from activities.success_hooks import SuccessHookRunner
+from activities.summaries import SummaryPreparer, TranscriptSources
 from activities.summary_join import await_running_summary
 from contracts import stubs
+from contracts.acceptance import (
+    CheckInputInput,
+    CheckInputResult,
+    CheckOutputInput,
+    CheckOutputResult,
+    RunSuccessHookInput,
+    RunSuccessHookResult,
+)
 from contracts.activities import (
     AwaitSummaryInput,
     CommitTurnInput,
@@ -42,6 +63,8 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
     RunToolInput,
     RunToolResult,
+    StageSummarySourceInput,
+    StageSummarySourceResult,
 )
 from contracts.cache_activities import (
     LookupCacheInput,
@@ -71,6 +94,9 @@ class GenerationActivities:
         receipts: Request receipts and inspections.
         hooks: `prepare_step` / `prepare_invocation` hooks, run here as an activity.
         cache: The response cache's entries (on the Thread store's pool by default).
+        policies: Custom safety policy functions generations may name, by name.
+        success_hooks: Success hooks generations may name (`on_success`), run here after
+            their turn was committed.
     """
 
     def __init__(
@@ -86,6 +112,8 @@ class GenerationActivities:
         receipts: ReceiptStore | None = None,
         hooks: HookLookup | None = None,
         cache: CacheStore | None = None,
+        policies: Mapping[str, CustomPolicy] | None = None,
+        success_hooks: SuccessHookLookup | None = None,
     ) -> None:
         self._generations = generations
         self._threads = threads
@@ -109,6 +137,7 @@ class GenerationActivities:
                 if getattr(tool, "requires_approval", False) is True
             ],
         )
+        self._receipts = receipts or ReceiptStore(threads.pool)
         self._invoker = ModelInvoker(
             threads=threads,
             generations=generations,
@@ -117,10 +146,11 @@ class GenerationActivities:
             tools=offered,
             assembler=assembler,
             prompts=prompts,
+            receipts=self._receipts,
         )
-        self._receipts = receipts or ReceiptStore(threads.pool)
         self._committer = TurnCommitter(threads, generations, assembler, self._receipts)
         self._preparer = SummaryPreparer(threads, summaries, generations, providers, catalog)
+        self._transcripts = TranscriptSources(generations, summaries)
         self._tool_runner = ToolRunner(generations, offered, catalog)
         self._step_preparer = StepPreparer(generations, hooks or NoHooks(), catalog)
         self._cache = ResponseCache(
@@ -132,6 +162,8 @@ class GenerationActivities:
             assembler=assembler,
             prompts=prompts,
         )
+        self._checks = AcceptanceChecks(generations, self._receipts, catalog, policies)
+        self._success_hooks = SuccessHookRunner(success_hooks or NoSuccessHooks())
 
     @property
     def generations(self) -> GenerationStore:
@@ -223,8 +255,34 @@ class GenerationActivities:
             ids=[ids[p] if 0 <= p < len(ids) else None for p in request.positions]
         )
 
+    @implements(stubs.stage_summary_source)
+    @maps_errors
+    async def stage_summary_source(
+        self, request: StageSummarySourceInput
+    ) -> StageSummarySourceResult:
+        """Name a transcript prefix by content and stage it for its summary preparation."""
+        return await uninterrupted(self._transcripts.stage(request))
+
     @implements(stubs.commit_turn)
     @maps_errors
     async def commit_turn(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the accepted turn as one causal group and record the generation."""
         return await uninterrupted(self._committer.commit(request))
+
+    @implements(stubs.check_input)
+    @maps_errors
+    async def check_input(self, request: CheckInputInput) -> CheckInputResult:
+        """Run input safety on the staged user turn; replace (or empty) its staged text."""
+        return await uninterrupted(self._checks.check_input(request))
+
+    @implements(stubs.check_output)
+    @maps_errors
+    async def check_output(self, request: CheckOutputInput) -> CheckOutputResult:
+        """Judge a staged final reply (terminal safety, constraints); withdraw a refused one."""
+        return await uninterrupted(self._checks.check_output(request))
+
+    @implements(stubs.run_success_hook)
+    @maps_errors
+    async def run_success_hook(self, request: RunSuccessHookInput) -> RunSuccessHookResult:
+        """Run one success hook after its generation's turn was committed."""
+        return await heartbeating(self._success_hooks.run(request))

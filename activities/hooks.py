@@ -10,6 +10,7 @@ from storage import GenerationStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ConfigurationError, CruxError, PreparationError
 from vocabulary.ids import check_model_id
+from vocabulary.registration import not_registered_message
 from vocabulary.staging import turn_kind
 
 _log = get_logger(__name__)
@@ -42,7 +43,9 @@ class StepPreparer:
         context = request.context
         hook = self._hooks.get(context.hook)
         if hook is None:
-            raise PreparationError("hook_not_registered", "no hook of that name on the worker")
+            raise PreparationError(
+                "hook_not_registered", not_registered_message("hook", context.hook)
+            )
         offered = set(context.tools)
         context = context.model_copy(
             update={"tools_called": await self._tools_called(request, offered)}

@@ -38,7 +38,7 @@ from providers import (
     StreamingChatProvider,
     TokenCounter,
 )
-from storage import GenerationStore, ThreadStore
+from storage import GenerationStore, ReceiptStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import StorageUnavailableError
 from vocabulary.ids import assistant_message_id, turn_message_id
@@ -74,6 +74,7 @@ class ModelInvoker:
         tools: Tools offered to the model.
         prompts: The worker's prompts (their pydantic output models validate replies).
         assembler: Rebuilds a sealed request's messages from PostgreSQL.
+        receipts: Where a retried call stores its retry count (with the plan's receipt).
     """
 
     def __init__(
@@ -86,8 +87,10 @@ class ModelInvoker:
         tools: ToolLookup,
         assembler: RequestAssembler,
         prompts: PromptLookup | None = None,
+        receipts: ReceiptStore | None = None,
     ) -> None:
         self._threads = threads
+        self._receipts = receipts
         self._generations = generations
         self._providers = providers
         self._catalog = catalog
@@ -169,6 +172,7 @@ class ModelInvoker:
             summary=(request.summary_artifact_id, request.summary_position),
             message_ranges=request.message_ranges,
         )
+        await self._record_retries(request)
         provider, model_name = self._providers.resolve(request.model)
         chat_request = ChatRequest(
             model=model_name,
@@ -241,6 +245,18 @@ class ModelInvoker:
             finish_reason=result.finish_reason,
         )
         return result
+
+    async def _record_retries(self, request: InvokeModelInput) -> None:
+        """Store on the plan's receipt that its provider call is being retried.
+
+        Every try of the activity sends the same sealed request, so its retries are the
+        tries before this one (`activity.info().attempt - 1`). Written before the call, so
+        a request whose every try fails is receipted with its retries too; the first try
+        writes nothing.
+        """
+        retries = _retried()
+        if retries and request.request_id is not None and self._receipts is not None:
+            await self._receipts.record_retries(request.request_id, retries)
 
     async def _rejected(
         self,

@@ -1,11 +1,12 @@
 """The read stage: one function sizes a request, for the read activity and for `preview()`.
 
-`read_skeleton` resolves the history source, reads one exact Thread revision, fetches the
-stored summaries of a managed history and keeps the one `planner.summary_choice` chooses
-(with its support request ids), and measures the user turn, the system text, the context
-sources and the tool schemas. The read activity calls it with the staged texts
-(storing new token counts); `Runtime.preview` calls it with the texts rendered in memory
-(storing nothing). Both get the same skeleton, so a preview is the first plan of the run.
+`read_skeleton` resolves the history source, reads one exact Thread revision (or names a
+caller's transcript by content), fetches the stored summaries of a managed history and keeps
+the one `planner.summary_choice` chooses (with its support request ids), and measures the
+user turn, the system text, the context sources and the tool schemas. The read activity
+calls it with the staged texts (storing new token counts); `Runtime.preview` calls it with
+the texts rendered in memory (storing nothing). Both get the same skeleton, so a preview is
+the first plan of the run.
 """
 
 from __future__ import annotations
@@ -23,10 +24,18 @@ from activities.summary_join import as_history_summary
 from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
 from contracts.settings import ToolPolicySpec
-from planner import InputBudget, ModelCatalog, ModelProfile, derive_budget
+from planner import HistorySummary, InputBudget, ModelCatalog, ModelProfile, derive_budget
 from planner.summary_choice import longest_prefix_summary, summary_model
 from providers import TokenCounter, ToolSpec
-from storage import GenerationStore, SummaryStore, ThreadStore
+from providers.models import check_model
+from storage import (
+    GenerationStore,
+    SummaryScope,
+    SummaryStore,
+    ThreadStore,
+    transcript_ids,
+    transcript_scope,
+)
 from storage.threads import MAIN_OWNER
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
@@ -116,12 +125,22 @@ async def read_skeleton(
         ),
     )
     if sources.transcript is not None:
-        columns, older = caller_skeleton(counter, list(sources.transcript), ceiling)
+        transcript = list(sources.transcript)
+        columns, older = caller_skeleton(counter, transcript, ceiling)
+        summary = None
+        if history.kind == "managed":
+            # Named by content: a summary of an earlier call's transcript with the same
+            # prefix (in this scope) is found just as a Thread's is.
+            path = transcript_ids(transcript_scope(thread_id, owner), transcript)
+            summary = await _stored_summary(
+                summaries, SummaryScope.transcript(thread_id), path, history, model
+            )
         return measured.model_copy(
             update={
                 "history_source": "caller-messages",
                 "history": columns,
                 "older_history": older,
+                "summary": summary,
             }
         )
     if thread_id is None:
@@ -132,15 +151,9 @@ async def read_skeleton(
     summary = None
     if history.kind == "managed":
         path = [entry.id for entry in skeleton.view.messages]
-        candidates = await summaries.candidates(
-            thread_id,
-            path,
-            strategy=history.strategy,
-            model=summary_model(history.summary_model, model),
+        summary = await _stored_summary(
+            summaries, SummaryScope.thread(thread_id), path, history, model
         )
-        found = longest_prefix_summary(path, candidates)
-        if found is not None:
-            summary = as_history_summary(found)
     return measured.model_copy(
         update={
             "history_source": "thread",
@@ -152,6 +165,21 @@ async def read_skeleton(
             "counted_messages": skeleton.counted,
         }
     )
+
+
+async def _stored_summary(
+    summaries: SummaryStore,
+    scope: SummaryScope,
+    path: list[str],
+    history: HistorySpec,
+    model: str,
+) -> HistorySummary | None:
+    """The stored summary covering the longest prefix of `path`, as the planner sees it."""
+    candidates = await summaries.candidates(
+        scope, path, strategy=history.strategy, model=summary_model(history.summary_model, model)
+    )
+    found = longest_prefix_summary(path, candidates)
+    return None if found is None else as_history_summary(found)
 
 
 class RequestReader:
@@ -220,6 +248,9 @@ class RequestReader:
                     outcome, existing, threads=self._threads, generations=self._generations
                 )
             return ReadRequestResult(existing=outcome)
+        # A model no provider of this worker serves fails here, naming the known ones,
+        # instead of running (`offline:<anything>` would otherwise answer as echo).
+        check_model(request.model, self._catalog)
         await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)

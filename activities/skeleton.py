@@ -147,21 +147,33 @@ def caller_skeleton(
     Positions are indices into `messages`.
     """
     counts = content_tokens(counter, messages)
-    entries: list[_CallerEntry] = []
+    entries = [
+        _CallerEntry(
+            role=message.role,
+            group_id=group,
+            tokens=tokens,
+            tool_call_ids=tuple(c.tool_call_id for c in message.tool_calls),
+            tool_call_id=message.tool_call_id,
+        )
+        for message, tokens, group in zip(messages, counts, caller_group_ids(messages), strict=True)
+    ]
+    return pack_skeleton(entries, ceiling)
+
+
+def caller_group_ids(messages: Sequence[Message]) -> list[str]:
+    """The causal groups of call-site messages, inferred as turns (see `caller_skeleton`).
+
+    Every user or system message opens a group; assistant replies, tool calls and tool
+    results join the group before them. The summary preparer cuts a transcript by the
+    same groups, so its boundaries are the planner's.
+    """
+    groups: list[str] = []
     group = 0
-    for index, (message, tokens) in enumerate(zip(messages, counts, strict=True)):
+    for index, message in enumerate(messages):
         if index == 0 or message.role in ("user", "system"):
             group = index
-        entries.append(
-            _CallerEntry(
-                role=message.role,
-                group_id=f"caller:{group}",
-                tokens=tokens,
-                tool_call_ids=tuple(c.tool_call_id for c in message.tool_calls),
-                tool_call_id=message.tool_call_id,
-            )
-        )
-    return pack_skeleton(entries, ceiling)
+        groups.append(f"caller:{group}")
+    return groups
 
 
 def pack_skeleton(

@@ -11,6 +11,11 @@ Anchors measured in the same run:
   conversation and, on a 128k-token model profile, on Threads of 10 to 10,000 messages
   seeded directly (`history_bytes.py`; `CRUX_BENCH_LENGTHS=0,10,100` picks the lengths).
 
+The acceptance gate's cost, interleaved turn by turn with the plain turns on Threads of the
+same length: an empty safety configuration (`safety=crux.safety()`, which must cost nothing
+measurable: it schedules nothing), and a typical input gate (length limit, PII masking, deny
+list: one more local activity).
+
 Run: `.venv/bin/python bench/bench_generation.py [turns]`
 """
 
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
 
+import crux
 from bench._figures import new_bench_database, p50, p99
 from bench._noop import NOOP_WORKFLOW, NoopThreeActivities, noop_activity
 from crux._worker import build_worker, worker_resources
@@ -56,6 +62,15 @@ async def main(turns: int) -> None:
     thread_id = f"bench:{uuid.uuid4().hex[:6]}"
     durable: list[float] = []
     noop: list[float] = []
+    empty_gate: list[float] = []
+    input_gate: list[float] = []
+    typical_gate = crux.safety(
+        input=[
+            crux.safety.max_length(chars=8_000),
+            crux.safety.pii(),
+            crux.safety.deny(["internal-only"]),
+        ]
+    )
     history_bytes: list[int] = []
     transcript_bytes: list[int] = []
     async with worker_resources(settings, pool=pool) as activities:
@@ -74,6 +89,22 @@ async def main(turns: int) -> None:
                 started = time.perf_counter()
                 await runtime.generate(question, thread=thread_id, generation_id=f"b{turn}")
                 durable.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                await runtime.generate(
+                    question,
+                    thread=f"{thread_id}-empty",
+                    generation_id=f"e{turn}",
+                    safety=crux.safety(),
+                )
+                empty_gate.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                await runtime.generate(
+                    question,
+                    thread=f"{thread_id}-gate",
+                    generation_id=f"g{turn}",
+                    safety=typical_gate,
+                )
+                input_gate.append(time.perf_counter() - started)
                 started = time.perf_counter()
                 await env.client.execute_workflow(
                     NOOP_WORKFLOW,
@@ -125,6 +156,10 @@ async def main(turns: int) -> None:
     print(f"managed generation, offline provider, {turns} turns on one Thread")
     print("  latency            p50 ms    p99 ms")
     print(f"  plain turn       {p50(durable):8.2f}  {p99(durable):8.2f}  (the managed workflow)")
+    print(
+        f"  empty safety     {p50(empty_gate):8.2f}  {p99(empty_gate):8.2f}  (safety=crux.safety())"
+    )
+    print(f"  input gate       {p50(input_gate):8.2f}  {p99(input_gate):8.2f}  (length, PII, deny)")
     print(f"  no-op workflow   {p50(noop):8.2f}  {p99(noop):8.2f}  (3 no-op activities)")
     print(f"  direct           {p50(direct):8.2f}  {p99(direct):8.2f}  (same work, no Temporal)")
     print(f"  turn / no-op     {p50(durable) / p50(noop):8.2f}x {p99(durable) / p99(noop):8.2f}x")

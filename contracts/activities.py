@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
 from contracts._compact import CompactWireModel
 from contracts.generation import (
     GenerationOutcome,
@@ -23,7 +25,7 @@ from planner import (
     RequestReceipt,
 )
 from vocabulary.commits import WireModel
-from vocabulary.staging import HistorySource
+from vocabulary.staging import HistorySource, SummarySource
 
 
 class SelectedSource(CompactWireModel):
@@ -149,6 +151,8 @@ class InvokeModelInput(CompactWireModel):
     worker with this very schema, validates the reply too."""
     settings: ModelSettingsSpec | None = None
     """Model settings sent with the call (the adapter applies its provider's extras)."""
+    request_id: str | None = None
+    """The sealed plan's request id: a retried try stores its retry count on that receipt."""
 
 
 class InvokeModelResult(CompactWireModel):
@@ -208,21 +212,26 @@ class RunToolResult(CompactWireModel):
 
 
 class PrepareSummaryInput(WireModel):
-    """Prepare (or find) the summary of a Thread prefix.
+    """Prepare (or find) the summary of a history prefix: a Thread's, or a transcript's.
 
     Attributes:
-        thread_id: The Thread.
-        owner: Whose selected path the prefix lies on.
-        through_id: Last message the summary covers.
+        thread_id: The Thread (for a transcript, the Thread the generation names, if any).
+        owner: Whose selected path the prefix lies on (for a transcript, whose scope).
+        through_id: Last message the summary covers (for a transcript, its content-derived
+            id: `storage.summaries.transcript_ids`).
         strategy: `adaptive`, `regenerate`, `rolling` or `hierarchical`.
         model: Support model (`provider:model`).
         counting_model: The response model, whose tokenizer sizes the summary.
         generation_id: The generation that asked (receipts link to it).
         max_summary_tokens: The most the rendered summary may take in the request that
             needs it (lowers the support calls' output cap).
+        chunk_tokens: Content tokens one chunk may hold (`None`: one support call's).
+        chunk_units: Units one chunk may hold (`None`: the strategy's default).
+        source: `thread` (the owner's selected path) or `transcript` (call-site or
+            prompt-level messages, read from the copy staged for the preparation).
     """
 
-    thread_id: str
+    thread_id: str | None = None
     owner: str = "main"
     through_id: str
     strategy: SummaryStrategy = "adaptive"
@@ -230,6 +239,15 @@ class PrepareSummaryInput(WireModel):
     counting_model: str
     generation_id: str | None = None
     max_summary_tokens: int | None = None
+    chunk_tokens: int | None = Field(default=None, ge=1)
+    chunk_units: int | None = Field(default=None, ge=1)
+    source: SummarySource = "thread"
+
+    @model_validator(mode="after")
+    def _thread_named(self) -> PrepareSummaryInput:
+        if self.source == "thread" and self.thread_id is None:
+            raise ValueError("a Thread summary names its thread_id")
+        return self
 
 
 class AwaitSummaryInput(WireModel):
@@ -342,6 +360,35 @@ class ResolveHistoryIdsResult(WireModel):
     ids: list[str | None]
 
 
+class StageSummarySourceInput(WireModel):
+    """Name the end of a transcript prefix to summarise, and stage it for the preparation.
+
+    The transcript is the generation's staged call-site (or prompt-level) messages, which
+    its commit removes; the preparation (inline, or after the response) reads its own copy.
+
+    Attributes:
+        generation_id: The generation whose transcript is summarised.
+        thread_id: The Thread it names, if any (the scope; deleting it deletes the copy).
+        owner: Its owner (the scope).
+        through_position: The prefix's last message, by position in the transcript.
+        strategy: The preparation's strategy (with `model`, names the copy).
+        model: The summary model.
+    """
+
+    generation_id: str
+    thread_id: str | None = None
+    owner: str = "main"
+    through_position: int = Field(ge=0)
+    strategy: SummaryStrategy = "adaptive"
+    model: str
+
+
+class StageSummarySourceResult(WireModel):
+    """The prefix's last message by its content-derived id; `None` when off the transcript."""
+
+    through_id: str | None = None
+
+
 # Activity names are persisted in histories: they stay as they are, and payloads only gain
 # optional fields (see the versioning policy in the docs). `contracts.stubs` types each one.
 ACTIVITY_READ_REQUEST = "crux.read_request"
@@ -353,6 +400,7 @@ ACTIVITY_RESOLVE_HISTORY_IDS = "crux.resolve_history_ids"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
 ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"
+ACTIVITY_STAGE_SUMMARY_SOURCE = "crux.stage_summary_source"
 
 
 class DiscardGenerationInput(CompactWireModel):

@@ -9,7 +9,10 @@ text; all are evaluated and their violations listed.
 
 Specs are configuration (like an output schema), so they may name words, patterns and
 tokens. Reports never carry text: decisions, policy names, reason codes, counts and entry
-indices only. The policies themselves run on the worker (`activities.gate`).
+indices only (they are defined in `vocabulary.gate`, where receipts can name them, and
+re-exported here). The policies themselves run on the worker (`activities.gate`).
+A generation carries its policies as a `SafetySpec` and its constraints as a
+`ConstraintsSpec`.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ from pydantic import Field, field_validator, model_validator
 
 from vocabulary.commits import WireModel
 from vocabulary.errors import ConfigurationError
+from vocabulary.gate import (
+    ConstraintKind,
+    ConstraintReport,
+    ConstraintViolation,
+    GateDecision,
+    GateReport,
+    PolicyKind,
+    PolicyOutcome,
+    PolicyStage,
+)
 
-PolicyStage = Literal["input", "output"]
-"""Where a gate runs: on the caller's text, or on the final reply."""
-GateDecision = Literal["allow", "transform", "block", "retry"]
-"""A policy's decision; `retry` is for output policies only."""
 PiiKind = Literal["email", "phone", "card", "iban"]
 """What the PII policy detects: e-mail addresses, phone numbers, payment cards, IBANs."""
 PII_DETECTION_ORDER: tuple[PiiKind, ...] = ("email", "iban", "card", "phone")
@@ -254,7 +263,6 @@ PolicySpec = Annotated[
     Field(discriminator="kind"),
 ]
 """Any policy, tagged by `kind`."""
-PolicyKind = Literal["pii", "length", "deny_list", "custom"]
 
 
 def check_policies(specs: Iterable[PolicySpec], stage: PolicyStage) -> tuple[PolicySpec, ...]:
@@ -286,56 +294,6 @@ def check_policies(specs: Iterable[PolicySpec], stage: PolicyStage) -> tuple[Pol
         if refused in modes:
             raise ConfigurationError(f"policy {policy.name}: {stage} policies cannot {refused}")
     return policies
-
-
-class PolicyOutcome(WireModel):
-    """What one policy decided, content-free.
-
-    Attributes:
-        policy: The policy's name.
-        kind: Its kind.
-        decision: `allow`, `transform`, `block` or `retry`.
-        reason_code: Why, for anything but `allow` (`pii.email`, `length.exceeded`,
-            `deny_list.match`, or a custom policy's code).
-        counts: What was found or measured, by name (`{"email": 2, "card": 1}`,
-            `{"chars": 5120, "max_chars": 4000}`, `{"matches": 3}`).
-        entries: Indices of the deny-list entries that matched (words, then patterns).
-        chars_before: The text's length in characters when the policy ran.
-        chars_after: Its length after the policy (changes only on `transform`).
-    """
-
-    policy: str
-    kind: PolicyKind
-    decision: GateDecision
-    reason_code: str | None = None
-    counts: dict[str, int] = Field(default_factory=dict[str, int])
-    entries: tuple[int, ...] = ()
-    chars_before: int = Field(ge=0)
-    chars_after: int = Field(ge=0)
-
-
-class GateReport(WireModel):
-    """The content-free record of one gate run; the resulting text travels separately.
-
-    Attributes:
-        stage: `input` or `output`.
-        decision: `block` or `retry` if a policy stopped the run, else `transform` if any
-            policy masked, else `allow`.
-        policy: The policy that stopped the run, if one did.
-        reason_code: Its reason code, if one stopped the run.
-        outcomes: Every policy that ran, in order (none after the one that stopped).
-    """
-
-    stage: PolicyStage
-    decision: GateDecision
-    policy: str | None = None
-    reason_code: str | None = None
-    outcomes: tuple[PolicyOutcome, ...] = ()
-
-    @property
-    def accepted(self) -> bool:
-        """Whether the text may go on (`allow` or `transform`)."""
-        return self.decision in ("allow", "transform")
 
 
 class LengthConstraint(WireModel):
@@ -412,40 +370,90 @@ ConstraintSpec = Annotated[
     Field(discriminator="kind"),
 ]
 """Any constraint, tagged by `kind`."""
-ConstraintKind = Literal["length", "pattern", "required", "forbidden"]
+
+DEFAULT_GATE_RETRIES = 2
+"""Corrective attempts after a reply that output safety or the constraints refused."""
+MAX_GATE_RETRIES = 10
+"""The most corrective attempts a generation may ask for."""
 
 
-class ConstraintViolation(WireModel):
-    """One constraint the text fails, content-free.
-
-    Attributes:
-        index: The constraint's position in the list checked.
-        kind: Its kind.
-        code: `length.too_short`, `length.too_long`, `pattern.no_match`,
-            `pattern.text_too_long`, `required.missing` or `forbidden.present`.
-        counts: The figures (`{"chars": 12, "minimum": 40}`, `{"missing": 2}`).
-        entries: Indices of the substrings missing (required) or present (forbidden).
-    """
-
-    index: int = Field(ge=0)
-    kind: ConstraintKind
-    code: str
-    counts: dict[str, int] = Field(default_factory=dict[str, int])
-    entries: tuple[int, ...] = ()
-
-
-class ConstraintReport(WireModel):
-    """The violations of a list of constraints (empty when the text satisfies all).
+class SafetySpec(WireModel):
+    """The safety policies of a generation, by stage.
 
     Attributes:
-        checked: How many constraints were evaluated.
-        violations: The failed ones, in list order.
+        input: Policies run on the rendered user turn before anything is planned: the
+            text they let through (masked, when one transforms it) is what is measured,
+            sent and committed; a `block` fails the generation with `SafetyError`.
+        output: Policies run on the final reply before the commit (terminal safety): a
+            `retry` asks for a corrective attempt, a `block` fails with `SafetyError`.
+        max_retries: Corrective attempts after output policies asked for one; past them
+            the generation fails with `SafetyError`.
     """
 
-    checked: int = Field(ge=0)
-    violations: tuple[ConstraintViolation, ...] = ()
+    input: tuple[PolicySpec, ...] = ()
+    output: tuple[PolicySpec, ...] = ()
+    max_retries: int = Field(default=DEFAULT_GATE_RETRIES, ge=0, le=MAX_GATE_RETRIES, strict=True)
 
-    @property
-    def satisfied(self) -> bool:
-        """Whether the text satisfies every constraint."""
-        return not self.violations
+    @field_validator("input")
+    @classmethod
+    def _input(cls, value: tuple[PolicySpec, ...]) -> tuple[PolicySpec, ...]:
+        return check_policies(value, "input")
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, value: tuple[PolicySpec, ...]) -> tuple[PolicySpec, ...]:
+        return check_policies(value, "output")
+
+    def custom_names(self) -> tuple[str, ...]:
+        """The names of the custom policies (registered on the worker), both stages."""
+        return tuple(
+            spec.name for spec in (*self.input, *self.output) if isinstance(spec, CustomPolicySpec)
+        )
+
+
+class ConstraintsSpec(WireModel):
+    """Declarative checks on the final reply, with corrective attempts.
+
+    Attributes:
+        checks: The constraints; every one is evaluated and its violations reported.
+        max_retries: Corrective attempts after a reply that violates one; past them the
+            generation fails with `ConstraintError`.
+    """
+
+    checks: tuple[ConstraintSpec, ...] = Field(default=(), max_length=MAX_CONSTRAINTS)
+    max_retries: int = Field(default=DEFAULT_GATE_RETRIES, ge=0, le=MAX_GATE_RETRIES, strict=True)
+
+
+__all__ = [
+    "DEFAULT_GATE_RETRIES",
+    "MAX_CONSTRAINTS",
+    "MAX_DENY_ENTRIES",
+    "MAX_GATE_RETRIES",
+    "MAX_PATTERN_CHARS",
+    "MAX_POLICIES",
+    "PII_DETECTION_ORDER",
+    "ConstraintKind",
+    "ConstraintReport",
+    "ConstraintSpec",
+    "ConstraintViolation",
+    "ConstraintsSpec",
+    "CustomPolicySpec",
+    "DenyListPolicySpec",
+    "ForbiddenConstraint",
+    "GateDecision",
+    "GateReport",
+    "LengthConstraint",
+    "LengthPolicySpec",
+    "PatternConstraint",
+    "PhoneLeniency",
+    "PiiKind",
+    "PiiPolicySpec",
+    "PiiRule",
+    "PolicyKind",
+    "PolicyOutcome",
+    "PolicySpec",
+    "PolicyStage",
+    "RequiredConstraint",
+    "SafetySpec",
+    "check_policies",
+]

@@ -8,11 +8,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from contracts.acceptance import SuccessHookOutcome
 from contracts.cache import CacheSpec
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
 from planner import Contributor, RequestReceipt
@@ -75,6 +84,11 @@ class HistorySpec(WireModel):
             model when `None`.
         provider_native: Managed only: whether a compatible provider-native summary path
             may be used; `False` forces the portable path.
+        chunk_tokens: Managed only: content tokens one chunk of a summarised prefix may
+            hold; `None` for what one support call of the summary model can take (never
+            more). See `planner.summary_choice`, step 7.
+        chunk_units: Managed only: units (causal groups) one chunk may hold; `None` for
+            no bound (8 for `hierarchical`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
@@ -86,11 +100,32 @@ class HistorySpec(WireModel):
     strategy: SummaryStrategy = "adaptive"
     summary_model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     provider_native: bool = True
+    chunk_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
+    chunk_units: int | None = Field(default=None, ge=1, le=MAX_TOKENS, strict=True)
 
     @field_validator("summary_model")
     @classmethod
     def _summary_model(cls, value: str | None) -> str | None:
         return None if value is None else check_model_id(value)
+
+    @model_validator(mode="after")
+    def _chunks_only_managed(self) -> HistorySpec:
+        if self.kind != "managed" and (self.chunk_tokens or self.chunk_units):
+            raise ConfigurationError("chunk_tokens and chunk_units apply to managed history")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_chunks(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when unset, so the payloads and request fingerprints of policies that do
+        # not size their chunks stay what they were before these fields existed.
+        data: object = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields = cast("dict[str, Any]", data)
+        for name in ("chunk_tokens", "chunk_units"):
+            if fields.get(name) is None:
+                fields.pop(name, None)
+        return fields
 
 
 MAX_TOOL_POLICIES = 128
@@ -98,6 +133,12 @@ MAX_TOOL_POLICIES = 128
 
 DEFAULT_STORAGE_WAIT_SECONDS = 30 * 60
 """A storage outage shorter than this only delays a generation."""
+
+MAX_SUCCESS_HOOKS = 16
+"""Success hooks one generation may name."""
+
+MAX_TIME_BUDGET_SECONDS = 7 * 86_400
+"""The longest time budget a generation may ask for."""
 
 
 class CompositionSpec(WireModel):
@@ -178,6 +219,18 @@ class GenerationInput(WireModel):
         cache: The response cache (`crux.cache(...)`): a sealed plan is looked up before it
             is dispatched and a committed reply is written after the commit; `None` (or a
             disabled spec) uses no cache.
+        safety: Safety policies (`contracts.gate.SafetySpec`): input policies run on the
+            rendered user turn before planning (allow, transform, block); output policies
+            on the final reply before the commit (allow, retry, block). Custom policies
+            are named and must be registered on the worker.
+        constraints: Declarative checks on the final reply (length, pattern, required or
+            forbidden substrings); a violating reply is replaced by a corrective attempt,
+            at most `constraints.max_retries` times, then `ConstraintError`.
+        on_success: Names of success hooks registered on the worker, run after the turn
+            is committed (at least once each, never for an uncommitted turn).
+        time_budget_seconds: How long the generation may take before the commit, counted
+            from the run's start; provider attempts and tool rounds stop when it expires
+            (`GenerationTimeoutError`), a commit in flight is awaited. `None`: no budget.
         include_reply: Put the reply text into the outcome (`GenerationOutcome.reply`), for
             a client that reads it from Temporal. Only with the encryption payload codec on
             the worker (`CRUX_CODEC_KEYS`), which keeps it ciphertext in history; without a
@@ -218,7 +271,22 @@ class GenerationInput(WireModel):
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
     cache: CacheSpec | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: list[str] = Field(default_factory=list[str], max_length=MAX_SUCCESS_HOOKS)
+    time_budget_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_TIME_BUDGET_SECONDS, allow_inf_nan=False
+    )
     include_reply: bool = False
+
+    @field_validator("on_success")
+    @classmethod
+    def _on_success(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_wire_id(name, "on_success entry", limit=64)
+        if len(set(value)) != len(value):
+            raise ConfigurationError("on_success names each hook once")
+        return value
 
     @field_validator("tool_policies")
     @classmethod
@@ -350,6 +418,8 @@ class GenerationResult(WireModel):
             or `none`.
         replayed: `True` when this generation had already completed and its stored result
             was returned.
+        hooks: How each success hook of the run ended (empty without hooks, and on a
+            replay, whose hooks ran with the first run).
     """
 
     generation_id: str
@@ -360,6 +430,7 @@ class GenerationResult(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    hooks: tuple[SuccessHookOutcome, ...] = Field(default=(), exclude_if=lambda value: not value)
 
 
 class StepFigures(WireModel):
@@ -397,6 +468,8 @@ class GenerationOutcome(WireModel):
         usage: Total usage over the steps.
         history_source: `thread`, `caller-messages` or `none`.
         replayed: `True` when this generation had already completed.
+        hooks: How each success hook ended (left out of the payload when there are none,
+            so outcomes of generations without hooks keep their shape).
         reply: The reply text, only when the input asked for it (`include_reply`, with the
             encryption payload codec); left out of the payload otherwise. `None` also when
             the reply is no longer stored (redacted, or an erased ad-hoc reply).
@@ -410,6 +483,7 @@ class GenerationOutcome(WireModel):
     usage: Usage = Usage()
     history_source: HistorySource = "none"
     replayed: bool = False
+    hooks: tuple[SuccessHookOutcome, ...] = Field(default=(), exclude_if=lambda value: not value)
     # Left out when unset: outcomes that carry no reply keep the shape they always had.
     reply: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
@@ -425,6 +499,7 @@ class GenerationOutcome(WireModel):
             usage=result.usage,
             history_source=result.history_source,
             replayed=result.replayed,
+            hooks=result.hooks,
         )
 
 
@@ -435,6 +510,8 @@ _LATER_FIELDS = (
     "prepare_invocation",
     "composition",
     "output",
+    "safety",
+    "constraints",
 )
 """Fields added after fingerprints were first stored."""
 
@@ -469,6 +546,10 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             # Whether a reply may come from the cache is how the run proceeds, not what
             # it asks for.
             "cache",
+            # What happens after the commit, and how long the run may take, do not change
+            # what is asked for.
+            "on_success",
+            "time_budget_seconds",
             # Where the reply is delivered, not what is asked for.
             "include_reply",
         },

@@ -22,9 +22,18 @@ from vocabulary.commits import WireModel
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import MAX_TOKENS
 
-StepReason = Literal["initial", "tool-round", "validation-retry", "overflow-recovery", "invocation"]
+StepReason = Literal[
+    "initial",
+    "tool-round",
+    "validation-retry",
+    "safety-retry",
+    "constraint-retry",
+    "overflow-recovery",
+    "invocation",
+]
 """Why a provider call is made: the first one, after a tool round, after a reply that failed
-validation, after the provider's overflow rejection; `invocation` for `prepare_invocation`."""
+validation, after a reply the acceptance gate refused (output safety, constraints), after
+the provider's overflow rejection; `invocation` for `prepare_invocation`."""
 
 HookKind = Literal["step", "invocation"]
 
@@ -37,7 +46,8 @@ class StepContext(WireModel):
     Attributes:
         hook: The hook's registered name.
         reason: Why the call is made (`initial`, `tool-round`, `validation-retry`,
-            `overflow-recovery`; `invocation` for a `prepare_invocation` hook).
+            `safety-retry`, `constraint-retry`, `overflow-recovery`; `invocation` for a
+            `prepare_invocation` hook).
         step: The provider call's number within the generation (1-based).
         generation_id: The generation's id.
         thread_id: Its Thread, when managed.

@@ -18,6 +18,17 @@ from typing import Any, NoReturn
 
 from temporalio import activity
 
+from contracts.acceptance import (
+    ACTIVITY_CHECK_INPUT,
+    ACTIVITY_CHECK_OUTPUT,
+    ACTIVITY_RUN_SUCCESS_HOOK,
+    CheckInputInput,
+    CheckInputResult,
+    CheckOutputInput,
+    CheckOutputResult,
+    RunSuccessHookInput,
+    RunSuccessHookResult,
+)
 from contracts.activities import (
     ACTIVITY_AWAIT_SUMMARY,
     ACTIVITY_COMMIT_TURN,
@@ -29,6 +40,7 @@ from contracts.activities import (
     ACTIVITY_RECORD_PLAN,
     ACTIVITY_RESOLVE_HISTORY_IDS,
     ACTIVITY_RUN_TOOL,
+    ACTIVITY_STAGE_SUMMARY_SOURCE,
     AwaitSummaryInput,
     CommitTurnInput,
     CommitTurnResult,
@@ -47,6 +59,8 @@ from contracts.activities import (
     ResolveHistoryIdsResult,
     RunToolInput,
     RunToolResult,
+    StageSummarySourceInput,
+    StageSummarySourceResult,
 )
 from contracts.cache_activities import (
     ACTIVITY_LOOKUP_CACHE,
@@ -61,6 +75,8 @@ from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStep
 __all__ = [
     "STUBS",
     "await_summary",
+    "check_input",
+    "check_output",
     "commit_turn",
     "count_request",
     "discard_generation",
@@ -71,7 +87,9 @@ __all__ = [
     "read_request",
     "record_plan",
     "resolve_history_ids",
+    "run_success_hook",
     "run_tool",
+    "stage_summary_source",
     "write_cache",
 ]
 
@@ -95,6 +113,12 @@ async def read_request(request: ReadRequestInput) -> ReadRequestResult:
 async def resolve_history_ids(request: ResolveHistoryIdsInput) -> ResolveHistoryIdsResult:
     """Map positions on the owner's selected path to message ids (a local activity)."""
     _runs_on_the_worker(ACTIVITY_RESOLVE_HISTORY_IDS)
+
+
+@activity.defn(name=ACTIVITY_STAGE_SUMMARY_SOURCE)
+async def stage_summary_source(request: StageSummarySourceInput) -> StageSummarySourceResult:
+    """Name a transcript prefix by content and stage it for its summary (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_STAGE_SUMMARY_SOURCE)
 
 
 @activity.defn(name=ACTIVITY_COUNT_REQUEST)
@@ -141,7 +165,7 @@ async def prepare_step(request: PrepareStepInput) -> PrepareStepResult:
 
 @activity.defn(name=ACTIVITY_PREPARE_SUMMARY)
 async def prepare_summary(request: PrepareSummaryInput) -> PrepareSummaryResult:
-    """Prepare (or find) the summary of a Thread prefix; its text stays in PostgreSQL."""
+    """Prepare (or find) the summary of a history prefix; its text stays in PostgreSQL."""
     _runs_on_the_worker(ACTIVITY_PREPARE_SUMMARY)
 
 
@@ -149,6 +173,24 @@ async def prepare_summary(request: PrepareSummaryInput) -> PrepareSummaryResult:
 async def await_summary(request: AwaitSummaryInput) -> PrepareSummaryResult:
     """Wait for an identical summary preparation that another run started."""
     _runs_on_the_worker(ACTIVITY_AWAIT_SUMMARY)
+
+
+@activity.defn(name=ACTIVITY_CHECK_INPUT)
+async def check_input(request: CheckInputInput) -> CheckInputResult:
+    """Run input safety on the staged user turn, replacing or scrubbing it (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_CHECK_INPUT)
+
+
+@activity.defn(name=ACTIVITY_CHECK_OUTPUT)
+async def check_output(request: CheckOutputInput) -> CheckOutputResult:
+    """Judge a staged final reply: terminal safety, then constraints (a local activity)."""
+    _runs_on_the_worker(ACTIVITY_CHECK_OUTPUT)
+
+
+@activity.defn(name=ACTIVITY_RUN_SUCCESS_HOOK)
+async def run_success_hook(request: RunSuccessHookInput) -> RunSuccessHookResult:
+    """Run one success hook registered on the worker, after the turn was committed."""
+    _runs_on_the_worker(ACTIVITY_RUN_SUCCESS_HOOK)
 
 
 @activity.defn(name=ACTIVITY_COMMIT_TURN)
@@ -166,6 +208,7 @@ async def discard_generation(request: DiscardGenerationInput) -> DiscardGenerati
 STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     read_request,
     resolve_history_ids,
+    stage_summary_source,
     count_request,
     record_plan,
     invoke_model,
@@ -175,7 +218,10 @@ STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     prepare_step,
     prepare_summary,
     await_summary,
+    check_input,
+    check_output,
     commit_turn,
+    run_success_hook,
     discard_generation,
 )
 """Every activity the workflows call; the worker must implement each exactly once."""

@@ -81,7 +81,8 @@ def summary_run_details(request: PrepareSummaryInput) -> str:
     """The static details of a SummaryWorkflow."""
     return "\n".join(
         [
-            f"thread: {request.thread_id}",
+            f"thread: {request.thread_id or 'none'}",
+            f"source: {request.source}",
             f"through message: {request.through_id}",
             f"strategy: {request.strategy}",
             f"model: {request.model}",

@@ -6,9 +6,16 @@ Durable workflows on Temporal, with PostgreSQL as the canonical store.
 The public surface mirrors the seed documents in Python spelling: `prompt(...)`,
 `history.recent(...)`, `thread(id=..., storage=...)`, `Runtime.generate(...)`,
 `RequestCompositionError.code`, `ThreadError.code`, `ThreadCommitError`.
+
+`crux.Worker(tools=[...], hooks=[...])` runs a worker with your registrations
+(`await worker.run()`, `crux dev --app module:attribute`); `crux.testing` has test models and
+pytest fixtures for your own suite.
 """
 
+from activities.gate import Verdict as SafetyVerdict
+from contracts.acceptance import SuccessContext, SuccessHookOutcome
 from contracts.approvals import PendingApproval
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import (
     GenerationInput,
     GenerationResult,
@@ -19,9 +26,12 @@ from contracts.generation import (
 )
 from contracts.hooks import StepContext, StepOverrides
 from contracts.operator import GenerationStatus
+from crux import testing
+from crux._announce import RegistrationConflictError
 from crux.agents import Agent, agent
 from crux.caching import CacheSpec, cache
 from crux.connect import connect
+from crux.constraints import constraints
 from crux.context import (
     ContextContributor,
     context,
@@ -30,7 +40,7 @@ from crux.context import (
     prefer,
     summarizable,
 )
-from crux.hooks import StepHook, step_hook
+from crux.hooks import StepHook, SuccessHook, step_hook, success_hook
 from crux.model_settings import (
     AttemptPolicySpec,
     ModelSettingsSpec,
@@ -42,6 +52,7 @@ from crux.model_settings import (
 from crux.options import CallOptions, PlanOptions, PreviewOptions, RunOptions
 from crux.output import Output, output
 from crux.prompts import Prompt, history, prompt, summarize
+from crux.registrations import Registrations
 from crux.runtime import (
     Generation,
     ParallelRun,
@@ -51,8 +62,10 @@ from crux.runtime import (
     StreamReset,
     StreamUpdate,
 )
+from crux.safety import SafetyPolicy, safety
 from crux.thread import MessageInput, Thread, thread
 from crux.tools import Tool, ToolArgumentsError, tool
+from crux.workers import Worker
 from storage import (
     HistoryEntry,
     HistoryView,
@@ -66,10 +79,12 @@ from storage import (
 from telemetry.logs import configure_logging
 from vocabulary.commits import ThreadCommit
 from vocabulary.errors import (
+    CallTimeoutError,
     ConfigurationError,
     ContextOverflowError,
     CruxError,
     GenerationFailedError,
+    NoWorkerError,
     OperatorError,
     OutputValidationError,
     PreparationError,
@@ -85,6 +100,14 @@ from vocabulary.errors import (
     ThreadError,
     ThreadInUseError,
 )
+from vocabulary.gate import ConstraintReport, GateReport
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+)
 from vocabulary.ids import workflow_id_for
 from vocabulary.messages import FilePart, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from vocabulary.settings import Settings
@@ -94,13 +117,20 @@ __all__ = [
     "AttemptPolicySpec",
     "CacheSpec",
     "CallOptions",
+    "CallTimeoutError",
     "ConfigurationError",
+    "ConstraintError",
+    "ConstraintReport",
+    "ConstraintsSpec",
     "ContextContributor",
     "ContextOverflowError",
     "CruxError",
     "FilePart",
+    "GatePolicyError",
+    "GateReport",
     "Generation",
     "GenerationFailedError",
+    "GenerationTimeoutError",
     "GenerationInput",
     "GenerationResult",
     "GenerationStatus",
@@ -113,6 +143,7 @@ __all__ = [
     "MessageEntry",
     "MessageInput",
     "ModelSettingsSpec",
+    "NoWorkerError",
     "OperatorError",
     "Output",
     "OutputValidationError",
@@ -131,10 +162,16 @@ __all__ = [
     "ProviderUnavailableError",
     "ReasoningPart",
     "RedactedEntry",
+    "RegistrationConflictError",
+    "Registrations",
     "RemovedEntry",
     "RequestCompositionError",
     "RunOptions",
     "Runtime",
+    "SafetyError",
+    "SafetyPolicy",
+    "SafetySpec",
+    "SafetyVerdict",
     "Settings",
     "StepContext",
     "StepHook",
@@ -144,6 +181,10 @@ __all__ = [
     "StreamDelta",
     "StreamReset",
     "StreamUpdate",
+    "SuccessContext",
+    "SuccessHook",
+    "SuccessHookError",
+    "SuccessHookOutcome",
     "TextPart",
     "Thread",
     "ThreadCommit",
@@ -158,11 +199,13 @@ __all__ = [
     "ToolPolicySpec",
     "Usage",
     "VariantInfo",
+    "Worker",
     "agent",
     "attempt_policy",
     "cache",
     "configure_logging",
     "connect",
+    "constraints",
     "context",
     "droppable",
     "history",
@@ -172,9 +215,12 @@ __all__ = [
     "output",
     "prefer",
     "prompt",
+    "safety",
     "step_hook",
+    "success_hook",
     "summarizable",
     "summarize",
+    "testing",
     "thread",
     "tool",
     "workflow_id_for",

@@ -7,6 +7,8 @@ approval, is rejected with a typed, content-free `ConfigurationError`.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -51,19 +53,36 @@ def approval_workflow_id(
     return workflow_id_for(generation_id, thread_id)
 
 
-async def pending_approvals(client: Client, workflow_id: str) -> list[PendingApproval]:
-    """The calls the run waits on (empty when it waits on none)."""
+async def pending_approvals(
+    client: Client, workflow_id: str, *, rpc_timeout: timedelta | None = None
+) -> list[PendingApproval]:
+    """The calls the run waits on (empty when it waits on none).
+
+    Args:
+        client: The Temporal client.
+        workflow_id: The run's workflow id.
+        rpc_timeout: How long to wait for a worker to answer (the server's default when
+            omitted).
+    """
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
     try:
-        return await handle.query(QUERY_PENDING_APPROVALS, result_type=list[PendingApproval])
+        return await handle.query(
+            QUERY_PENDING_APPROVALS, result_type=list[PendingApproval], rpc_timeout=rpc_timeout
+        )
     except RPCError as error:
         raise _not_found(error) from None
 
 
 async def decide(
-    client: Client, workflow_id: str, call_id: str, *, approve: bool, reason_code: str | None
+    client: Client,
+    workflow_id: str,
+    call_id: str,
+    *,
+    approve: bool,
+    reason_code: str | None,
+    rpc_timeout: timedelta | None = None,
 ) -> None:
-    """Approve or deny one pending call.
+    """Approve or deny one pending call (`rpc_timeout`: how long to wait for a worker).
 
     Raises:
         ConfigurationError: An invalid reason code, an unknown run, a call the run does
@@ -76,7 +95,7 @@ async def decide(
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
     try:
         await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-            UPDATE_APPROVE if approve else UPDATE_DENY, decision
+            UPDATE_APPROVE if approve else UPDATE_DENY, decision, rpc_timeout=rpc_timeout
         )
     except WorkflowUpdateFailedError as error:
         cause = error.cause

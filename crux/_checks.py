@@ -8,11 +8,9 @@ that fixes it; messages carry hosts and names, never secrets or content.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 from temporalio.api.enums.v1 import IndexedValueType
@@ -21,44 +19,24 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import Runtime
 
 from contracts.search import NAMES as SEARCH_ATTRIBUTE_NAMES
-from crux._telemetry import client_interceptors
-from crux.codec import codec_from_settings, with_codec
-from storage.migrate import available_migrations
+from crux.connection import (
+    DATABASE_CONNECT_TIMEOUT_SECONDS,
+    TEMPORAL_CONNECT_TIMEOUT_SECONDS,
+    StartupCheckError,
+    connect_database,
+    connect_temporal,
+    database_target,
+    describe_database,
+    temporal_target,
+)
+from providers.models import missing_key, model_problem
+from storage.migrate import available_migrations, migrate
 from telemetry.logs import get_logger
-from vocabulary.errors import ConfigurationError
 from vocabulary.settings import Settings
 
 _log = get_logger(__name__)
-
-TEMPORAL_CONNECT_TIMEOUT_SECONDS = 10.0
-DATABASE_CONNECT_TIMEOUT_SECONDS = 10.0
-
-# Hosted APIs that always need a key; self-hosted OpenAI-compatible servers often need none.
-_KEYED_HOSTS = {
-    "openai": ("api.openai.com", "OPENAI_API_KEY"),
-    "anthropic": ("api.anthropic.com", "ANTHROPIC_API_KEY"),
-}
-_KNOWN_PROVIDERS = ("offline", "openai", "anthropic")
-
-
-class StartupCheckError(ConfigurationError):
-    """A start-up check failed; the message names the remedy."""
-
-
-def describe_database(url: str) -> str:
-    """`host:port/database` of a PostgreSQL URL (no user, no password)."""
-    parts = urlsplit(url)
-    socket_dir = parse_qs(parts.query).get("host")
-    if not parts.hostname and socket_dir:
-        # A Unix socket (the embedded stack's): its directory says where the server is.
-        return f"{socket_dir[0]} (socket){parts.path or '/'}"
-    host = parts.hostname or "localhost"
-    port = parts.port or 5432
-    return f"{host}:{port}{parts.path or '/'}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -98,39 +76,40 @@ def check_providers(settings: Settings) -> None:
             raise StartupCheckError(
                 f"{variable} is not an http(s) URL with a host (e.g. http://127.0.0.1:8080/v1)"
             )
-    provider, separator, name = settings.default_model.partition(":")
-    if not separator or not name or provider not in _KNOWN_PROVIDERS:
-        raise StartupCheckError(
-            "CRUX_MODEL must be 'provider:model' with provider one of "
-            f"{', '.join(_KNOWN_PROVIDERS)} (e.g. openai:gpt-4o-mini)"
-        )
-    keyed = _KEYED_HOSTS.get(provider)
-    if keyed is None:
-        return
-    hosted, key_variable = keyed
-    base_url = settings.openai_base_url if provider == "openai" else settings.anthropic_base_url
-    key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
-    if urlsplit(base_url).hostname == hosted and key is None:
-        raise StartupCheckError(
-            f"CRUX_MODEL uses {hosted}, which needs {key_variable}; set it, or point "
-            f"{'OPENAI_BASE_URL' if provider == 'openai' else 'ANTHROPIC_BASE_URL'} at a "
-            "server that needs no key"
-        )
+    problem = model_problem(settings.default_model)
+    if problem is not None:
+        raise StartupCheckError(f"CRUX_MODEL: {problem}")
+    missing = missing_key(settings.default_model, settings)
+    if missing is not None:
+        raise StartupCheckError(f"CRUX_MODEL: {missing}")
+
+
+async def migrate_database(url: str) -> list[str]:
+    """Apply the pending migrations to `url`, failing in words when it cannot connect.
+
+    Returns:
+        The versions applied.
+
+    Raises:
+        StartupCheckError: PostgreSQL cannot be reached or refused the connection.
+    """
+    connection = await connect_database(url)
+    try:
+        return await migrate(connection)
+    finally:
+        await connection.close()
 
 
 async def check_database(url: str) -> None:
     """Check that PostgreSQL answers and every bundled migration is applied.
 
     Raises:
-        StartupCheckError: Naming `CRUX_DATABASE_URL`, or `crux db migrate` / `CRUX_MIGRATE`.
+        StartupCheckError: The cause in words (a missing database, a refused password, a
+            server that requires TLS, ...) naming `CRUX_DATABASE_URL` or the `PGSSL*`
+            variables, or `crux db migrate` / `CRUX_MIGRATE` for pending migrations.
     """
-    where = describe_database(url)
-    try:
-        connection = await asyncpg.connect(url, timeout=DATABASE_CONNECT_TIMEOUT_SECONDS)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-        raise StartupCheckError(
-            f"cannot connect to PostgreSQL at {where} (CRUX_DATABASE_URL): {type(error).__name__}"
-        ) from None
+    where = database_target(url).describe()
+    connection = await connect_database(url)
     try:
         try:
             rows = await connection.fetch("SELECT version FROM crux_schema_migrations")
@@ -148,48 +127,18 @@ async def check_database(url: str) -> None:
         )
 
 
-async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
-    """Connect to Temporal, failing within a bounded time when it is unreachable.
-
-    The client uses the pydantic data converter, with the encryption payload codec when
-    the settings configure keys (`CRUX_CODEC_KEYS`, `crux.codec`).
-
-    Args:
-        settings: Address and namespace.
-        runtime: The Temporal runtime (a worker's serves Prometheus); the default otherwise.
-
-    Raises:
-        StartupCheckError: Naming `TEMPORAL_ADDRESS` (and `TEMPORAL_NAMESPACE`).
-        ConfigurationError: The codec keys are invalid (naming the variable).
-    """
-    converter = with_codec(pydantic_data_converter, codec_from_settings(settings))
-    try:
-        client = await asyncio.wait_for(
-            Client.connect(
-                settings.temporal_address,
-                namespace=settings.temporal_namespace,
-                data_converter=converter,
-                connect_timeout=timedelta(seconds=TEMPORAL_CONNECT_TIMEOUT_SECONDS),
-                # Tracing starts at the client when telemetry is on.
-                interceptors=client_interceptors(),
-                runtime=runtime,
-            ),
-            timeout=TEMPORAL_CONNECT_TIMEOUT_SECONDS + 5,
-        )
-    except (RuntimeError, OSError, TimeoutError) as error:
-        raise StartupCheckError(
-            f"cannot reach Temporal at {settings.temporal_address} (TEMPORAL_ADDRESS): "
-            f"{type(error).__name__}"
-        ) from None
-    return client
-
-
 def search_attribute_command(settings: Settings, missing: list[str]) -> str:
-    """The exact `temporal` CLI command that registers the missing attributes."""
+    """The exact `temporal` CLI command that registers the missing attributes.
+
+    The CLI reads the same `TEMPORAL_*` variables and profile as Crux, so the command
+    names only the address, the namespace and the profile.
+    """
+    target = temporal_target(settings)
     pairs = " ".join(f"--name {name} --type Keyword" for name in missing)
+    profile = f" --profile {target.profile}" if target.profile else ""
     return (
-        f"temporal operator search-attribute create --address {settings.temporal_address} "
-        f"--namespace {settings.temporal_namespace} {pairs}"
+        f"temporal operator search-attribute create --address {target.address} "
+        f"--namespace {target.namespace}{profile} {pairs}"
     )
 
 
@@ -207,16 +156,17 @@ async def ensure_search_attributes(client: Client, settings: Settings) -> list[s
     Raises:
         StartupCheckError: Attributes are missing (with the exact command) or mistyped.
     """
-    namespace = settings.temporal_namespace
+    target = temporal_target(settings)
+    namespace, address = target.namespace, target.address
     try:
         listed: Any = await client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace)
         )
-    except Exception as error:  # an RPC failure of any kind is a start-up failure
+    except Exception:  # an RPC failure of any kind is a start-up failure
         raise StartupCheckError(
-            f"cannot list search attributes of namespace {namespace} on "
-            f"{settings.temporal_address} (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE): "
-            f"{type(error).__name__}"
+            f"cannot list the search attributes of namespace {namespace} on Temporal at "
+            f"{address}; check that the credentials may use it (TEMPORAL_API_KEY, "
+            "TEMPORAL_NAMESPACE)"
         ) from None
     existing: dict[str, int] = dict(listed.custom_attributes)
     keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
@@ -231,9 +181,7 @@ async def ensure_search_attributes(client: Client, settings: Settings) -> list[s
     if not missing:
         return []
     register = settings.register_search_attributes
-    if register == "false" or (
-        register == "auto" and not _is_loopback(temporal_host(settings.temporal_address))
-    ):
+    if register == "false" or (register == "auto" and not _is_loopback(temporal_host(address))):
         raise StartupCheckError(
             "search attributes are not registered in namespace "
             f"{namespace}: run `{search_attribute_command(settings, missing)}` "
@@ -245,10 +193,25 @@ async def ensure_search_attributes(client: Client, settings: Settings) -> list[s
                 namespace=namespace, search_attributes=dict.fromkeys(missing, keyword)
             )
         )
-    except Exception as error:  # e.g. permission denied on a managed cluster
+    except Exception:  # e.g. permission denied on a managed cluster
         raise StartupCheckError(
-            f"could not register search attributes ({type(error).__name__}): run "
-            f"`{search_attribute_command(settings, missing)}`"
+            "the worker may not register search attributes on this namespace (permission "
+            f"denied or refused): run `{search_attribute_command(settings, missing)}`"
         ) from None
     _log.info("temporal.search_attributes.registered", count=len(missing), namespace=namespace)
     return missing
+
+
+__all__ = [
+    "DATABASE_CONNECT_TIMEOUT_SECONDS",
+    "TEMPORAL_CONNECT_TIMEOUT_SECONDS",
+    "StartupCheckError",
+    "check_database",
+    "check_providers",
+    "connect_temporal",
+    "describe_database",
+    "ensure_search_attributes",
+    "migrate_database",
+    "search_attribute_command",
+    "temporal_host",
+]

@@ -92,6 +92,15 @@ class DevServer:
         """Stop the server (SIGTERM, then SIGKILL after a grace period); history is kept."""
         await asyncio.to_thread(_terminate, self._process)
 
+    def stop_sync(self) -> None:
+        """`stop`, for callers without an event loop (blocks up to 30 s)."""
+        _terminate(self._process)
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self._process.pid
+
 
 def lock_stack_dir(stack_dir: Path) -> IO[bytes]:
     """Hold `<stack-dir>/stack.lock` until the returned file is closed.

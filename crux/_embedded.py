@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,10 +13,8 @@ from temporalio.client import Client
 
 from crux._checks import check_providers
 from crux._devserver import DevServer, check_ports, lock_stack_dir, start_dev_server
-from crux._worker import run_worker
-from crux.hooks import StepHook
 from crux.stack import EmbeddedPostgres, start_postgres, temporal_cli_path
-from crux.tools import Tool
+from crux.workers import Worker
 from storage import create_pool, migrate
 from vocabulary.settings import Settings
 
@@ -53,17 +51,6 @@ async def _ensure_database(postgres: EmbeddedPostgres) -> str:
     return postgres.database_url(STACK_DATABASE)
 
 
-async def _until_started(worker_task: asyncio.Task[None], started: asyncio.Event) -> None:
-    """Wait until the worker polls; a failed start-up check is raised here, not swallowed."""
-    waiter = asyncio.create_task(started.wait())
-    try:
-        await asyncio.wait({worker_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if worker_task.done():
-        worker_task.result()
-
-
 @asynccontextmanager
 async def embedded_stack(
     base: Settings,
@@ -71,8 +58,7 @@ async def embedded_stack(
     stack_dir: Path,
     ui: bool = True,
     with_worker: bool = True,
-    tools: Iterable[Tool] = (),
-    hooks: Iterable[StepHook] = (),
+    worker: Worker | None = None,
     port: int | None = None,
     ui_port: int | None = None,
 ) -> AsyncGenerator[EmbeddedStack]:
@@ -88,8 +74,8 @@ async def embedded_stack(
         port: Temporal frontend port (7233 when free, another free port otherwise).
         ui_port: Temporal UI port (8233 when free, another free port otherwise).
         with_worker: Also run a Crux worker in this process.
-        tools: Tools registered on that worker.
-        hooks: `prepare_step` / `prepare_invocation` hooks registered on that worker.
+        worker: That worker, with its registrations (`crux.Worker()`, none, by default);
+            it runs with `base` pointed at the embedded services.
     """
     # Fail before starting anything when the provider settings cannot work.
     check_providers(base)
@@ -98,7 +84,7 @@ async def embedded_stack(
     lock = await asyncio.to_thread(lock_stack_dir, stack_dir)
     try:
         async with _stack(
-            base, stack_dir=stack_dir, ui=ui, with_worker=with_worker, tools=tools, hooks=hooks,
+            base, stack_dir=stack_dir, ui=ui, worker=(worker or Worker()) if with_worker else None,
             port=port, ui_port=ui_port,
         ) as stack:  # fmt: skip
             yield stack
@@ -112,17 +98,14 @@ async def _stack(
     *,
     stack_dir: Path,
     ui: bool,
-    with_worker: bool,
-    tools: Iterable[Tool],
-    hooks: Iterable[StepHook],
+    worker: Worker | None,
     port: int | None,
     ui_port: int | None,
 ) -> AsyncGenerator[EmbeddedStack]:
     postgres = await start_postgres(stack_dir / "pgdata", log_path=stack_dir / "postgres.log")
     server: DevServer | None = None
-    stop = asyncio.Event()
-    worker_task: asyncio.Task[None] | None = None
     pool: asyncpg.Pool | None = None
+    running = AsyncExitStack()
     try:
         database_url = await _ensure_database(postgres)
         connection = await asyncpg.connect(database_url)
@@ -139,29 +122,20 @@ async def _stack(
             }
         )
         pool = await create_pool(database_url)
-        if with_worker:
-            started = asyncio.Event()
-            worker_task = asyncio.create_task(
-                run_worker(
-                    settings,
-                    client=server.client,
-                    stop=stop,
-                    tools=tools,
-                    started=started,
-                    hooks=hooks,
-                )
+        if worker is not None:
+            # Stopped first when the block ends (the exit stack), before the servers.
+            await running.enter_async_context(
+                worker.replace(settings=settings, client=server.client)
             )
-            await _until_started(worker_task, started)
         yield EmbeddedStack(
             settings=settings, client=server.client, pool=pool, ui_url=server.ui_url
         )
     finally:
-        stop.set()
-        if worker_task is not None:
-            with suppress(Exception):
-                await asyncio.wait_for(worker_task, timeout=30)
-        if pool is not None:
-            await pool.close()
-        if server is not None:
-            await server.stop()
-        await asyncio.to_thread(postgres.stop)
+        try:
+            await running.aclose()
+        finally:
+            if pool is not None:
+                await pool.close()
+            if server is not None:
+                await server.stop()
+            await asyncio.to_thread(postgres.stop)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from contracts import failures
+from contracts.acceptance import SuccessHookOutcome
 from contracts.generation import GenerationResult, StepRecord, Usage
 from storage import GenerationStore
 from vocabulary.commits import ThreadCommit
@@ -55,6 +56,15 @@ class Generation:
         """Total usage over the steps."""
         return self.result.usage
 
+    @property
+    def hooks(self) -> dict[str, SuccessHookOutcome]:
+        """How each success hook ended, by name (`status` `ok` or `failed`, `error_type`).
+
+        Empty without hooks, and for a replayed generation (its hooks ran with the run
+        that committed it).
+        """
+        return {outcome.hook: outcome for outcome in self.result.hooks}
+
 
 @dataclass(frozen=True)
 class StreamDelta:
@@ -72,9 +82,17 @@ class StreamDelta:
 
 @dataclass(frozen=True)
 class StreamReset:
-    """A new provider attempt began: discard the text received so far."""
+    """Discard the text received so far: it will never be the accepted reply.
+
+    Attributes:
+        attempt: The provider attempt that begins (its text follows), or, for a
+            withdrawal, the one whose text is withdrawn.
+        withdrawn: `True` when no further text follows: the reply was refused (terminal
+            safety blocked it, say) or the run failed, and the typed error comes next.
+    """
 
     attempt: int
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,7 @@ class Finished(BaseModel):
         thread_id: The Thread, when managed.
         thread_commit: The commit receipt as this run reported it (replay flags included).
         replayed: `True` when the generation had already completed.
+        hooks: How each success hook of the run ended.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -108,6 +127,7 @@ class Finished(BaseModel):
     thread_id: str | None = None
     thread_commit: ThreadCommit | None = None
     replayed: bool = False
+    hooks: tuple[SuccessHookOutcome, ...] = ()
 
 
 async def await_result(handle: WorkflowHandle[Any, Finished]) -> Finished:
@@ -115,7 +135,10 @@ async def await_result(handle: WorkflowHandle[Any, Finished]) -> Finished:
     try:
         return await handle.result()
     except WorkflowFailureError as failure:
-        raise domain_error(failure) from None
+        error = domain_error(failure)
+        # The Temporal chain is left out; a cause the error carries itself (the provider
+        # failure behind an unprepared summary) is kept.
+        raise error from error.__cause__
 
 
 async def stored_result(generations: GenerationStore, finished: Finished) -> GenerationResult:
@@ -131,7 +154,11 @@ async def stored_result(generations: GenerationStore, finished: Finished) -> Gen
     if stored is None:
         raise ThreadError("not_found", "the generation's result is no longer stored")
     return stored.model_copy(
-        update={"replayed": finished.replayed, "thread_commit": finished.thread_commit}
+        update={
+            "replayed": finished.replayed,
+            "thread_commit": finished.thread_commit,
+            "hooks": finished.hooks,
+        }
     )
 
 

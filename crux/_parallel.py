@@ -21,6 +21,7 @@ from crux._outcomes import Finished, Generation, domain_error, rebuild_error
 from crux._request import CallBuilder
 from crux._results import StoredResults
 from crux._staging import BuiltCall, stage_call
+from crux._waiting import RunWaiter, checked_timeout, execution_timeout
 from crux.agents import Agent
 from crux.options import RunOptions
 from crux.output import Output
@@ -121,6 +122,7 @@ class ParallelRunner:
             ThreadError: `identity_conflict` when the id was used with other content.
         """
         check_members(parallel_id, agents, threads)
+        wait_seconds = checked_timeout(options.get("timeout"))
         calls = build_members(
             parallel_id, agents, options, context=context, threads=threads, calls=self._calls
         )
@@ -128,7 +130,12 @@ class ParallelRunner:
         for call in calls.values():
             await stage_call(call, self._generations)
         return await run_parallel(
-            self._client, self._task_queue, parallel_id, calls, hydrate=self._results.finished
+            self._client,
+            self._task_queue,
+            parallel_id,
+            calls,
+            hydrate=self._results.finished,
+            wait_seconds=wait_seconds,
         )
 
 
@@ -139,11 +146,23 @@ async def run_parallel(
     calls: Mapping[str, BuiltCall],
     *,
     hydrate: Callable[[Finished, Output | None], Awaitable[Generation]],
+    wait_seconds: float | None = None,
 ) -> ParallelRun:
     """Start (or attach to) the parent workflow of staged calls and collect each result.
 
+    Args:
+        client: The Temporal client.
+        task_queue: The workers' task queue.
+        parallel_id: The run's id.
+        calls: The staged member calls.
+        hydrate: Reads a finished member's complete result back.
+        wait_seconds: The caller's `timeout=` (`None`: no limit).
+
     Raises:
         ConfigurationError: The parent rejected its input.
+        NoWorkerError: No worker polls the task queue (the run was stopped).
+        CallTimeoutError: `wait_seconds` passed (the run was asked to cancel, and
+            with it its members).
     """
     workflow_id = parallel_workflow_id(parallel_id)
     handle = await client.start_workflow(
@@ -156,11 +175,19 @@ async def run_parallel(
         # replays the committed members (their generation ids are the same).
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary=f"parallel run of {len(calls)} members",
+        execution_timeout=execution_timeout(wait_seconds),
     )
-    try:
-        outcome = await handle.result()
-    except WorkflowFailureError as failure:
-        raise domain_error(failure) from None
+
+    async def outcome_of() -> ParallelOutcome:
+        try:
+            return await handle.result()
+        except WorkflowFailureError as failure:
+            error = domain_error(failure)
+            raise error from error.__cause__
+
+    outcome = await RunWaiter(client, task_queue).bounded(
+        handle, outcome_of, wait_seconds=wait_seconds
+    )
     results: dict[str, Generation | CruxError] = {}
     for member in outcome.members:
         if member.outcome is None:

@@ -30,11 +30,16 @@ from contracts.settings import (
 from crux._budget import merge_budget
 from crux._staging import BuiltCall
 from crux.agents import Agent, agent_prompt
+from crux.constraints import as_constraints
+from crux.hooks import success_hook_names
 from crux.options import CallOptions
 from crux.output import Output, as_output
 from crux.prompts import Prompt, normalise_messages
 from crux.prompts import prompt as define_prompt
+from crux.safety import as_safety
 from crux.tools import Tool
+from planner import ModelCatalog
+from providers.models import check_model
 from storage import check_storable
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import (
@@ -45,7 +50,13 @@ from vocabulary.ids import (
 )
 from vocabulary.messages import Message
 
-WIRE_DEFAULTED = ("owner", "max_tool_rounds", "on_revision_moved", "storage_wait_seconds")
+WIRE_DEFAULTED = (
+    "owner",
+    "max_tool_rounds",
+    "on_revision_moved",
+    "storage_wait_seconds",
+    "time_budget_seconds",
+)
 """Options passed to `GenerationInput` only when given: their defaults are the input's."""
 
 _T = TypeVar("_T")
@@ -58,6 +69,8 @@ class CallBuilder:
         default_model: The model of a call, agent and prompt that name none.
         attempt_policy: The runtime's attempt policy (under the agent's and the call's).
         approval_timeout: The runtime's approval timeout (a call may set its own).
+        catalog: The models a call may name beyond the providers' own (its offline
+            profiles); the default catalog when omitted.
     """
 
     def __init__(
@@ -66,10 +79,12 @@ class CallBuilder:
         *,
         attempt_policy: AttemptPolicySpec | None = None,
         approval_timeout: int | None = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+        catalog: ModelCatalog | None = None,
     ) -> None:
         self._default_model = default_model
         self._attempt_policy = attempt_policy
         self._approval_timeout = approval_timeout
+        self._catalog = catalog
 
     def build(
         self, target: Prompt | Agent | str, options: CallOptions, *, stream: bool = False
@@ -81,7 +96,8 @@ class CallBuilder:
         runtime's.
 
         Raises:
-            ConfigurationError: An invalid option (content-free: names the fields).
+            ConfigurationError: An invalid option (content-free: names the fields), or a
+                model no provider serves (the message lists the known ones).
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
         """
         # An agent resolves to its prompt with the agent's values laid over the prompt's;
@@ -105,14 +121,35 @@ class CallBuilder:
         # The cache: the call's, else the agent's (laid over the prompt's by `agent_prompt`).
         call_cache = as_cache(options.get("cache"))
         cache = call_cache if call_cache is not None else prompt.cache
+        # The gate likewise: the call's safety, constraints and success hooks, else the
+        # agent's, else the prompt's (never merged: a list is the complete list).
+        safety = _first(
+            as_safety(options.get("safety")),
+            agent.safety if agent is not None else None,
+            prompt.safety,
+        )
+        checks = _first(
+            as_constraints(options.get("constraints")),
+            agent.constraints if agent is not None else None,
+            prompt.constraints,
+        )
+        on_success = _first(
+            success_hook_names(options.get("on_success")),
+            agent.on_success if agent is not None else None,
+            prompt.on_success,
+        )
         messages = options.get("messages")
         approval_timeout = options.get("approval_timeout_seconds")
+        model = (
+            options.get("model") or (agent.model if agent is not None else None)
+        ) or self._default_model
+        if isinstance(model, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            # Refused here, before anything is staged or started, naming the known models.
+            check_model(model, self._catalog)
         request = validated_input(
             generation_id=generation_id,
             thread_id=thread_id,
-            model=options.get("model")
-            or (agent.model if agent is not None else None)
-            or self._default_model,
+            model=model,
             prompt_id=prompt.id,
             input_ref=key,
             # Call-site messages shadow prompt-level messages, which shadow the Thread.
@@ -146,6 +183,9 @@ class CallBuilder:
             output=output.spec if output is not None else None,
             # A disabled spec is the same as none: nothing to carry into history.
             cache=cache if cache is not None and cache.enabled else None,
+            safety=safety,
+            constraints=checks,
+            on_success=list(on_success or ()),
         )
         return _rendered(prompt, request, options.get("input"), messages, output=output)
 
@@ -172,6 +212,11 @@ def _as_prompt(target: Prompt | str) -> Prompt:
     if not isinstance(target, Prompt):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError("prompt must be a crux.prompt(...), a crux.agent(...) or a string")
     return target
+
+
+def _first(*values: _T | None) -> _T | None:
+    """The first value that is set (the call's, the agent's, then the prompt's)."""
+    return next((value for value in values if value is not None), None)
 
 
 def _call_or(call: _T | None, agent: _T | None) -> _T | None:

@@ -16,6 +16,7 @@ from contracts.generation import GenerationInput
 from contracts.search import GENERATION_ID, MODEL, STAGE, THREAD_ID
 from contracts.ui import generation_details, generation_summary
 from crux._outcomes import Finished
+from crux._waiting import execution_timeout
 from vocabulary.ids import workflow_id_for
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
@@ -40,14 +41,23 @@ class GenerationStarter:
         self._search_attributes = search_attributes
         self._eager_start = eager_start
 
-    async def start(self, request: GenerationInput) -> WorkflowHandle[Any, Finished]:
-        """Start the run of `request`, or attach to the one already under its id."""
+    async def start(
+        self, request: GenerationInput, *, wait_seconds: float | None = None
+    ) -> WorkflowHandle[Any, Finished]:
+        """Start the run of `request`, or attach to the one already under its id.
+
+        Args:
+            request: The generation.
+            wait_seconds: The caller's `timeout=`: a new run gets the workflow execution
+                timeout that bounds it (`crux._waiting.execution_timeout`).
+        """
         return await self._client.start_workflow(
             WORKFLOW_NAME,
             request.start_payload(),
             id=workflow_id_for(request.generation_id, request.thread_id),
             task_queue=self._task_queue,
             result_type=Finished,
+            execution_timeout=execution_timeout(wait_seconds),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=self._attributes(request),
             # What the Temporal UI lists: kind, model and Thread; the ids in the details.

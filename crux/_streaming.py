@@ -26,7 +26,10 @@ async def follow_deltas(
 
     A `StreamReset` is yielded when a new provider attempt starts streaming. The deltas
     staged before `outcome` completed are read once more after it; those the commit
-    removed first are completed from the committed text (`missing_tail`).
+    removed first are completed from the committed text (`missing_tail`). When the run
+    failed after text was yielded (terminal safety refused the reply, say, and withdrew its
+    deltas from staging), a last `StreamReset(withdrawn=True)` tells the caller that text
+    is void before the error is raised.
 
     Args:
         pool: The pool a listening connection is borrowed from.
@@ -54,6 +57,8 @@ async def follow_deltas(
                 current, last = stream_id, delta_key
                 yield StreamDelta(text=text, key=delta_key)
             if finished:
+                if current is not None and _failed(outcome):
+                    yield StreamReset(attempt=int(current.split(":")[0]), withdrawn=True)
                 return
             wake.clear()
             waiter = asyncio.ensure_future(wake.wait())
@@ -66,6 +71,11 @@ async def follow_deltas(
             outcome.cancel()
         await connection.remove_listener(STREAM_CHANNEL, on_notify)
         await pool.release(connection)
+
+
+def _failed(outcome: asyncio.Future[Any]) -> bool:
+    """Whether the run ended with an error (not cancelled by the caller)."""
+    return not outcome.cancelled() and outcome.exception() is not None
 
 
 def missing_tail(streamed: str, final: str) -> str:

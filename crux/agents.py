@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from contracts.cache import CacheSpec, as_cache
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import (
     AttemptPolicySpec,
@@ -22,10 +23,12 @@ from contracts.settings import (
     as_settings,
 )
 from crux._budget import merge_budget
+from crux.constraints import as_constraints
 from crux.context import check_id
-from crux.hooks import StepHook, hook_name
+from crux.hooks import StepHook, SuccessHook, hook_name, success_hook_names
 from crux.output import Output, as_output
 from crux.prompts import Prompt
+from crux.safety import as_safety
 from crux.tools import Tool
 from vocabulary.errors import ConfigurationError
 from vocabulary.ids import MAX_TOKENS, check_model_id
@@ -52,6 +55,9 @@ class Agent:
         attempt_policy: Provider attempt retry/timeout, merged per field between the
             runtime's and the call's.
         cache: The response cache (over the prompt's; a call's replaces it).
+        safety: Safety policies (over the prompt's; the call's win).
+        constraints: Constraints on the reply (over the prompt's; the call's win).
+        on_success: Success hook names (over the prompt's; the call's win).
     """
 
     id: str
@@ -68,6 +74,9 @@ class Agent:
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
     cache: CacheSpec | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: tuple[str, ...] | None = None
 
 
 def agent(
@@ -86,6 +95,9 @@ def agent(
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
     cache: CacheSpec | Mapping[str, Any] | bool | None = None,
+    safety: SafetySpec | Sequence[object] | None = None,
+    constraints: ConstraintsSpec | Sequence[object] | None = None,
+    on_success: Sequence[SuccessHook | str] | None = None,
 ) -> Agent:
     """Define an agent: a prompt with defaults, usable wherever a prompt is.
 
@@ -106,6 +118,9 @@ def agent(
             mapping).
         cache: The response cache (`crux.cache(...)`, a mapping, `True` or `False`);
             replaces the prompt's, and a call's replaces it.
+        safety: Safety policies (`crux.safety(...)`, or a list of input policies).
+        constraints: Constraints on the reply (`crux.constraints(...)` or a list).
+        on_success: Success hooks (or their names) run after each committed turn.
 
     Raises:
         ConfigurationError: An invalid id, prompt, model id, budget or tool list.
@@ -143,6 +158,9 @@ def agent(
         settings=as_settings(settings),
         attempt_policy=as_attempt_policy(attempt_policy),
         cache=as_cache(cache),
+        safety=as_safety(safety),
+        constraints=as_constraints(constraints),
+        on_success=success_hook_names(on_success),
     )
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import asyncpg
 
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
-from crux._checks import StartupCheckError, check_database, connect_temporal, describe_database
+from crux._checks import check_database
+from crux.connection import DATABASE_ERRORS, connect_temporal, database_failure
 from crux.model_settings import AttemptPolicySpec
 from crux.runtime import Runtime
 from planner import ModelCatalog
@@ -109,8 +110,5 @@ async def connect(
 async def _open_pool(url: str, min_size: int, max_size: int) -> asyncpg.Pool:
     try:
         return await create_pool(url, min_size=min_size, max_size=max_size)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-        raise StartupCheckError(
-            f"cannot connect to PostgreSQL at {describe_database(url)} (CRUX_DATABASE_URL): "
-            f"{type(error).__name__}"
-        ) from None
+    except DATABASE_ERRORS as error:
+        raise database_failure(url, error) from None

@@ -1,12 +1,14 @@
-"""Public home of the error types (defined in `vocabulary.errors`)."""
+"""Public home of the error types (defined in `vocabulary.errors` and `.gate_errors`)."""
 
 from vocabulary.errors import (
+    CallTimeoutError,
     CompositionErrorCode,
     ConfigurationError,
     ContextOverflowError,
     CruxError,
     ErrorType,
     GenerationFailedError,
+    NoWorkerError,
     OutputValidationError,
     PreparationError,
     ProviderAuthError,
@@ -26,14 +28,26 @@ from vocabulary.errors import (
     ThreadInUseError,
     http_error,
 )
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+)
 
 __all__ = [
+    "CallTimeoutError",
     "CompositionErrorCode",
     "ConfigurationError",
+    "ConstraintError",
     "ContextOverflowError",
     "CruxError",
     "ErrorType",
+    "GatePolicyError",
     "GenerationFailedError",
+    "GenerationTimeoutError",
+    "NoWorkerError",
     "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",
@@ -46,7 +60,9 @@ __all__ = [
     "ProviderUnavailableError",
     "PublicationInterruptedError",
     "RequestCompositionError",
+    "SafetyError",
     "StorageUnavailableError",
+    "SuccessHookError",
     "ThreadCommitError",
     "ThreadError",
     "ThreadErrorCode",

@@ -1,20 +1,25 @@
-"""Step hooks: user code that adapts a provider call, registered on the worker by name.
+"""Hooks: user code registered on the worker by name, which generations name.
 
-Code cannot cross Temporal, so a generation names its hook (`prepare_step="pick-model"`)
-and the worker that runs the `crux.prepare_step` activity calls the function registered
-under that name. A hook receives a content-free `StepContext` and returns `StepOverrides`
-(or a mapping of the same fields, or `None` to change nothing).
+Code cannot cross Temporal, so a generation names its hook and the worker runs the function
+registered under that name:
+
+- step hooks (`prepare_step="pick-model"`) adapt a provider call: the `crux.prepare_step`
+  activity calls them with a content-free `StepContext`, and they return `StepOverrides`
+  (or a mapping of the same fields, or `None` to change nothing);
+- success hooks (`on_success=["notify"]`) run after the turn was committed: the
+  `crux.run_success_hook` activity calls them with a content-free `SuccessContext`.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
 from pydantic import ValidationError
 
+from contracts.acceptance import SuccessContext
 from contracts.hooks import StepContext, StepOverrides
 from crux.context import check_id
 from vocabulary.errors import ConfigurationError
@@ -120,4 +125,122 @@ class HookRegistry:
 
     def get(self, name: str) -> StepHook | None:
         """The hook called `name`, or `None`."""
+        return self._hooks.get(name)
+
+
+SuccessFunction = Callable[[SuccessContext], Awaitable[None] | None]
+"""Receives the committed turn's content-free context; its return value is ignored."""
+
+
+@dataclass(frozen=True)
+class SuccessHook:
+    """A named success hook and its function.
+
+    A success hook runs on the worker after its generation's turn was committed (never
+    for a turn that was not), at least once: a worker lost mid-hook, or a hook that
+    raised, runs it again (a few tries, with backoff). Give downstream systems
+    `context.idempotency_key` so that repeated runs count once. A hook that keeps failing
+    is reported (`Generation.hooks`), and the turn stays committed.
+
+    Attributes:
+        name: The name generations refer to it by (`on_success=[...]`).
+        function: Sync or async function of the `SuccessContext`.
+    """
+
+    name: str
+    function: SuccessFunction
+
+    async def run(self, context: SuccessContext) -> None:
+        """Run the function (awaiting it when it is async)."""
+        result = self.function(context)
+        if inspect.isawaitable(result):
+            await result
+
+
+@overload
+def success_hook(name: str, function: SuccessFunction) -> SuccessHook: ...
+
+
+@overload
+def success_hook(name: str, function: None = None) -> Callable[[SuccessFunction], SuccessHook]: ...
+
+
+def success_hook(
+    name: str, function: SuccessFunction | None = None
+) -> SuccessHook | Callable[[SuccessFunction], SuccessHook]:
+    """Define a success hook, directly or as a decorator; register it on the worker.
+
+    ```python
+    @crux.success_hook("notify")
+    async def notify(turn: crux.SuccessContext) -> None:
+        await outbox.put(turn.idempotency_key, turn.output_message_id)
+    ```
+
+    Args:
+        name: The name generations refer to it by.
+        function: Sync or async function of the `SuccessContext`.
+
+    Raises:
+        ConfigurationError: The name is invalid or the function is not callable.
+    """
+    check_hook_name(name)
+
+    def define(fn: SuccessFunction) -> SuccessHook:
+        if not callable(fn):
+            raise ConfigurationError("a success hook needs a callable")
+        return SuccessHook(name=name, function=fn)
+
+    return define if function is None else define(function)
+
+
+def check_hook_name(name: object) -> str:
+    """`name` if it is usable as a success hook's name on the wire, else raise.
+
+    Raises:
+        ConfigurationError: Not a string of 1-64 printable characters.
+    """
+    check_id(name, "success hook name")
+    assert isinstance(name, str)
+    if len(name) > 64:
+        raise ConfigurationError("a success hook name has at most 64 characters")
+    return name
+
+
+def success_hook_names(hooks: Sequence[SuccessHook | str] | None) -> tuple[str, ...] | None:
+    """The names a generation sends for `on_success=` (`None` stays `None`).
+
+    Raises:
+        ConfigurationError: An entry is neither a `SuccessHook` nor a name, or one repeats.
+    """
+    if hooks is None:
+        return None
+    if isinstance(hooks, str | bytes) or not isinstance(hooks, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError("on_success must be a list of success hooks or their names")
+    names: list[str] = []
+    for hook in hooks:
+        if isinstance(hook, SuccessHook):
+            names.append(hook.name)
+        elif isinstance(hook, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            names.append(check_hook_name(hook))
+        else:
+            raise ConfigurationError("on_success entries are crux.success_hook(...) or names")
+    if len(set(names)) != len(names):
+        raise ConfigurationError("on_success names each hook once")
+    return tuple(names)
+
+
+class SuccessHookRegistry:
+    """The success hooks a worker can run, by name."""
+
+    def __init__(self, hooks: Iterable[SuccessHook] = ()) -> None:
+        self._hooks: dict[str, SuccessHook] = {}
+        for entry in hooks:
+            if not isinstance(entry, SuccessHook):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise ConfigurationError("success_hooks must be crux.success_hook(...) definitions")
+            if entry.name in self._hooks:
+                raise ConfigurationError("two success hooks share one name")
+            self._hooks[entry.name] = entry
+
+    def get(self, name: str) -> SuccessHook | None:
+        """The success hook called `name`, or `None`."""
         return self._hooks.get(name)

@@ -20,8 +20,10 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel
 
 from contracts.cache import CacheSpec
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
+from crux.hooks import SuccessHook
 from crux.output import Output
 from vocabulary.messages import Message
 
@@ -76,6 +78,27 @@ class PreviewOptions(PlanOptions, total=False):
 class RunOptions(PlanOptions, total=False):
     """`PlanOptions` and how a run proceeds: the options of `parallel` (for every member)."""
 
+    safety: SafetySpec | Sequence[object] | None
+    """Safety policies (`crux.safety(input=[...], output=[...])`, or a list of input
+    policies); replace the agent's and the prompt's. Input policies judge the rendered user
+    turn before planning (allow, mask, block: `SafetyError`, nothing sent); output policies
+    judge the final reply before the commit (allow, retry, block)."""
+
+    constraints: ConstraintsSpec | Sequence[object] | None
+    """Constraints on the final reply (`crux.constraints(...)` or a list); replace the
+    agent's and the prompt's. A violating reply is asked for again (reason
+    `constraint-retry`) up to their `max_retries`, then `ConstraintError`."""
+
+    on_success: Sequence[SuccessHook | str] | None
+    """Success hooks (registered on the worker) run after the turn is committed, at least
+    once each; replace the agent's and the prompt's. `Generation.hooks` says how each
+    ended."""
+
+    time_budget_seconds: float | None
+    """How long the generation may take before its commit, counted from its start:
+    provider attempts and tool rounds stop when it expires (`GenerationTimeoutError`); a
+    commit in flight is waited for, and the error says whether the turn was committed."""
+
     tool_choice: Literal["auto", "required", "none"] | None
     """`auto`, `required` (first call) or `none` for the prompt's tools; the agent's when
     omitted."""
@@ -101,6 +124,13 @@ class RunOptions(PlanOptions, total=False):
     cache: CacheSpec | Mapping[str, Any] | bool | None
     """The response cache (`crux.cache(...)`, a mapping of its fields, or `True` for the
     defaults); replaces the agent's and the prompt's whole. `False` switches theirs off."""
+    timeout: float | None
+    """Seconds to wait for the reply (of every member, for `parallel`); `None` (the default)
+    waits without limit. When they pass, the run is asked to cancel and
+    `GenerationTimeoutError` is raised; the run is started with a workflow execution
+    timeout of `timeout` plus a minute, so it cannot outlive a caller that died.
+    Independently of it, a run that no worker takes fails within seconds with
+    `NoWorkerError`."""
 
 
 class CallOptions(PreviewOptions, RunOptions, total=False):

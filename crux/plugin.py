@@ -9,23 +9,27 @@ or to a `Replayer`; it owns everything the workflows need and nothing is listed 
   two arguments fails typed instead of wedging its first task);
 - the workflow sandbox with its passthrough modules;
 - the failure types (`CruxError` fails a workflow, never its task);
-- the interceptors (single-argument check; tracing and metrics when telemetry is on).
+- the interceptors (single-argument check; tracing and metrics when telemetry is on);
+- with an announcement (`crux.Worker.plugin()` builds one), the registration check: the
+  worker publishes what it registers beside its task queue and refuses to start where a
+  live worker registers something else (see `crux._announce`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerConfig
+from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import GenerationActivities, StagingCleanup, implementations
+from crux._announce import WorkerAnnouncement
 from crux._telemetry import worker_interceptors
 from vocabulary.errors import CruxError
 from workflows import (
@@ -95,6 +99,9 @@ class CruxPlugin(SimplePlugin):
             (`None` for a `Replayer`, which runs no activities).
         cleanup: The staging-cleanup activities; built from `activities` when omitted.
         extra_activities: More activities for the same worker (benchmark anchors, say).
+        announcement: Publishes the worker's registrations for its task queue and refuses a
+            start beside a worker that registers something else (`crux.Worker.plugin()`
+            passes one); no check when omitted.
     """
 
     def __init__(
@@ -103,7 +110,9 @@ class CruxPlugin(SimplePlugin):
         *,
         cleanup: StagingCleanup | None = None,
         extra_activities: Sequence[Callable[..., Any]] = (),
+        announcement: WorkerAnnouncement | None = None,
     ) -> None:
+        self._announcement = announcement
         implemented: list[Callable[..., Any]] = list(extra_activities)
         if activities is not None:
             cleanup = cleanup or StagingCleanup(activities.generations)
@@ -142,4 +151,29 @@ class CruxPlugin(SimplePlugin):
                 config["interceptors"] = [*telemetry, *present]
         if "max_eager_activity_reservations_per_workflow_task" not in config:
             config["max_eager_activity_reservations_per_workflow_task"] = _EAGER_ACTIVITIES
+        if self._announcement is not None and not self._announcement.bound and "client" in config:
+            client = config["client"]
+            options: dict[str, Any] = dict(config)
+            deployment: WorkerDeploymentConfig | None = options.get("deployment_config")
+            versioned = deployment is not None and deployment.use_worker_versioning
+            self._announcement.bind(
+                namespace=client.namespace,
+                task_queue=str(options.get("task_queue") or ""),
+                identity=str(options.get("identity") or client.identity),
+                build_id=deployment.version.build_id if versioned and deployment else "",
+            )
         return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Run the worker; with an announcement, only beside workers that register the same.
+
+        Raises:
+            RegistrationConflictError: A live worker of the task queue registers other
+                prompts, tools, hooks or models (before this one polls).
+        """
+        if self._announcement is None:
+            await super().run_worker(worker, next)
+            return
+        await self._announcement.join()
+        async with self._announcement.heartbeating():
+            await super().run_worker(worker, next)

@@ -15,15 +15,20 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contracts.cache import CacheSpec, as_cache
+from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from contracts.settings import ModelSettingsSpec, as_settings
+from crux.constraints import as_constraints
 from crux.context import ContextContributor, check_id
+from crux.hooks import SuccessHook, success_hook_names
 from crux.output import Output, as_output
+from crux.safety import as_safety
 from crux.tools import Tool
 from planner.policies import DEFAULT_RECENT_MESSAGES, check_cap
 from vocabulary.errors import ConfigurationError, RequestCompositionError
 from vocabulary.ids import MAX_TOKENS
 from vocabulary.messages import Message
+from vocabulary.registration import not_registered
 
 DEFAULT_PROMPT_ID = "crux.default"
 
@@ -69,6 +74,11 @@ class Prompt:
             override them field by field).
         output: Structured output of every call (agents and call sites replace it).
         cache: The response cache of every call (agents and call sites replace it).
+        safety: Safety policies of every call (agents and call sites replace them).
+        constraints: Constraints on every call's reply (agents and call sites replace
+            them).
+        on_success: Success hooks run after every call's commit (agents and call sites
+            replace the list).
     """
 
     id: str
@@ -83,6 +93,9 @@ class Prompt:
     settings: ModelSettingsSpec | None = None
     output: Output | None = None
     cache: CacheSpec | None = None
+    safety: SafetySpec | None = None
+    constraints: ConstraintsSpec | None = None
+    on_success: tuple[str, ...] | None = None
 
 
 def prompt(
@@ -96,6 +109,9 @@ def prompt(
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
     cache: CacheSpec | Mapping[str, Any] | bool | None = None,
+    safety: SafetySpec | Sequence[object] | None = None,
+    constraints: ConstraintsSpec | Sequence[object] | None = None,
+    on_success: Sequence[SuccessHook | str] | None = None,
 ) -> Prompt:
     """Define a prompt.
 
@@ -118,6 +134,13 @@ def prompt(
             override it.
         cache: The response cache of every call (`crux.cache(...)`, a mapping of its
             fields, or `True` for the defaults); agents and call sites replace it.
+        safety: Safety policies (`crux.safety(input=[...], output=[...])`, or a list of
+            input policies); agents and call sites override them.
+        constraints: Constraints on the reply (`crux.constraints(...)` or a list);
+            agents and call sites override them.
+        on_success: Success hooks (`crux.success_hook(...)` or their names, registered
+            on the worker) run after each committed turn; agents and call sites override
+            the list.
 
     Raises:
         ConfigurationError: An argument is invalid.
@@ -180,6 +203,9 @@ def prompt(
         settings=as_settings(settings),
         output=as_output(output),
         cache=as_cache(cache),
+        safety=as_safety(safety),
+        constraints=as_constraints(constraints),
+        on_success=success_hook_names(on_success),
     )
 
 
@@ -271,12 +297,12 @@ class PromptRegistry:
         """Return the prompt registered under `prompt_id`.
 
         Raises:
-            ConfigurationError: No such prompt is registered.
+            ConfigurationError: No such prompt is registered (`code == "not_registered"`).
         """
         try:
             return self._prompts[prompt_id]
         except KeyError:
-            raise ConfigurationError("unknown prompt id") from None
+            raise not_registered("prompt", prompt_id) from None
 
 
 class _HistoryPolicies:
@@ -325,7 +351,15 @@ class _HistoryPolicies:
         options: dict[str, Any] = dict(summary or {})
         if set(options) - {"model", "strategy"}:
             raise ConfigurationError("summary accepts only model and strategy")
-        strategy = options.get("strategy", "adaptive")
+        chosen = options.get("strategy", "adaptive")
+        if isinstance(chosen, Summarizer):
+            strategy, chunk_tokens, chunk_units = (
+                chosen.kind,
+                chosen.chunk_tokens,
+                chosen.chunk_units,
+            )
+        else:
+            strategy, chunk_tokens, chunk_units = chosen, None, None
         if not isinstance(strategy, str) or strategy not in _STRATEGIES:
             raise ConfigurationError("unknown summary strategy; build one with summarize.*()")
         model = options.get("model")
@@ -339,6 +373,8 @@ class _HistoryPolicies:
             strategy=strategy,
             summary_model=model,
             provider_native=provider_native,
+            chunk_tokens=chunk_tokens,
+            chunk_units=chunk_units,
         )
 
     def recent(
@@ -393,24 +429,79 @@ history = _HistoryPolicies()
 """Request-history policies (`history.recent(messages=12, tokens=8_000)`, `history()`)."""
 
 
+@dataclass(frozen=True)
+class Summarizer:
+    """A summary strategy and how large its chunks may be (built by `summarize.*()`).
+
+    Attributes:
+        kind: `adaptive`, `regenerate`, `rolling` or `hierarchical`.
+        chunk_tokens: Content tokens one chunk of the summarised prefix may hold; `None`
+            for what one support call of the summary model can take (never more).
+        chunk_units: Causal groups one chunk may hold; `None` for no bound (8 for
+            `hierarchical`).
+    """
+
+    kind: SummaryStrategy
+    chunk_tokens: int | None = None
+    chunk_units: int | None = None
+
+
+def _summarizer(
+    kind: SummaryStrategy, chunk_tokens: int | None, chunk_units: int | None
+) -> Summarizer:
+    for name, value in (("chunk_tokens", chunk_tokens), ("chunk_units", chunk_units)):
+        check_cap(name, value)
+        if isinstance(value, int) and value > MAX_TOKENS:
+            raise ConfigurationError(f"{name} must be at most {MAX_TOKENS}")
+    return Summarizer(kind, chunk_tokens, chunk_units)
+
+
 class _SummaryStrategies:
-    """Summary strategies for managed history (`summarize.adaptive()`, ...)."""
+    """Summary strategies for managed history (`summarize.adaptive()`, ...).
 
-    def adaptive(self) -> SummaryStrategy:
-        """One call for a short prefix, hierarchical for a long one (the default)."""
-        return "adaptive"
+    Every strategy cuts the prefix it summarises into chunks of whole causal groups. By
+    default a chunk is as large as one support call of the summary model can take (its
+    window less the instructions and the output cap), and only `hierarchical` bounds the
+    groups per chunk (8). `chunk_tokens=` and `chunk_units=` set smaller limits (never
+    above one call's): `summarize.hierarchical(chunk_tokens=4_000, chunk_units=8)` asks for
+    the original fixed chunks. The sizes shape how a summary is prepared, not which one it
+    is: a stored summary of the same prefix, strategy and model is used whatever sizes
+    prepared it.
 
-    def regenerate(self) -> SummaryStrategy:
-        """Summarise the whole prefix in one call each time (least drift)."""
-        return "regenerate"
+    Raises:
+        ConfigurationError: A chunk limit is not a positive integer.
+    """
 
-    def rolling(self) -> SummaryStrategy:
+    def adaptive(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
+        """The default: one call for a prefix of one chunk, hierarchical for a longer one.
+
+        When an earlier summary of the conversation exists, a longer prefix is folded into
+        it instead (as `rolling`), so a refresh pays only for what is new.
+        """
+        return _summarizer("adaptive", chunk_tokens, chunk_units)
+
+    def regenerate(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
+        """Summarise the whole prefix in one call each time (least drift).
+
+        A prefix of more than one chunk cannot be one call: it is prepared hierarchically.
+        """
+        return _summarizer("regenerate", chunk_tokens, chunk_units)
+
+    def rolling(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
         """Extend the previous summary with the newer range, chunk by chunk."""
-        return "rolling"
+        return _summarizer("rolling", chunk_tokens, chunk_units)
 
-    def hierarchical(self) -> SummaryStrategy:
+    def hierarchical(
+        self, *, chunk_tokens: int | None = None, chunk_units: int | None = None
+    ) -> Summarizer:
         """Summarise chunks, then summarise the summaries (prefixes too large for one call)."""
-        return "hierarchical"
+        return _summarizer("hierarchical", chunk_tokens, chunk_units)
 
 
 summarize = _SummaryStrategies()

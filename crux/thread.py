@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
+from crux._thread_observing import observed
 from storage.threads import (
     EMPTY_REVISION,
     MAIN_OWNER,
@@ -103,7 +104,10 @@ class Thread:
             raise ThreadError(
                 "invalid_message", "append takes a message or a list of them", thread_id=self.id
             )
-        return await store.append(self.id, batch, after=after, owner=self.owner)
+        with observed("append", self.id, owner=self.owner) as outcome:
+            return outcome.committed(
+                await store.append(self.id, batch, after=after, owner=self.owner)
+            )
 
     async def read(
         self, *, at: str | None = None, before: str | None = None, limit: int | None = None
@@ -120,21 +124,34 @@ class Thread:
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> ThreadCommit:
         """Publish an edited copy of a sole-member user message and select it."""
-        return await self.store.edit(
-            self.id, message_id, content=content, id=id, metadata=metadata, owner=self.owner
-        )
+        store = self.store
+        with observed("edit", self.id, owner=self.owner) as outcome:
+            return outcome.committed(
+                await store.edit(
+                    self.id, message_id, content=content, id=id, metadata=metadata, owner=self.owner
+                )
+            )
 
     async def select(self, message_id: str) -> ThreadSnapshot:
         """Select an alternative branch; returns the snapshot at the new head."""
-        return await self.store.select(self.id, message_id, owner=self.owner)
+        store = self.store
+        with observed("select", self.id, owner=self.owner) as outcome:
+            snapshot = await store.select(self.id, message_id, owner=self.owner)
+            outcome.message_ids, outcome.head = (message_id,), snapshot.head
+            return snapshot
 
     async def redact(self, ids: str | Sequence[str]) -> None:
         """Erase messages irreversibly, leaving tombstones."""
-        await self.store.redact(self.id, ids)
+        store = self.store
+        with observed("redact", self.id) as outcome:
+            outcome.message_ids = (ids,) if isinstance(ids, str) else tuple(ids)
+            await store.redact(self.id, ids)
 
     async def delete(self) -> None:
         """Delete the Thread permanently."""
-        await self.store.delete(self.id)
+        store = self.store
+        with observed("delete", self.id):
+            await store.delete(self.id)
 
     async def revision(self) -> str:
         """The current revision."""

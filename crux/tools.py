@@ -27,6 +27,7 @@ from crux._tool_schema import (
 from crux.context import check_text
 from providers.types import ToolSpec
 from vocabulary.errors import ConfigurationError
+from vocabulary.registration import not_registered
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 """Receives the parsed arguments; returns a string or any JSON value."""
@@ -302,6 +303,6 @@ class ToolRegistry:
         for name in names:
             entry = self._tools.get(name)
             if entry is None:
-                raise ConfigurationError("a requested tool is not registered on the worker")
+                raise not_registered("tool", name)
             found.append(entry)
         return found

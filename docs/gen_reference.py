@@ -1,8 +1,9 @@
-"""Generate the configuration and error reference pages from the code.
+"""Generate the configuration, error and command-line reference pages from the code.
 
 Used as a MkDocs hook (`hooks:` in mkdocs.yml): the pages are added to the site at build
-time and never committed, so they cannot drift from `Settings` or the `CruxError` tree.
-`python docs/gen_reference.py configuration|errors` prints one page.
+time and never committed, so they cannot drift from `Settings`, the `CruxError` tree or the
+`crux` command's parser. `python docs/gen_reference.py configuration|errors|cli` prints one
+page.
 
 The configuration page reads each `Settings` field's description from the class docstring
 and finds its environment variable by asking `Settings.from_env` itself: every upper-case
@@ -11,8 +12,10 @@ name in the settings module is tried, and the field it sets (or refuses) is the 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
+import os
 import pkgutil
 import re
 import sys
@@ -43,6 +46,7 @@ PACKAGES = (
 )
 CONFIGURATION_PAGE = "reference/configuration.md"
 ERRORS_PAGE = "reference/errors.md"
+CLI_PAGE = "reference/cli.md"
 _PROBES = ("crux-reference-probe", "true", "7")
 
 
@@ -261,37 +265,71 @@ def errors_markdown() -> str:
         lines.append("    " * _depth(cls, CruxError) + cls.__name__ + suffix)
     lines += ["```", ""]
     for cls in classes:
-        doc = inspect.cleandoc(cls.__doc__ or "")
-        summary, _, rest = doc.partition("\n\n")
-        lines += [f"## {cls.__name__}", "", f"`{_public_path(cls)}`", ""]
-        bases = ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
-        lines += [f"Subclass of {bases}.", ""]
-        lines += [summary.replace("\n", " "), ""]
-        if rest.strip():
-            lines += [_indent_free(rest), ""]
+        facts = [
+            f"`{_public_path(cls)}`, a subclass of "
+            + ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
+            + "."
+        ]
         codes = _codes(cls)
         if codes:
-            lines += ["Codes: " + ", ".join(f"`{code}`" for code in codes) + ".", ""]
+            facts.append("Codes: " + ", ".join(f"`{code}`" for code in codes) + ".")
         if cls.__name__ in wire_types:
-            lines += [f"Temporal failure type: `{cls.__name__}`.", ""]
+            facts.append(f"Temporal failure type: `{cls.__name__}`.")
+        # The docstring is rendered by mkdocstrings, like the API reference, which also
+        # makes `crux.errors.X` a cross-reference target for every other page.
+        lines += [f"## {cls.__name__}", "", " ".join(facts), ""]
+        lines += [f"::: {_public_path(cls)}", "    options:", "      show_root_heading: false"]
+        lines += ["      show_bases: false", ""]
     return "\n".join(lines)
 
 
-def _indent_free(text: str) -> str:
-    """A docstring's later sections as Markdown (`Attributes:` becomes a list)."""
-    out: list[str] = []
-    for line in text.splitlines():
-        entry = re.match(r"^    (\w+)(?: \([^)]*\))?: (.*)$", line)
-        if line.strip().endswith(":") and not line.startswith(" "):
-            out.append(f"**{line.strip()[:-1]}**")
-            out.append("")
-        elif entry:
-            out.append(f"- `{entry.group(1)}`: {entry.group(2)}")
-        elif line.startswith("        ") and out and out[-1].startswith("- "):
-            out[-1] += " " + line.strip()
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser's subcommands by name, in the order they were added."""
+    for action in parser._actions:  # argparse keeps its subcommands on a private action
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for name, sub in _subcommands(parser).items():
+        yield from _commands(sub, (*path, name))
+
+
+def cli_markdown() -> str:
+    """The command-line reference: every command's `--help`, as the parser prints it."""
+    from crux.cli import _parser
+
+    lines = [
+        "# Command-line reference",
+        "",
+        "Generated from the `crux` command's parser when the site is built: each section is",
+        "what `--help` prints. Commands exit with code 0 on success, 2 on a usage error and 1",
+        "(or the code their help names) when they fail, with one line on standard error",
+        "naming the cause.",
+        "",
+    ]
+    # A fixed width, so the page does not depend on the terminal that builds it.
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        for path, parser in _commands(_parser(), ("crux",)):
+            if len(path) > 1 and _subcommands(parser):
+                # A command group: its actions have sections of their own.
+                lines += [f"## {' '.join(path)}", "", parser.description or "", ""]
+                continue
+            level = "#" * min(len(path) + 1, 3)
+            lines += [f"{level} {' '.join(path)}", "", "```text", parser.format_help().rstrip()]
+            lines += ["```", ""]
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS", None)
         else:
-            out.append(line.strip())
-    return "\n".join(out)
+            os.environ["COLUMNS"] = previous
+    return "\n".join(lines)
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -301,6 +339,7 @@ def on_files(files: Any, config: Any) -> Any:
     for path, render in (
         (CONFIGURATION_PAGE, configuration_markdown),
         (ERRORS_PAGE, errors_markdown),
+        (CLI_PAGE, cli_markdown),
     ):
         files.append(File.generated(config, path, content=render()))
     return files
@@ -308,4 +347,5 @@ def on_files(files: Any, config: Any) -> Any:
 
 if __name__ == "__main__":
     page = sys.argv[1] if len(sys.argv) > 1 else "configuration"
-    print(configuration_markdown() if page == "configuration" else errors_markdown())
+    renderers = {"configuration": configuration_markdown, "errors": errors_markdown}
+    print(renderers.get(page, cli_markdown)())

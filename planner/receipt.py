@@ -14,6 +14,7 @@ from pydantic import Field
 
 from planner._base import Confidence, FrozenModel
 from planner.ladder import RungKind
+from vocabulary.gate import ConstraintReport, GateReport
 
 AdaptedKind = Literal["authored", "summary", "offload", "omitted"]
 SummaryPath = Literal["portable", "provider-native"]
@@ -172,6 +173,17 @@ class RequestReceipt(FrozenModel):
         settings: The model settings sent with the request; `None` when none were set.
         cache: What the response cache did (`hit` with the match and similarity, or
             `miss`); `None` when the generation uses no cache.
+        retry_count: Transport retries of this sealed request: tries of its provider call
+            that failed and were retried unchanged (the same figure as the inspection's).
+            Stored after the retries happened, so a receipt read while the call still
+            runs may count fewer.
+        input_gate: What input safety decided about the user turn this request sent
+            (policies, decisions, counts); `None` when the generation has no input
+            policies.
+        output_gate: What terminal safety decided about this request's reply; `None` when
+            no output policy judged it (none configured, or the reply was a tool call).
+        constraints: The constraints' verdict on this request's reply; `None` when none
+            judged it.
     """
 
     id: str
@@ -188,6 +200,14 @@ class RequestReceipt(FrozenModel):
     preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
     cache: CacheRecord | None = None
+    retry_count: int = Field(default=0, ge=0)
+    # Left out of the JSON when unset, so receipts of generations without a gate keep
+    # their shape and size.
+    input_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
+    output_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
+    constraints: ConstraintReport | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 ContributionClass = Literal["required", "sticky", "elastic"]

@@ -11,6 +11,9 @@ way every time. Two moments ask for a decision:
   its tool calls, re-plans because the Thread moved before anything was sent, recovers once
   from a provider that says the request is too long, retries a reply that failed output
   validation (bounded), or fails typed.
+- `Checked`: after the acceptance gate judged a final reply (terminal safety, then the
+  constraints). The reply commits, is replaced by a corrective attempt (bounded, per
+  kind), or the generation fails typed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from vocabulary.errors import (
     RequestCompositionError,
     ThreadError,
 )
+from vocabulary.gate import GateDecision
+from vocabulary.gate_errors import ConstraintError, SafetyError
 
 OVERFLOW_RECOVERY_FACTOR = 0.85
 """A provider that says "too long" despite our measurement gets exactly one linked retry
@@ -39,6 +44,10 @@ landed meanwhile, so reaching this means the Thread is written faster than it ca
 
 ReplanReason = Literal["revision-moved"]
 
+GateRetryReason = Literal["safety-retry", "constraint-retry"]
+"""Why a final reply was replaced by a corrective attempt (the next receipt's
+`previous_reason`)."""
+
 
 # -- state ---------------------------------------------------------------------------------
 
@@ -49,7 +58,8 @@ class Planning:
 
     Attributes:
         request: The planner input of this step.
-        managed_thread: The history comes from a Thread, so summaries can be prepared.
+        summarisable: The history comes from a Thread or a caller's transcript, so a
+            managed history's summaries can be prepared.
         summary_prepared: An inline summary was already prepared for this step; a second
             request for one fails instead of looping.
         countable: The provider can count this request exactly: exact history whose
@@ -59,7 +69,7 @@ class Planning:
     """
 
     request: PlanRequest
-    managed_thread: bool
+    summarisable: bool
     summary_prepared: bool = False
     countable: bool = False
     counted: bool = False
@@ -99,6 +109,35 @@ class Dispatched:
     rejections: int = 0
     max_validation_retries: int = 0
     defects: tuple[str, ...] = ()
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """After the acceptance gate judged a final reply: terminal safety, then constraints.
+
+    Attributes:
+        safety: The output policies' decision (`allow`, `retry` or `block`); `None` when
+            no output policy is configured.
+        policy: The policy that stopped the reply, if one did.
+        reason_code: Its reason code.
+        violations: The constraints the reply violates, as `<index>:<code>` (empty when it
+            satisfies them all, or none is configured).
+        safety_retries: Corrective attempts already made for output safety.
+        max_safety_retries: Corrective attempts allowed for output safety.
+        constraint_retries: Corrective attempts already made for the constraints.
+        max_constraint_retries: Corrective attempts allowed for the constraints.
+        request_id: The request whose reply was judged.
+    """
+
+    safety: GateDecision | None = None
+    policy: str | None = None
+    reason_code: str | None = None
+    violations: tuple[str, ...] = ()
+    safety_retries: int = 0
+    max_safety_retries: int = 0
+    constraint_retries: int = 0
+    max_constraint_retries: int = 0
     request_id: str | None = None
 
 
@@ -166,6 +205,23 @@ class RetryValidation:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryRejected:
+    """Plan a corrective attempt because the gate refused the reply (linked, new epoch).
+
+    The refused reply is withdrawn from staging (streamed deltas included) and never
+    committed.
+
+    Attributes:
+        reason: `safety-retry` or `constraint-retry`.
+        retry: The corrective attempt's number for this reason (1-based).
+    """
+
+    reason: GateRetryReason
+    retry: int
+    kind: Literal["retry-rejected"] = "retry-rejected"
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the staged tool calls, then plan the next attempt."""
 
@@ -204,7 +260,10 @@ PlanningAction = Seal | PrepareSummary | CountAuthoritatively | Fail
 DispatchAction = RecoverOverflow | Replan | RetryValidation | RunTools | Commit | Fail
 """What the workflow does after a dispatch."""
 
-Action = PlanningAction | DispatchAction
+CheckedAction = Commit | RetryRejected | Fail
+"""What the workflow does after the gate judged a final reply."""
+
+Action = PlanningAction | DispatchAction | CheckedAction
 """What the workflow does next."""
 
 
@@ -219,11 +278,16 @@ def next_action(state: Planning) -> PlanningAction: ...
 def next_action(state: Dispatched) -> DispatchAction: ...
 
 
-def next_action(state: Planning | Dispatched) -> Action:
+@overload
+def next_action(state: Checked) -> CheckedAction: ...
+
+
+def next_action(state: Planning | Dispatched | Checked) -> Action:
     """Decide what the generation does next.
 
     Args:
-        state: Where the generation stands: planning a call, or a call just dispatched.
+        state: Where the generation stands: planning a call, a call just dispatched, or
+            a final reply just judged by the acceptance gate.
 
     Returns:
         The action to carry out. Pure and deterministic: the same state always yields the
@@ -234,6 +298,8 @@ def next_action(state: Planning | Dispatched) -> Action:
     """
     if isinstance(state, Planning):
         return _before_dispatch(state)
+    if isinstance(state, Checked):
+        return _after_check(state)
     return _after_dispatch(state)
 
 
@@ -243,7 +309,7 @@ def _before_dispatch(state: Planning) -> PlanningAction:
     except RequestCompositionError as error:
         rejection = error
     need = inline_summary_need(
-        rejection, managed_thread=state.managed_thread, summary_prepared=state.summary_prepared
+        rejection, summarisable=state.summarisable, summary_prepared=state.summary_prepared
     )
     if need is not None:
         # Managed history needs a summary before this call can fit.
@@ -266,7 +332,7 @@ def _before_dispatch(state: Planning) -> PlanningAction:
     # every later turn would fail the same way.
     return Fail(
         rejection,
-        refresh=failure_refresh(rejection, managed_thread=state.managed_thread),
+        refresh=failure_refresh(rejection, summarisable=state.summarisable),
         request_id=state.request.request_id,
     )
 
@@ -303,4 +369,31 @@ def _after_dispatch(state: Dispatched) -> DispatchAction:
         )
     if state.tool_calls and state.tool_rounds < state.max_tool_rounds:
         return RunTools(state.tool_calls)
+    return Commit()
+
+
+def _after_check(state: Checked) -> CheckedAction:
+    # Terminal safety first: a refused reply is never measured against the constraints.
+    if state.safety in ("block", "retry"):
+        refused = state.safety_retries + 1
+        if state.safety == "retry" and state.safety_retries < state.max_safety_retries:
+            return RetryRejected("safety-retry", refused)
+        return Fail(
+            SafetyError(
+                state.policy or "policy",
+                state.reason_code,
+                stage="output",
+                attempts=refused,
+                request_id=state.request_id,
+            ),
+            request_id=state.request_id,
+        )
+    if state.violations:
+        violated = state.constraint_retries + 1
+        if state.constraint_retries < state.max_constraint_retries:
+            return RetryRejected("constraint-retry", violated)
+        return Fail(
+            ConstraintError(state.violations, attempts=violated, request_id=state.request_id),
+            request_id=state.request_id,
+        )
     return Commit()

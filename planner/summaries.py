@@ -2,9 +2,11 @@
 
 A summary support call must itself fit its model, so a long prefix is cut into chunks of
 whole units: the leading system prefix is one unit and every causal group is one unit. A
-chunk closes before a unit that would push it past `SUMMARY_CHUNK_TOKENS`, or once it holds
-`SUMMARY_CHUNK_UNITS` units; a single oversized unit still forms a chunk of its own (a
-group is never split). How many support calls a strategy makes follows from the chunk count.
+chunk closes before a unit that would push it past its token limit, or once it holds its
+unit limit; a single oversized unit still forms a chunk of its own (a group is never
+split). The limits a preparation uses, and the strategy that runs over the chunks, are
+decided in `planner.summary_choice` (step 7); how many support calls that makes follows
+from the chunk count (`summary_calls`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,22 @@ from pydantic import Field
 
 from planner._base import FrozenModel
 from planner.history import HistoryItem
+from planner.summary_choice import (
+    SUMMARY_CHUNK_TOKENS,
+    SUMMARY_CHUNK_UNITS,
+    preparation_strategy,
+)
 from vocabulary.errors import ConfigurationError
 
-SUMMARY_CHUNK_TOKENS = 4_000
-"""A chunk closes before a unit that would take it past this many content tokens."""
-
-SUMMARY_CHUNK_UNITS = 8
-"""A chunk holds at most this many units (causal groups, or the leading system prefix)."""
+__all__ = [
+    "SUMMARY_CHUNK_TOKENS",
+    "SUMMARY_CHUNK_UNITS",
+    "SUMMARY_REDUCE_BATCH",
+    "Strategy",
+    "SummaryChunk",
+    "summary_calls",
+    "summary_chunks",
+]
 
 SUMMARY_REDUCE_BATCH = 8
 """Hierarchical summaries reduce at most this many summaries per call."""
@@ -47,14 +58,14 @@ def summary_chunks(
     items: tuple[HistoryItem, ...],
     *,
     max_tokens: int = SUMMARY_CHUNK_TOKENS,
-    max_units: int = SUMMARY_CHUNK_UNITS,
+    max_units: int | None = SUMMARY_CHUNK_UNITS,
 ) -> tuple[SummaryChunk, ...]:
     """Cut a prefix into chunks of whole units.
 
     Args:
         items: The prefix to summarise, oldest first, in whole causal groups.
         max_tokens: Chunk token limit.
-        max_units: Chunk unit limit.
+        max_units: Chunk unit limit; `None` for no bound.
 
     Returns:
         The chunks in order; empty for an empty prefix.
@@ -82,7 +93,8 @@ def summary_chunks(
     open_ids: list[str] = []
     open_tokens = open_units = 0
     for ids, tokens in units:
-        if open_units and (open_tokens + tokens > max_tokens or open_units >= max_units):
+        full = max_units is not None and open_units >= max_units
+        if open_units and (open_tokens + tokens > max_tokens or full):
             chunks.append(
                 SummaryChunk(message_ids=tuple(open_ids), tokens=open_tokens, units=open_units)
             )
@@ -97,27 +109,37 @@ def summary_chunks(
     return tuple(chunks)
 
 
-def summary_calls(strategy: Strategy, chunks: int) -> int:
-    """Return how many support calls a strategy makes over `chunks` chunks.
+def summary_calls(strategy: Strategy, chunks: int, *, new_chunks: int | None = None) -> int:
+    """Return how many support calls a preparation makes over `chunks` chunks.
 
-    `regenerate` makes one call over the whole prefix; `rolling` one per chunk, each given
-    the previous summary; `hierarchical` one per chunk, then reduces batches of
-    `SUMMARY_REDUCE_BATCH` summaries until one remains; `adaptive` is `regenerate` for a
-    single chunk and `hierarchical` otherwise.
+    The strategy that runs is `planner.summary_choice.preparation_strategy`'s:
+    `regenerate` makes one call; `rolling` one per chunk it folds in (`new_chunks`, those
+    after an earlier summary, else every chunk); `hierarchical` one per chunk, then
+    reduces batches of `SUMMARY_REDUCE_BATCH` summaries until one remains. So `adaptive`
+    is one call for a single chunk, `rolling` with an earlier summary, and hierarchical
+    otherwise; `regenerate` over several chunks is hierarchical (one call cannot hold them).
+
+    Args:
+        strategy: The configured strategy.
+        chunks: Chunks of the whole prefix.
+        new_chunks: Chunks after the earlier summary a `rolling` or `adaptive` preparation
+            folds into; `None` when there is none.
 
     Raises:
         ConfigurationError: For an unknown strategy or a negative chunk count.
     """
-    if isinstance(chunks, bool) or chunks < 0:
-        raise ConfigurationError("chunks must be a non-negative integer")
+    for count in (chunks, new_chunks):
+        if count is not None and (isinstance(count, bool) or count < 0):
+            raise ConfigurationError("chunks must be a non-negative integer")
+    if strategy not in ("adaptive", "regenerate", "rolling", "hierarchical"):
+        raise ConfigurationError(f"unknown summary strategy {strategy!r}")
     if chunks == 0:
         return 0
-    if strategy == "regenerate" or (strategy == "adaptive" and chunks == 1):
+    runs = preparation_strategy(strategy, chunks=chunks, has_earlier=new_chunks is not None)
+    if runs == "regenerate":
         return 1
-    if strategy == "rolling":
-        return chunks
-    if strategy not in ("adaptive", "hierarchical"):
-        raise ConfigurationError(f"unknown summary strategy {strategy!r}")
+    if runs == "rolling":
+        return chunks if new_chunks is None else new_chunks
     calls = level = chunks
     while level > 1:
         level = -(-level // SUMMARY_REDUCE_BATCH)

@@ -16,7 +16,9 @@ and carry out what they return.
    model). Storage fetches the artifacts of that strategy and model ending on the owner's
    selected path; `longest_prefix_summary` keeps the one covering the longest prefix. The
    same ranking gives a `rolling` or `adaptive` preparation the earlier summary it folds
-   the newer range into (`preparation_strategy`).
+   the newer range into (`preparation_strategy`, step 7). The chunk sizes (step 7) shape
+   how a summary is prepared, not which one it is: a stored summary of the same prefix,
+   strategy and model is used whatever sizes prepared it.
 2. **The split.** The exact suffix is the newest causal groups under the recent caps
    (`recent_caps`: by default 40 % of the strict max, in tokens). When it already holds
    everything, history stays exact and nothing is chosen. Otherwise the wanted summary
@@ -32,12 +34,16 @@ and carry out what they return.
    a refresh is due, the fresh summary is the missing representation
    (`REPRESENTATION_UNAVAILABLE`), except under `recent-only`, whose `omitted` rung is the
    accepted degradation (`summary_missing`). `inline` asks for that summary before dispatch
-   (`miss_preparations`, then `inline_summary_need`: only over a Thread, once per step) and
+   (`miss_preparations`, then `inline_summary_need`: once per step, over a Thread or over a
+   caller's transcript, whose summaries are named by the content of its prefix) and
    plans again; the runtime joins an identical preparation already running (one workflow
    per summary identity) instead of starting a second, and the receipt says which
    (`HISTORY_SUMMARY_INLINE` or `HISTORY_SUMMARY_JOINED`). `fail` fails the request but
    starts the same preparation in the background (`failure_refresh`), so a later turn can
-   fit.
+   fit. A required summary whose preparation fails (its support calls' provider failed, or
+   a call cannot fit the summary model) fails the request with
+   `REPRESENTATION_UNAVAILABLE`, the failure behind it kept as a content-free cause
+   (`unprepared_summary`).
 5. **Maintenance after a fitting plan.** Past the maintenance watermark (`optimize_at`, at
    most 85 % of `max`), when the summary does not yet cover what the *next* request will
    keep out of its suffix (this turn committed, `next_suffix_start`), a refresh through
@@ -48,6 +54,20 @@ and carry out what they return.
    prepared for an earlier step may no longer fit. A step fails for a summary only when
    that very summary was already prepared in the run (`needs_fresh_summary`).
 
+7. **How a preparation runs.** The prefix is cut into chunks of whole units
+   (`planner.summaries.summary_chunks`; the leading system prefix is never summarised).
+   A chunk holds at most `chunk_tokens` content tokens: by default what one support call
+   of the summary model can take (its window less the instructions, the framing and the
+   output cap), never more; `summarize.*(chunk_tokens=4_000, chunk_units=8)` asks for the
+   original fixed chunks. It holds at most `chunk_units` units: unbounded by default,
+   except `hierarchical`, whose chunks hold `SUMMARY_CHUNK_UNITS` (`chunk_limits`). Then
+   (`preparation_strategy`): `regenerate` makes one call when the prefix is one chunk and
+   goes hierarchical when one call cannot hold it; `rolling` folds the range after the
+   longest earlier summary into it, chunk by chunk; `hierarchical` summarises every chunk
+   and reduces the summaries in batches; `adaptive` regenerates a one-chunk prefix, rolls
+   from an earlier summary when there is one, and goes hierarchical for a prefix of several
+   chunks without one. `planner.summaries.summary_calls` counts the support calls of each.
+
 Every preparation says how large the summary may be (`max_summary_tokens`): its limit
 (`max` inline, the watermark for maintenance) minus all it is sent beside, at the smallest
 legal size of everything else.
@@ -56,13 +76,23 @@ legal size of everything else.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, cast
 
 from planner.budget import DerivedBudget
-from planner.receipt import ReceiptWarning
+from planner.receipt import Diagnostic, ReceiptWarning
 from planner.sealed import Preparation
 from planner.summary_rung import HISTORY_ID, Managed, SummaryTarget
-from vocabulary.errors import CruxError, RequestCompositionError
+from vocabulary.details import ErrorDetails
+from vocabulary.errors import CruxError, ErrorType, RequestCompositionError
+from vocabulary.failures import failure_cause, is_provider_failure
+
+SUMMARY_CHUNK_TOKENS = 4_000
+"""The original fixed chunk size, in content tokens (`summarize.*(chunk_tokens=4_000)`)."""
+
+SUMMARY_CHUNK_UNITS = 8
+"""Units one chunk of a `hierarchical` preparation holds by default (and the original
+fixed chunks' unit limit)."""
 
 MAINTENANCE_PERCENT = 85
 """Without a lower `optimize_at`, maintenance starts past this share of the strict max."""
@@ -111,18 +141,70 @@ def longest_prefix_summary(
     return max(on_path, key=lambda candidate: position[candidate.through_id], default=None)
 
 
-def folds_earlier_summary(strategy: str) -> bool:
-    """Whether a preparation of `strategy` starts from the longest earlier summary."""
-    return strategy in ("rolling", "adaptive")
+def folds_earlier_summary(strategy: str, *, chunks: int) -> bool:
+    """Whether a preparation of `strategy` over `chunks` chunks looks for an earlier summary.
+
+    `rolling` always does; `adaptive` when the prefix is more than one chunk (a one-chunk
+    prefix is regenerated whatever is stored).
+    """
+    return strategy == "rolling" or (strategy == "adaptive" and chunks > 1)
 
 
-def preparation_strategy(strategy: str, *, has_earlier: bool) -> str:
-    """The strategy a preparation runs: `adaptive` folds into an earlier summary if any."""
-    if strategy == "adaptive":
-        # Fold the newer range into the earlier summary (one call per refresh, however
-        # long the conversation); without one, summarise anew.
-        return "rolling" if has_earlier else "regenerate"
-    return strategy
+def preparation_strategy(strategy: str, *, chunks: int, has_earlier: bool) -> str:
+    """The strategy a preparation runs over a prefix of `chunks` chunks (step 7).
+
+    Args:
+        strategy: The configured strategy.
+        chunks: Chunks of the whole prefix (`summary_chunks` under `chunk_limits`).
+        has_earlier: A stored summary of an earlier prefix was found to fold into (only
+            looked for when `folds_earlier_summary`).
+
+    Returns:
+        `regenerate` (one call), `rolling` (from the earlier summary, chunk by chunk) or
+        `hierarchical` (every chunk, then reductions).
+    """
+    if strategy == "rolling":
+        return "rolling"
+    if chunks <= 1 and strategy in ("regenerate", "adaptive"):
+        return "regenerate"
+    if strategy == "adaptive" and has_earlier:
+        # Fold only the newer range into the earlier summary: one call per new chunk,
+        # however long the conversation grew.
+        return "rolling"
+    # Several chunks without an earlier summary (or a regenerate one call cannot hold).
+    return "hierarchical"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkLimits:
+    """How large one chunk of a prefix may be (step 7).
+
+    Attributes:
+        tokens: Content tokens.
+        units: Units (causal groups, or the leading system prefix); `None` for no bound.
+    """
+
+    tokens: int
+    units: int | None
+
+
+def chunk_limits(
+    strategy: str, *, call_tokens: int, chunk_tokens: int | None, chunk_units: int | None
+) -> ChunkLimits:
+    """The chunk limits of a preparation.
+
+    Args:
+        strategy: The configured strategy.
+        call_tokens: The content tokens one support call of the summary model can take.
+        chunk_tokens: The caller's chunk token limit (`summarize.*(chunk_tokens=...)`), if
+            any; never above `call_tokens`.
+        chunk_units: The caller's chunk unit limit, if any; by default unbounded, except
+            `hierarchical`'s `SUMMARY_CHUNK_UNITS`.
+    """
+    tokens = call_tokens if chunk_tokens is None else max(1, min(chunk_tokens, call_tokens))
+    if chunk_units is not None:
+        return ChunkLimits(tokens, chunk_units)
+    return ChunkLimits(tokens, SUMMARY_CHUNK_UNITS if strategy == "hierarchical" else None)
 
 
 # -- 4. and 5. the miss policy and maintenance --------------------------------------------
@@ -242,20 +324,21 @@ def background_preparations(error: RequestCompositionError) -> tuple[Preparation
 
 
 def inline_summary_need(
-    error: RequestCompositionError, *, managed_thread: bool, summary_prepared: bool
+    error: RequestCompositionError, *, summarisable: bool, summary_prepared: bool
 ) -> Preparation | None:
     """The summary to prepare (or join) before planning again, if any.
 
-    Only a Thread's history can be summarised, and at most once per step: a second request
-    for one fails instead of looping.
+    Only a history source that can be summarised (a Thread's path, or a caller's
+    transcript, named by content), and at most once per step: a second request for one
+    fails instead of looping.
     """
     needs = inline_preparations(error)
-    return needs[0] if needs and managed_thread and not summary_prepared else None
+    return needs[0] if needs and summarisable and not summary_prepared else None
 
 
-def failure_refresh(error: RequestCompositionError, *, managed_thread: bool) -> Preparation | None:
+def failure_refresh(error: RequestCompositionError, *, summarisable: bool) -> Preparation | None:
     """The refresh a failing request starts without waiting (`on_miss="fail"`), if any."""
-    refreshes = background_preparations(error) if managed_thread else ()
+    refreshes = background_preparations(error) if summarisable else ()
     return refreshes[0] if refreshes else None
 
 
@@ -289,3 +372,42 @@ def needs_fresh_summary(
         return False
     needs = inline_preparations(error)
     return bool(needs) and preparation_key(needs[0]) not in prepared
+
+
+def unprepared_summary(
+    error_type: str | None, details: ErrorDetails
+) -> RequestCompositionError | None:
+    """The error of a request whose required summary could not be prepared, if it is one.
+
+    A preparation that failed because of its support calls (their provider failed, or one
+    cannot fit the summary model) leaves the summary the request needs unavailable: the
+    request fails with `REPRESENTATION_UNAVAILABLE`, as the seed's error table says, with
+    the preparation's failure as its content-free cause (`diagnostics["cause"]`: type,
+    code, provider, HTTP status, host, model). Other failures (storage outages, a deleted
+    Thread, invalid configuration) stand as they are: `None`.
+
+    Args:
+        error_type: The preparation failure's `ApplicationError.type`.
+        details: Its decoded details.
+    """
+    if not (is_provider_failure(error_type) or error_type == ErrorType.REQUEST_COMPOSITION):
+        return None
+    assert error_type is not None
+    cause = failure_cause(error_type, details)
+    by = f"{details.provider} HTTP {details.status}" if details.status else error_type
+    return RequestCompositionError(
+        "REPRESENTATION_UNAVAILABLE",
+        f"the history summary could not be prepared ({by}); check the summary model and its"
+        " provider, or set on_miss='recent-only' to send the recent turns without it",
+        diagnostics={
+            "items": [
+                Diagnostic(
+                    id=f"{HISTORY_ID}:summary-unprepared",
+                    code="REPRESENTATION_CAPABILITY_UNAVAILABLE",
+                    contributor=HISTORY_ID,
+                    message=f"the summary of {HISTORY_ID} could not be prepared",
+                ).model_dump(mode="json")
+            ],
+            "cause": cause,
+        },
+    )

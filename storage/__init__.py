@@ -5,7 +5,15 @@ from storage.cache import CacheMatch, CacheStore, PendingEntry, ScopeStats, cach
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
 from storage.receipts import ReceiptStore, StoredReceipt
-from storage.summaries import SummaryArtifact, SummaryStore, summary_artifact_id
+from storage.summaries import (
+    SummaryArtifact,
+    SummaryScope,
+    SummarySource,
+    SummaryStore,
+    summary_artifact_id,
+    transcript_ids,
+    transcript_scope,
+)
 from storage.threads import (
     EMPTY_REVISION,
     HistoryEntry,
@@ -20,6 +28,7 @@ from storage.threads import (
     VariantInfo,
     check_storable,
 )
+from storage.workers import WorkerDirectory, WorkerEntry
 
 __all__ = [
     "CacheMatch",
@@ -38,11 +47,15 @@ __all__ = [
     "StagedMessage",
     "StoredReceipt",
     "SummaryArtifact",
+    "SummaryScope",
+    "SummarySource",
     "SummaryStore",
     "ThreadEntry",
     "ThreadSnapshot",
     "ThreadStore",
     "VariantInfo",
+    "WorkerDirectory",
+    "WorkerEntry",
     "available_migrations",
     "cache_entry_id",
     "check_storable",
@@ -50,4 +63,6 @@ __all__ = [
     "migrate",
     "migrate_url",
     "summary_artifact_id",
+    "transcript_ids",
+    "transcript_scope",
 ]

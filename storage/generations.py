@@ -86,6 +86,13 @@ WHERE s.created_at < now() - make_interval(secs => $1)
   )
 """
 
+# Summaries of caller transcripts hold caller text no Thread owns: they are kept no longer
+# than staged text is (see `storage.summaries`).
+_SWEEP_TRANSCRIPT_SUMMARIES = """
+DELETE FROM crux_derived_artifacts
+WHERE kind = 'transcript-summary' AND created_at < now() - make_interval(secs => $1)
+"""
+
 
 @dataclass(frozen=True)
 class StagedMessage:
@@ -106,7 +113,7 @@ def _staged(row: Any) -> StagedMessage:
 
 
 def _deleted(status: str) -> int:
-    """The row count of a `DELETE n` command status."""
+    """The row count of a `DELETE n` (or `UPDATE n`) command status."""
     return int(status.rsplit(" ", 1)[-1])
 
 
@@ -239,6 +246,40 @@ class GenerationStore(GenerationLedger, DeltaStream):
         return None if row is None else _messages(row)
 
     @storage_errors()
+    async def replace_staged(
+        self,
+        generation_id: str,
+        attempt: int,
+        kind: str,
+        message: Message,
+        *,
+        info: dict[str, Any] | None,
+    ) -> bool:
+        """Overwrite a staged row's message and facts (the acceptance gate's transform).
+
+        The earlier text is gone once this returns: nothing else holds it.
+
+        Returns:
+            Whether a row was staged under that key.
+
+        Raises:
+            ThreadError: `invalid_message` for text PostgreSQL cannot store.
+        """
+        check_storable(message)
+        status = await self._pool.execute(
+            """
+            UPDATE crux_generation_staging SET message = $4, info = $5
+            WHERE generation_id = $1 AND attempt = $2 AND kind = $3
+            """,
+            generation_id,
+            attempt,
+            kind,
+            message.model_dump(mode="json"),
+            info,
+        )
+        return _deleted(status) > 0
+
+    @storage_errors()
     async def drop_staged(self, generation_id: str, attempt: int) -> None:
         """Delete an attempt's staged output (it must never be committed)."""
         await self._pool.execute(
@@ -272,16 +313,32 @@ class GenerationStore(GenerationLedger, DeltaStream):
         """Delete staging older than the given age, and ad-hoc replies nobody erased.
 
         Catches what no failure path reached: runs terminated or timed out, workers lost
-        for good, starts that never reached Temporal after the facade staged the input; and
-        the replies completed ad-hoc generations keep until they are read and erased
-        (`Runtime.erase_generation`, the HTTP API).
+        for good, starts that never reached Temporal after the facade staged the input (and
+        the transcript copies of summary preparations that never ran); and the replies
+        completed ad-hoc generations keep until they are read and erased
+        (`Runtime.erase_generation`, the HTTP API). Summaries of caller transcripts older
+        than the same age go too: caller text no Thread owns is never kept longer than
+        staged text.
 
         Args:
             older_than_seconds: Minimum age of a row to delete; keep it well above the
                 longest a generation may legitimately run (including commit retries).
 
         Returns:
-            How many staged rows were deleted.
+            How many rows were deleted (staged rows and transcript summaries).
         """
-        status = await self._pool.execute(_SWEEP_ORPHANS, float(older_than_seconds))
-        return _deleted(status)
+        age = float(older_than_seconds)
+        async with self._pool.acquire() as connection:
+            staged = await connection.execute(_SWEEP_ORPHANS, age)
+            summaries = await connection.execute(_SWEEP_TRANSCRIPT_SUMMARIES, age)
+        return _deleted(staged) + _deleted(summaries)
+
+    @storage_errors()
+    async def drop_messages(self, key: str, kind: str) -> None:
+        """Delete a staged message list (`stage_messages`) once it has served."""
+        await self._pool.execute(
+            "DELETE FROM crux_generation_staging"
+            " WHERE generation_id = $1 AND attempt = 0 AND kind = $2",
+            key,
+            kind,
+        )

@@ -6,7 +6,9 @@ afterwards, and `inspect()` works from any process for every plan: sent, superse
 Thread moved before dispatch) or rejected by the provider.
 
 Rows are keyed by the request id; a retried write keeps the first row (`ON CONFLICT DO
-NOTHING`), so an activity retried after a crash records its receipt exactly once.
+NOTHING`), so an activity retried after a crash records its receipt exactly once. The
+acceptance gate completes a receipt once more, after the provider answered: its verdict on
+the reply (terminal safety, constraints) is added to the receipt it judged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ _RECORD = """
 INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (request_id) DO NOTHING
+"""
+
+# Monotone: a retry count only grows, whichever try of the call writes last.
+_RECORD_RETRIES = """
+UPDATE crux_request_receipts
+SET receipt = jsonb_set(receipt, '{retry_count}', to_jsonb(
+        GREATEST(COALESCE((receipt ->> 'retry_count')::int, 0), $2))),
+    inspection = CASE WHEN inspection IS NULL THEN NULL ELSE jsonb_set(inspection, '{retry_count}',
+        to_jsonb(GREATEST(COALESCE((inspection ->> 'retry_count')::int, 0), $2))) END
+WHERE request_id = $1
+"""
+
+# Adds the verdict's keys; a repeated call writes the same values again.
+_ADD_VERDICT = """
+UPDATE crux_request_receipts SET receipt = receipt || $2::jsonb WHERE request_id = $1
 """
 
 _LOAD = """
@@ -76,6 +93,30 @@ class ReceiptStore:
         await self._pool.execute(
             _RECORD, request_id, generation_key, thread_id, receipt, inspection
         )
+
+    @storage_errors()
+    async def record_retries(self, request_id: str, retry_count: int) -> None:
+        """Store how often the provider call of a recorded request was retried.
+
+        The receipt and the inspection both carry the count (`retry_count`); a smaller
+        count than the one stored (a late write of an earlier try) changes nothing.
+
+        Args:
+            request_id: The request id.
+            retry_count: Tries of its provider call that failed and were retried.
+        """
+        await self._pool.execute(_RECORD_RETRIES, request_id, retry_count)
+
+    @storage_errors()
+    async def add_verdict(self, request_id: str, verdict: dict[str, Any]) -> None:
+        """Add the acceptance gate's verdict on a request's reply to its receipt.
+
+        Args:
+            request_id: The receipt's request id.
+            verdict: Receipt fields to set (`output_gate`, `constraints`), as JSON.
+        """
+        if verdict:
+            await self._pool.execute(_ADD_VERDICT, request_id, verdict)
 
     @storage_errors()
     async def load(self, request_ids: Sequence[str]) -> dict[str, StoredReceipt]:

@@ -1,10 +1,24 @@
-"""Summary artifacts of Thread prefixes (derived evidence, never canonical history).
+"""Summary artifacts of history prefixes (derived evidence, never canonical history).
 
-An artifact summarises the selected path from its start through one message. The path to a
-message in an immutable tree is unique, so `(thread, through_id, strategy, model)` names
-exactly one prefix: that is the artifact's identity. Artifacts live in
-`crux_derived_artifacts` with every covered message id in `source_message_ids`, so the
-Thread store's redaction and deletion remove them in the same transaction.
+An artifact summarises a history source from its start through one message; where it ends
+names the prefix, and `(scope, through_id, strategy, model)` is the artifact's identity.
+
+- **A Thread's selected path.** The path to a message in an immutable tree is unique, so a
+  message id names one prefix. Artifacts are stored with the Thread's id and every covered
+  message id in `source_message_ids`, so the Thread store's redaction and deletion remove
+  them in the same transaction.
+- **A caller's transcript** (call-site or prompt-level messages). Its messages may carry no
+  ids, and the same ids may hold other text in another call, so every message is named by
+  a hash chain over the transcript (`transcript_ids`): each id digests the scope, the
+  messages before it and the message itself (role, parts, tool-call links; never its
+  caller id or metadata), so an id names exactly one prefix of content, and a later call
+  whose transcript extends an earlier one's names the shared prefix the same way. The
+  chain is seeded with the generation's scope (its Thread, or none, and its owner): a
+  summary is never found across scopes. These artifacts hold caller text that no Thread
+  owns, so they follow the staging retention: the retention sweep
+  (`GenerationStore.sweep_orphans`, `crux db sweep`) deletes them once they are older
+  than `CRUX_STAGING_RETENTION_SECONDS`, and deleting the Thread a generation named
+  deletes them with everything else of that Thread.
 
 This module stores and fetches; it never chooses. Which artifact a request uses, and when
 one is prepared, is decided in `planner.summary_choice`.
@@ -13,29 +27,52 @@ one is prepared, is decided in `planner.summary_choice`.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from storage._failures import storage_errors
+from vocabulary.ids import encode_id_component
+from vocabulary.messages import Message
+from vocabulary.staging import SummarySource
+
+__all__ = [
+    "THREAD_SUMMARY_KIND",
+    "TRANSCRIPT_SUMMARY_KIND",
+    "SummaryArtifact",
+    "SummaryScope",
+    "SummarySource",
+    "SummaryStore",
+    "summary_artifact_id",
+    "transcript_ids",
+    "transcript_scope",
+]
+
+THREAD_SUMMARY_KIND = "summary"
+"""`crux_derived_artifacts.kind` of the summaries of Thread prefixes."""
+
+TRANSCRIPT_SUMMARY_KIND = "transcript-summary"
+"""`crux_derived_artifacts.kind` of the summaries of caller transcripts (swept by age)."""
 
 _FIND = """
 SELECT artifact_id, payload FROM crux_derived_artifacts
-WHERE thread_id = $1 AND kind = 'summary'
+WHERE thread_id = $1 AND kind = $5
   AND payload ->> 'through_id' = ANY($2::text[])
   AND payload ->> 'strategy' = $3 AND payload ->> 'model' = $4
 """
 
 _GET = """
 SELECT payload FROM crux_derived_artifacts
-WHERE artifact_id = $1 AND thread_id = $2 AND kind = 'summary'
+WHERE artifact_id = $1 AND thread_id = $2 AND kind = $3
 """
 
 _PUT = """
 INSERT INTO crux_derived_artifacts (artifact_id, thread_id, kind, source_message_ids, payload)
-VALUES ($1, $2, 'summary', $3, $4)
+VALUES ($1, $2, $5, $3, $4)
 ON CONFLICT (artifact_id) DO NOTHING
 """
 
@@ -69,9 +106,91 @@ class SummaryArtifact(BaseModel):
 
 
 def summary_artifact_id(thread_id: str, through_id: str, strategy: str, model: str) -> str:
-    """The deterministic identity of a prefix summary."""
+    """The deterministic identity of a Thread prefix summary."""
     key = "\x1f".join((thread_id, through_id, strategy, model)).encode()
     return "summary:" + hashlib.sha256(key).hexdigest()[:40]
+
+
+def transcript_scope(thread_id: str | None, owner: str) -> str:
+    """The scope a transcript's summaries are found in: the generation's Thread and owner.
+
+    Args:
+        thread_id: The Thread the generation names (its messages shadow it), `None` ad hoc.
+        owner: The generation's owner: ad-hoc callers keep their summaries apart by it.
+    """
+    return f"{encode_id_component(thread_id or '')}/{encode_id_component(owner)}"
+
+
+def transcript_ids(scope: str, messages: Sequence[Message]) -> list[str]:
+    """Name every message of a transcript by the prefix it ends (a hash chain).
+
+    The id of message `i` digests the scope, the ids before it, and the message's role,
+    parts and tool-call links (not its caller id or metadata, which the model never
+    sees): equal prefixes in one scope get equal ids, anything else different ones.
+
+    Args:
+        scope: `transcript_scope(...)` of the generation.
+        messages: The transcript, oldest first.
+
+    Returns:
+        One id per message (`tx-` and 40 hex digits), in order.
+    """
+    chain = hashlib.sha256(("crux-transcript\x1f" + scope).encode()).digest()
+    ids: list[str] = []
+    for message in messages:
+        body = {
+            "role": message.role,
+            "parts": [part.model_dump(mode="json") for part in message.parts],
+            "tool_call_id": message.tool_call_id,
+            "tool_name": message.tool_name,
+        }
+        encoded = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        chain = hashlib.sha256(chain + hashlib.sha256(encoded.encode()).digest()).digest()
+        ids.append("tx-" + chain.hex()[:40])
+    return ids
+
+
+@dataclass(frozen=True)
+class SummaryScope:
+    """Where the summaries of one history source are stored and found.
+
+    Attributes:
+        thread_id: The `thread_id` column: the Thread, or for a transcript the Thread the
+            generation names (`""` ad hoc), so deleting that Thread deletes them too.
+        kind: The artifact kind (`summary` or `transcript-summary`).
+    """
+
+    thread_id: str
+    kind: str
+
+    @classmethod
+    def thread(cls, thread_id: str) -> SummaryScope:
+        """The summaries of a Thread's prefixes."""
+        return cls(thread_id, THREAD_SUMMARY_KIND)
+
+    @classmethod
+    def transcript(cls, thread_id: str | None) -> SummaryScope:
+        """The summaries of caller transcripts of a generation naming `thread_id`."""
+        return cls(thread_id or "", TRANSCRIPT_SUMMARY_KIND)
+
+    @classmethod
+    def of(cls, source: SummarySource, thread_id: str | None) -> SummaryScope:
+        """The scope of a history source's summaries."""
+        if source == "transcript":
+            return cls.transcript(thread_id)
+        assert thread_id is not None, "a Thread summary names its Thread"
+        return cls.thread(thread_id)
+
+    def artifact_id(self, through_id: str, strategy: str, model: str) -> str:
+        """The deterministic identity of the summary through `through_id`.
+
+        A transcript's `through_id` already digests its scope, so it names the artifact
+        with the strategy and the model alone.
+        """
+        if self.kind == THREAD_SUMMARY_KIND:
+            return summary_artifact_id(self.thread_id, through_id, strategy, model)
+        key = "\x1f".join((self.kind, through_id, strategy, model)).encode()
+        return f"{self.kind}:" + hashlib.sha256(key).hexdigest()[:40]
 
 
 class SummaryStore:
@@ -86,37 +205,42 @@ class SummaryStore:
 
     @storage_errors()
     async def candidates(
-        self, thread_id: str, path_ids: Sequence[str], *, strategy: str, model: str
+        self, scope: SummaryScope, path_ids: Sequence[str], *, strategy: str, model: str
     ) -> list[SummaryArtifact]:
         """The artifacts of `strategy` and `model` that end on the path `path_ids`.
 
         Fetching only: which of them a request uses is
         `planner.summary_choice.longest_prefix_summary`.
         """
-        rows = await self._pool.fetch(_FIND, thread_id, list(path_ids), strategy, model)
+        rows = await self._pool.fetch(
+            _FIND, scope.thread_id, list(path_ids), strategy, model, scope.kind
+        )
         return [SummaryArtifact.model_validate(row["payload"]) for row in rows]
 
     @storage_errors()
-    async def get(self, thread_id: str, artifact_id: str) -> SummaryArtifact | None:
+    async def get(self, scope: SummaryScope, artifact_id: str) -> SummaryArtifact | None:
         """The artifact, or `None` when it does not exist (or was erased)."""
-        payload: Any = await self._pool.fetchval(_GET, artifact_id, thread_id)
+        payload: Any = await self._pool.fetchval(_GET, artifact_id, scope.thread_id, scope.kind)
         return None if payload is None else SummaryArtifact.model_validate(payload)
 
     @storage_errors()
     async def put(
-        self, thread_id: str, artifact: SummaryArtifact, source_message_ids: Sequence[str]
+        self, scope: SummaryScope, artifact: SummaryArtifact, source_message_ids: Sequence[str]
     ) -> SummaryArtifact:
         """Store an artifact once; a concurrent identical preparation keeps the first."""
         async with self._pool.acquire() as connection:
             await connection.execute(
                 _PUT,
                 artifact.artifact_id,
-                thread_id,
+                scope.thread_id,
                 list(source_message_ids),
                 artifact.model_dump(mode="json"),
+                scope.kind,
             )
-            payload: Any = await connection.fetchval(_GET, artifact.artifact_id, thread_id)
+            payload: Any = await connection.fetchval(
+                _GET, artifact.artifact_id, scope.thread_id, scope.kind
+            )
         if payload is None:
-            # Redacted between the two statements: the summary must not be used.
+            # Erased between the two statements: the summary must not be used.
             raise KeyError(artifact.artifact_id)
         return SummaryArtifact.model_validate(payload)

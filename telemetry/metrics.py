@@ -16,6 +16,7 @@ set of values (status, outcome, error type, model, stage): never ids, never cont
 | `crux.tool.calls` | counter | `outcome` (`ok`, `failed`, `denied`, `error`) |
 | `gen_ai.client.token.usage` | counter | `gen_ai.token.type` (`input`, `output`), model, provider |
 | `crux.stage.duration` | histogram (s) | `stage`, `outcome` (`ok`, `error`) |
+| `crux.thread.operations` | counter | `operation` (`append`, `edit`, ...), `status`, `replayed` |
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ SUMMARY_PREPARATIONS = "crux.summary.preparations"
 TOOL_CALLS = "crux.tool.calls"
 TOKEN_USAGE = "gen_ai.client.token.usage"
 STAGE_DURATION = "crux.stage.duration"
+THREAD_OPERATIONS = "crux.thread.operations"
 
 _MAX_LABEL_CHARS = 128
 
@@ -54,6 +56,7 @@ _COUNTERS: dict[str, tuple[str, str]] = {
     SUMMARY_PREPARATIONS: ("{summary}", "History summary preparations"),
     TOOL_CALLS: ("{call}", "Tool calls"),
     TOKEN_USAGE: ("{token}", "Tokens the providers reported"),
+    THREAD_OPERATIONS: ("{operation}", "Thread operations"),
 }
 
 
@@ -199,3 +202,17 @@ def record_stage(stage: str, seconds: float, *, ok: bool) -> None:
     """Record how long one step of a generation took."""
     for sink in tuple(_sinks.values()):
         sink.observe(STAGE_DURATION, seconds, {"stage": stage, "outcome": "ok" if ok else "error"})
+
+
+def record_thread_operation(operation: str, status: str, *, replayed: bool) -> None:
+    """Count one Thread operation and how it ended.
+
+    Args:
+        operation: `append`, `edit`, `select`, `redact`, `remove` or `delete`.
+        status: `selected` or `alternative` for a publication, `ok` for the others, or
+            `error`.
+        replayed: An identical retry returned the stored outcome.
+    """
+    if _sinks:
+        labels = {"operation": operation, "status": status, "replayed": replayed}
+        _count(THREAD_OPERATIONS, 1, labels)

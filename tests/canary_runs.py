@@ -1,8 +1,10 @@
 """The canary's scenarios: every kind of generation, successful and failing, carrying it.
 
-`run_generations` runs plain, tool-round, approval, parallel, shadowed, streaming,
-structured-output and summarised generations; `run_failures` the failing ones (provider
-error bodies of both wire formats, rejected output, unstorable text, a raising hook). With
+`run_generations` runs plain, tool-round, approval, parallel, shadowed, masked (input
+safety, a constraint retry), streaming, structured-output and summarised generations;
+`run_failures` the failing ones (provider error bodies of both wire formats, rejected
+output, a blocked turn, a refused reply, violated constraints, unstorable text, a raising
+hook). With
 `run.registered` false (a `worker.py` process without the test's tools and hook), the
 scenarios that need them are left out.
 """
@@ -177,6 +179,19 @@ async def run_generations(
     run.results.extend(parallel.generations.values())
     assert anthropic.pending == 0
 
+    # Input safety masks a card number in a turn carrying the canary; terminal safety lets
+    # the reply through after a constraint asked once for a corrective attempt.
+    masked = run.thread("masked")
+    openai.enqueue(TextReply(text=f"No ticket {canary}"), TextReply(text=f"Ticket: {canary}"))
+    await run.generate(
+        f"Pay with 4111 1111 1111 1111 for {canary}",
+        thread=masked,
+        safety=crux.safety(
+            input=[crux.safety.pii()], output=[crux.safety.deny(["forbidden"], mode="retry")]
+        ),
+        constraints=[crux.constraints.require("Ticket:")],
+    )
+
     # Streaming, in small SSE pieces.
     streamed = run.thread("stream")
     openai.enqueue(TextReply(text=f"Streamed {canary} and {canary} again.", sse_chunk_size=5))
@@ -248,6 +263,23 @@ async def run_failures(
             [TextReply(text=f'{{"note": 1, "{canary}": 2}}'), TextReply(text=canary)],
             crux.OutputValidationError,
             {"output": crux.output(Note, max_retries=1)},
+        ),
+    ]
+    cases += [
+        # Input safety blocks the turn: nothing is sent.
+        ("denied input", [], crux.SafetyError, {"safety": [crux.safety.deny(["denied"])]}),
+        # Terminal safety refuses the reply, and a constraint is violated on every attempt.
+        (
+            "refused reply",
+            [TextReply(text=f"refused {canary}")],
+            crux.SafetyError,
+            {"safety": crux.safety(output=[crux.safety.deny(["refused"])])},
+        ),
+        (
+            "violated constraint",
+            [TextReply(text=canary)] * 2,
+            crux.ConstraintError,
+            {"constraints": crux.constraints(crux.constraints.require("Ticket:"), max_retries=1)},
         ),
     ]
     overflow = ErrorReply(

@@ -326,7 +326,6 @@ def lookup_fact(arguments: dict[str, Any]) -> dict[str, Any]:
 
 async def _serve() -> None:
     import crux
-    from crux._worker import run_worker
     from telemetry.logs import configure_logging
     from vocabulary.settings import Settings
 
@@ -346,7 +345,7 @@ async def _serve() -> None:
             "required": ["key"],
         },
     )
-    await run_worker(settings, stop=stop, tools=[tool])
+    await crux.Worker(tools=[tool], settings=settings).run(stop=stop)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,16 @@ Under pytest-xdist (`make test`, `make check`) every worker is a session of its 
 its own PostgreSQL and Temporal dev server (random ports, temporary directories), so no two
 tests share a server they could disturb, and fixed names inside one server (the README's
 task queue, workflow ids built from fixed generation ids) never meet a concurrent run.
+
+Every session keeps its temporary files under a directory of its own (`SESSION_ROOT`, also
+the `TMPDIR` of the processes it starts, and the root of pytest's `tmp_path`), so that other
+test runs on the machine never touch them, and so that the session can check at its end
+that no server it started is still running (`_no_process_outlives_the_session`).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -30,8 +36,18 @@ from crux.stack import EmbeddedPostgres, start_postgres_sync, start_temporal
 from providers.loopback import LoopbackOpenAIServer
 from storage import create_pool
 from storage.migrate import migrate
+from tests.processes import Process, descendants, leftovers, naming
 
 TEMPLATE_DATABASE = "crux_test_template"
+
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="crux-session-"))
+"""This session's temporary files: pytest's `tmp_path`, servers' data, stacks' directories."""
+# Before pytest picks its base directory and before anything makes a temporary directory.
+tempfile.tempdir = str(SESSION_ROOT)
+os.environ["TMPDIR"] = str(SESSION_ROOT)
+# Last of all exit handlers (they run in reverse): the embedded PostgreSQL package's own
+# handler still takes a lock file in the runtime directory under the root at exit.
+atexit.register(shutil.rmtree, SESSION_ROOT, ignore_errors=True)
 
 LONG_POLES = (
     "e2e/test_crash_and_outage.py",
@@ -45,7 +61,8 @@ LONG_POLES = (
     "e2e/test_canary_leaks.py",
     "e2e/test_approval_kill.py",
     "e2e/test_demo_real_model.py",
-    "e2e/test_readme.py",
+    "e2e/test_docs_examples.py",
+    "e2e/test_wheel_install.py",
     "e2e/test_revision_moved.py",
     "e2e/test_hostile_input.py",
     "e2e/test_provider_faults.py",
@@ -80,6 +97,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return LONG_POLES.index(module) if module in LONG_POLES else len(LONG_POLES)
 
     items.sort(key=rank)
+
+
+def _started_here(processes: list[Process]) -> list[Process]:
+    # Children of this process (the Temporal dev servers the SDK starts, `crux` commands)
+    # and servers whose command line names this session's directory (PostgreSQL detaches
+    # from the process that started it).
+    found = {p.pid: p for p in descendants(os.getpid(), processes)}
+    found.update({p.pid: p for p in naming([SESSION_ROOT], processes)})
+    return list(found.values())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_session() -> Iterator[None]:
+    """After every other session fixture stopped its servers, none of them may still run."""
+    yield
+    left = leftovers(_started_here)
+    assert not left, "servers this session started still run:\n" + "\n".join(map(str, left))
 
 
 def _with_database(url: str, database: str) -> str:

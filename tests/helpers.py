@@ -14,9 +14,10 @@ from temporalio.client import Client
 
 from crux._worker import build_worker, worker_resources
 from crux.config import Settings
-from crux.hooks import StepHook
+from crux.hooks import StepHook, SuccessHook
 from crux.prompts import Prompt
 from crux.runtime import Runtime
+from crux.safety import SafetyPolicy
 from crux.tools import Tool
 
 T = TypeVar("T")
@@ -57,12 +58,21 @@ async def new_worker(
     default_model: str = "offline:echo",
     tools: Iterable[Tool] = (),
     hooks: Iterable[StepHook] = (),
+    policies: Iterable[SafetyPolicy] = (),
+    success_hooks: Iterable[SuccessHook] = (),
+    task_queue: str | None = None,
 ) -> AsyncGenerator[RunningWorker]:
-    """Run a real worker on a unique task queue for the duration of the block."""
-    task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
+    """Run a real worker on a unique task queue (or `task_queue`) for the block."""
+    task_queue = task_queue or f"crux-test-{uuid.uuid4().hex[:10]}"
     settings = settings.model_copy(update={"task_queue": task_queue})
     async with worker_resources(
-        settings, pool=pool, prompts=prompts, tools=tools, hooks=hooks
+        settings,
+        pool=pool,
+        prompts=prompts,
+        tools=tools,
+        hooks=hooks,
+        policies=policies,
+        success_hooks=success_hooks,
     ) as activities:
         worker = build_worker(client, task_queue=task_queue, activities=activities)
         async with worker:

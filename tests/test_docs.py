@@ -1,7 +1,13 @@
-"""The documentation site: generated references are complete, the site is configured."""
+"""The documentation site: generated references are complete, the site is configured.
+
+The site is organised as tutorial, how-to guides, reference and explanations; the API
+reference renders (mkdocstrings) every public name from its docstring, and every page
+links to it.
+"""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import re
@@ -108,12 +114,129 @@ def test_every_page_is_in_the_navigation_and_the_references_are_generated() -> N
 
     listed = set(pages(config["nav"]))
     written = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
-    generated = {"reference/configuration.md", "reference/errors.md"}
-    assert listed == written | generated
-    assert not (written & generated), "generated pages must not be committed"
-    for capability in ("planning", "history", "threads", "generations", "streaming", "tools"):
-        assert f"{capability}.md" in listed
-    assert "getting-started.md" in listed and "operations.md" in listed
+    assert listed == written | GENERATED
+    assert not (written & GENERATED), "generated pages must not be committed"
+    sections = [next(iter(item)) for item in config["nav"] if isinstance(item, dict)]
+    for section in (
+        "Getting started",
+        "How-to guides",
+        "Reference",
+        "API reference",
+        "Explanations",
+    ):
+        assert section in sections, section
+
+
+GENERATED = {"reference/configuration.md", "reference/errors.md", "reference/cli.md"}
+PUBLIC_MODULES = (
+    "crux",
+    "crux.errors",
+    "crux.messages",
+    "crux.models",
+    "crux.options",
+    "crux.plugin",
+    "crux.config",
+    "crux.logs",
+)
+# What results hand back from the pure planner: receipts, inspections, previews, profiles.
+PLANNER_NAMES = (
+    "RequestReceipt",
+    "Adaptation",
+    "ReceiptWarning",
+    "SettingsRecord",
+    "StepPreparation",
+    "RequestInspection",
+    "Breakdown",
+    "BreakdownEntry",
+    "ContributionRecord",
+    "CandidateRecord",
+    "ContributorChoice",
+    "HistoryRecord",
+    "ArtifactRecord",
+    "SupportRequestRecord",
+    "Counting",
+    "Diagnostic",
+    "Preview",
+    "PreviewAdaptation",
+    "ModelCatalog",
+    "ModelProfile",
+)
+DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$")
+
+
+def _resolve(path: str) -> object:
+    """The object a mkdocstrings identifier names (a module, or a name inside one)."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            target = getattr(target, name)
+        return target
+    raise ImportError(path)
+
+
+def _directives(markdown: str) -> list[str]:
+    """The identifiers a page renders: each `::: path`, and the `members` it lists."""
+    found: list[str] = []
+    current: str | None = None
+    listing = False
+    for line in markdown.splitlines():
+        directive = DIRECTIVE.match(line)
+        if directive:
+            current, listing = directive.group(1), False
+            found.append(directive.group(1))
+        elif current and re.match(r"^\s+members:\s*\[(.*)\]\s*$", line):
+            inline = re.match(r"^\s+members:\s*\[(.*)\]\s*$", line)
+            assert inline is not None
+            found += [f"{current}.{name.strip()}" for name in inline.group(1).split(",")]
+        elif current and re.match(r"^\s+members:\s*$", line):
+            listing = True
+        elif current and listing and re.match(r"^\s+- (\w+)\s*$", line):
+            found.append(f"{current}.{line.strip()[2:]}")
+        elif line.strip() and not line.startswith(" "):
+            current, listing = None, False
+    return found
+
+
+def _api_identifiers(generator: ModuleType) -> list[str]:
+    pages = [p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "reference").rglob("*.md")]
+    pages.append(generator.errors_markdown())
+    return [identifier for page in pages for identifier in _directives(page)]
+
+
+def test_every_public_name_is_in_the_api_reference(generator: ModuleType) -> None:
+    identifiers = _api_identifiers(generator)
+    assert len(identifiers) == len(set(identifiers)), "a name is rendered twice"
+    rendered = {identifier: _resolve(identifier) for identifier in identifiers}
+    objects = {id(target) for target in rendered.values()}
+    scalar = (int, float, str, bool)
+    public = [
+        (module, name)
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(module).__all__
+    ] + [("planner", name) for name in PLANNER_NAMES]
+    missing = []
+    for module, name in public:
+        target = getattr(importlib.import_module(module), name)
+        if isinstance(target, scalar) or target is None:
+            # Equal constants share objects: a constant is covered by its own name only.
+            covered = f"{module}.{name}" in rendered
+        else:
+            covered = id(target) in objects
+        if not covered:
+            missing.append(f"{module}.{name}")
+    assert missing == [], f"add these to a page under docs/reference/api/: {missing}"
+
+
+def test_the_how_to_pages_link_the_api_names_they_use() -> None:
+    for page in sorted((ROOT / "docs" / "how-to").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if "```python" in text:
+            # A cross-reference (`[name][crux.X]`) to the API reference.
+            assert re.search(r"\]\[(crux|planner)\.[\w.]+\]", text), page.name
 
 
 @pytest.mark.stack
@@ -135,6 +258,58 @@ def test_the_site_builds_strictly_with_the_generated_references(tmp_path: Path) 
     assert "CRUX_HEALTH_FILE" in configuration and "TEMPORAL_ADDRESS" in configuration
     errors = (site / "reference" / "errors" / "index.html").read_text("utf-8")
     assert 'id="threadcommiterror"' in errors
+    # Every rendered name has its anchor: a name without a docstring would be left out.
+    built = "".join(p.read_text("utf-8") for p in (site / "reference").rglob("index.html"))
+    spec = importlib.util.spec_from_file_location(
+        "gen_reference", ROOT / "docs" / "gen_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    unrendered = [i for i in _api_identifiers(generator) if f'id="{i}"' not in built]
+    assert unrendered == [], unrendered
+    cli = (site / "reference" / "cli" / "index.html").read_text("utf-8")
+    assert "crux dev" in cli and "crux generation show" in cli
+    # The API reference is linked from every page (the navigation holds it).
+    api = (site / "reference" / "api").resolve()
+    for page in site.rglob("index.html"):
+        targets = {
+            (page.parent / href).resolve()
+            for href in re.findall(r'href="([^"#:]*)/?"', page.read_text("utf-8"))
+        }
+        assert api in targets, f"{page.relative_to(site)} does not link the API reference"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     docs_recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
     assert "--strict" in docs_recipe and "--quiet" not in docs_recipe.replace("Not --quiet", "")
+
+
+def test_the_readme_is_short_and_keeps_what_a_newcomer_needs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 150
+    assert "## Where behaviour lives" in readme
+    # Install lines that work: a wheel built from the checkout, and git; PyPI marked as such.
+    wheel = re.search(
+        r"pip install \"dist/(crux_temporal-[\w.]+-py3-none-any\.whl)\[embedded\]\"", readme
+    )
+    assert wheel is not None
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', project, flags=re.MULTILINE)
+    assert (
+        version is not None
+        and wheel.group(1) == f"crux_temporal-{version.group(1)}-py3-none-any.whl"
+    )
+    assert "git+" in readme
+    assert re.search(r"pip install \"crux-temporal\[embedded\]\".*not yet published", readme)
+    # Every page the README links exists.
+    for target in re.findall(r"\]\(((?:docs/)[^)#]+)\)", readme):
+        assert (ROOT / target).exists(), target
+
+
+def test_getting_started_imports_no_private_module_and_names_no_compose_database() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    imports = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", page, flags=re.MULTILINE)
+    assert imports, "the tutorial imports crux"
+    assert not [name for name in imports if any(part.startswith("_") for part in name.split("."))]
+    assert not [name for name in imports if name.split(".")[0] not in ("crux", "myapp", "asyncio")]
+    # crux dev prints its own database URL; the docker-compose one is a different database.
+    assert "localhost:5432" not in page and "5432" not in page

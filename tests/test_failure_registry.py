@@ -17,7 +17,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 from contracts.failures import application_error, rebuilt, rebuilt_from
-from vocabulary import errors
+from vocabulary import errors, gate_errors
 from vocabulary.details import ErrorDetails, decode_details
 from vocabulary.errors import (
     ConfigurationError,
@@ -43,7 +43,21 @@ from vocabulary.errors import (
     ThreadError,
     ThreadInUseError,
 )
-from vocabulary.failures import FAMILIES, family_of
+from vocabulary.failures import (
+    CAUSE_FIELDS,
+    FAMILIES,
+    failure_cause,
+    family_of,
+    is_provider_failure,
+    rebuilt_cause,
+)
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+)
 
 
 def _provider(error: ProviderError) -> ProviderError:
@@ -84,6 +98,17 @@ SAMPLES: dict[ErrorType, CruxError] = {
     ErrorType.OUTPUT_VALIDATION: OutputValidationError(
         ("$.price: type",), attempts=2, request_id="request_2"
     ),
+    ErrorType.SAFETY: SafetyError(
+        "no-secrets", "deny_list.match", stage="output", attempts=3, request_id="request_3"
+    ),
+    ErrorType.CONSTRAINT: ConstraintError(
+        ("0:length.too_long", "1:required.missing"), attempts=2, request_id="request_4"
+    ),
+    ErrorType.GATE_POLICY: GatePolicyError("tone", "raised", error_type="KeyError"),
+    ErrorType.SUCCESS_HOOK: SuccessHookError("notify", "raised", error_type="OSError"),
+    ErrorType.GENERATION_TIMEOUT: GenerationTimeoutError(
+        committed=True, budget_seconds=2.5, stage="committing"
+    ),
 }
 
 
@@ -104,7 +129,8 @@ def test_the_type_string_is_the_domain_class_name() -> None:
 def test_every_public_error_class_has_a_family() -> None:
     classes = [
         value
-        for value in vars(errors).values()
+        for module in (errors, gate_errors)
+        for value in vars(module).values()
         if inspect.isclass(value) and issubclass(value, CruxError) and value is not CruxError
     ]
     assert classes
@@ -187,3 +213,54 @@ def test_an_undeclared_type_is_rebuilt_as_an_internal_failure() -> None:
     rebuilt_error = rebuilt_from("SomethingElse", "x", ErrorDetails(), non_retryable=True)
     assert isinstance(rebuilt_error, GenerationFailedError)
     assert rebuilt_error.reason == "internal"
+
+
+@pytest.mark.parametrize(
+    "error_type",
+    [kind for kind in ErrorType if isinstance(SAMPLES[kind], ProviderError)],
+    ids=lambda kind: kind.value,
+)
+def test_a_provider_failure_travels_as_the_cause_of_a_composition_error(
+    error_type: ErrorType,
+) -> None:
+    provider_error = SAMPLES[error_type]
+    family = family_of(provider_error)
+    assert family is not None and is_provider_failure(error_type)
+    cause = failure_cause(error_type, family.details(provider_error))
+    assert cause["type"] == error_type.value
+    assert set(cause) <= {"type", *CAUSE_FIELDS}
+    error = RequestCompositionError(
+        "REPRESENTATION_UNAVAILABLE", "no summary", diagnostics={"cause": cause}
+    )
+    back = rebuilt(_through_temporal(application_error(error)))
+    assert isinstance(back, RequestCompositionError)
+    assert back.diagnostics["cause"] == cause
+    rebuilt_cause = back.__cause__
+    assert type(rebuilt_cause) is type(provider_error)
+    assert family.details(rebuilt_cause) == family.details(provider_error)  # type: ignore[arg-type]
+
+
+def test_a_composition_error_without_a_cause_has_none() -> None:
+    back = rebuilt(application_error(SAMPLES[ErrorType.REQUEST_COMPOSITION]))
+    assert back is not None and back.__cause__ is None
+    assert not is_provider_failure("StorageUnavailableError") and not is_provider_failure(None)
+    assert rebuilt_cause({"cause": {"type": "SomethingElse"}}) is None
+    assert rebuilt_cause({"cause": "not a record"}) is None
+
+
+def test_gate_errors_keep_their_facts_across_temporal() -> None:
+    safety = rebuilt(_through_temporal(application_error(SAMPLES[ErrorType.SAFETY])))
+    assert isinstance(safety, SafetyError)
+    assert (safety.policy, safety.reason_code, safety.stage, safety.attempts) == (
+        "no-secrets",
+        "deny_list.match",
+        "output",
+        3,
+    )
+    timeout = rebuilt(_through_temporal(application_error(SAMPLES[ErrorType.GENERATION_TIMEOUT])))
+    assert isinstance(timeout, GenerationTimeoutError)
+    assert timeout.committed is True and timeout.budget_seconds == 2.5
+    assert "committed" in str(timeout) and "generation_id" in str(timeout)
+    constraint = rebuilt(_through_temporal(application_error(SAMPLES[ErrorType.CONSTRAINT])))
+    assert isinstance(constraint, ConstraintError)
+    assert constraint.violations == ("0:length.too_long", "1:required.missing")

@@ -45,6 +45,9 @@ def test_crux_exports_are_pinned() -> None:
         "GenerationStatus",
         "OperatorError",
         "connect",
+        "Worker",
+        "Registrations",
+        "RegistrationConflictError",
     }
 
 

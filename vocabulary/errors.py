@@ -15,6 +15,9 @@ CruxError
 ├── StorageUnavailableError                      PostgreSQL could not be reached (or was contended)
 ├── PreparationError(code)                       a step or invocation hook failed
 ├── OperatorError(code)                         retry/abandon refused: not found, wrong stage
+├── SafetyError, ConstraintError, GatePolicyError, SuccessHookError, GenerationTimeoutError
+│                                                the acceptance gate and the time budget
+│                                                (`vocabulary.gate_errors`)
 └── ProviderError(provider)                      a provider call failed
     ├── ProviderHTTPError(status_code)           non-2xx response (retry_after when given)
     │   ├── ProviderAuthError                    401/403: the key was refused
@@ -136,6 +139,11 @@ class ErrorType(StrEnum):
     INTERNAL = "InternalError"
     PREPARATION = "PreparationError"
     OUTPUT_VALIDATION = "OutputValidationError"
+    SAFETY = "SafetyError"
+    CONSTRAINT = "ConstraintError"
+    GATE_POLICY = "GatePolicyError"
+    SUCCESS_HOOK = "SuccessHookError"
+    GENERATION_TIMEOUT = "GenerationTimeoutError"
 
 
 class ThreadError(CruxError):
@@ -435,6 +443,41 @@ class GenerationFailedError(CruxError):
         self.reason = reason
 
 
+class NoWorkerError(GenerationFailedError):
+    """No worker polls the task queue a run was started on; the run was stopped.
+
+    Raised by the caller's runtime within seconds of the start (see `Runtime.generate`),
+    instead of waiting for a worker that is not there. The run never began: it is
+    terminated, so a worker started later does not answer a call nobody waits for.
+
+    Attributes:
+        reason: `no_worker`.
+        task_queue: The task queue nobody polls.
+    """
+
+    def __init__(self, task_queue: str, message: str):
+        super().__init__("no_worker", message)
+        self.task_queue = task_queue
+
+
+class CallTimeoutError(GenerationFailedError, TimeoutError):
+    """A call did not finish within the caller's `timeout=`; its run was asked to cancel.
+
+    The caller's wait, not the run's own time budget (that is `GenerationTimeoutError`).
+
+    Attributes:
+        reason: `timed_out`.
+        workflow_id: The run's workflow id (`crux generation show <id>` tells how it ended:
+            a reply committed before the cancellation arrived stays committed).
+        timeout: The caller's timeout, in seconds.
+    """
+
+    def __init__(self, workflow_id: str, timeout: float, message: str):
+        super().__init__("timed_out", message)
+        self.workflow_id = workflow_id
+        self.timeout = timeout
+
+
 class PreparationError(CruxError):
     """A registered `prepare_step` or `prepare_invocation` hook failed; nothing was sent.
 
@@ -479,6 +522,8 @@ __all__ = [
     "CruxError",
     "ErrorType",
     "GenerationFailedError",
+    "CallTimeoutError",
+    "NoWorkerError",
     "OutputValidationError",
     "PreparationError",
     "ProviderAuthError",

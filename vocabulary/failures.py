@@ -54,6 +54,16 @@ from vocabulary.errors import (
     ThreadErrorCode,
     ThreadInUseError,
 )
+from vocabulary.gate_errors import (
+    ConstraintError,
+    GatePolicyError,
+    GatePolicyErrorCode,
+    GateStage,
+    GenerationTimeoutError,
+    SafetyError,
+    SuccessHookError,
+    SuccessHookErrorCode,
+)
 
 _E = TypeVar("_E", bound=CruxError)
 
@@ -120,12 +130,15 @@ def _thread_commit(message: str, details: ErrorDetails, _retryable: bool) -> Thr
 
 def _composition(message: str, details: ErrorDetails, _retryable: bool) -> RequestCompositionError:
     code = cast(CompositionErrorCode, details.code or "INVALID_COMPOSITION")
-    return RequestCompositionError(
+    error = RequestCompositionError(
         code,
         _unprefixed(message, code),
         request_id=details.request_id,
         diagnostics=details.diagnostics,
     )
+    # A summary that could not be prepared names the failure behind it: rebuilt typed.
+    error.__cause__ = rebuilt_cause(details.diagnostics)
+    return error
 
 
 def _output_details(error: OutputValidationError) -> ErrorDetails:
@@ -192,6 +205,44 @@ def _provider(kind: type[ProviderError]) -> Rebuild[ProviderError]:
         return error
 
     return rebuild
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _safety(message: str, details: ErrorDetails, _retryable: bool) -> SafetyError:
+    stage: GateStage = "output" if details.stage == "output" else "input"
+    return SafetyError(
+        _text(details.diagnostics.get("policy")) or "policy",
+        details.code,
+        stage=stage,
+        attempts=_count(details.diagnostics.get("attempts")),
+        request_id=details.request_id,
+    )
+
+
+def _constraint(message: str, details: ErrorDetails, _retryable: bool) -> ConstraintError:
+    listed: object = details.diagnostics.get("violations", [])
+    violations = [str(v) for v in listed] if isinstance(listed, list) else []  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return ConstraintError(
+        tuple(violations),
+        attempts=_count(details.diagnostics.get("attempts")),
+        request_id=details.request_id,
+    )
+
+
+def _timeout(message: str, details: ErrorDetails, _retryable: bool) -> GenerationTimeoutError:
+    budget: object = details.diagnostics.get("budget_seconds", 0)
+    return GenerationTimeoutError(
+        committed=details.diagnostics.get("committed") is True,
+        budget_seconds=float(budget) if isinstance(budget, int | float) else 0.0,
+        stage=details.stage,
+    )
 
 
 def _declare(
@@ -308,6 +359,72 @@ FAMILIES: Mapping[ErrorType, Family[CruxError]] = dict(
             details=_output_details,
             rebuild=_output,
         ),
+        _declare(
+            ErrorType.SAFETY,
+            SafetyError,
+            details=lambda error: ErrorDetails(
+                code=error.reason_code,
+                request_id=error.request_id,
+                stage=error.stage,
+                diagnostics={"policy": error.policy, "attempts": error.attempts},
+            ),
+            rebuild=_safety,
+        ),
+        _declare(
+            ErrorType.CONSTRAINT,
+            ConstraintError,
+            details=lambda error: ErrorDetails(
+                code="constraints_violated",
+                request_id=error.request_id,
+                diagnostics={"violations": list(error.violations), "attempts": error.attempts},
+            ),
+            rebuild=_constraint,
+        ),
+        _declare(
+            ErrorType.GATE_POLICY,
+            GatePolicyError,
+            details=lambda error: ErrorDetails(
+                code=error.code,
+                diagnostics={"policy": error.policy}
+                | ({"error_type": error.error_type} if error.error_type else {}),
+            ),
+            # A policy is user code: one that raised would most likely raise again.
+            rebuild=lambda message, details, _retryable: GatePolicyError(
+                _text(details.diagnostics.get("policy")) or "policy",
+                cast(GatePolicyErrorCode, details.code or "raised"),
+                error_type=_text(details.diagnostics.get("error_type")),
+            ),
+        ),
+        _declare(
+            ErrorType.SUCCESS_HOOK,
+            SuccessHookError,
+            details=lambda error: ErrorDetails(
+                code=error.code,
+                diagnostics={"hook": error.hook}
+                | ({"error_type": error.error_type} if error.error_type else {}),
+            ),
+            # A hook that raised is retried within its bounded policy (it may call a
+            # service that recovers); one that is not registered here never will run.
+            retryable=lambda error: error.code == "raised",
+            rebuild=lambda message, details, _retryable: SuccessHookError(
+                _text(details.diagnostics.get("hook")) or "hook",
+                cast(SuccessHookErrorCode, details.code or "raised"),
+                error_type=_text(details.diagnostics.get("error_type")),
+            ),
+        ),
+        _declare(
+            ErrorType.GENERATION_TIMEOUT,
+            GenerationTimeoutError,
+            details=lambda error: ErrorDetails(
+                code="committed" if error.committed else "not_committed",
+                stage=error.stage,
+                diagnostics={
+                    "committed": error.committed,
+                    "budget_seconds": error.budget_seconds,
+                },
+            ),
+            rebuild=_timeout,
+        ),
     ]
 )
 """Every error family by its `ApplicationError.type`."""
@@ -336,4 +453,54 @@ def rebuild(
     return family.rebuild(message, details, retryable)
 
 
-__all__ = ["FAMILIES", "Family", "family_of", "rebuild"]
+CAUSE_FIELDS = ("code", "provider", "status", "host", "model")
+"""The details of a cause kept in `diagnostics["cause"]` (content-free, like all details)."""
+
+
+def is_provider_failure(error_type: str | None) -> bool:
+    """Whether a failure of `error_type` is a provider call's (any `ProviderError`)."""
+    family = FAMILIES.get(cast(ErrorType, error_type)) if error_type else None
+    return family is not None and issubclass(family.error, ProviderError)
+
+
+def failure_cause(error_type: str, details: ErrorDetails) -> dict[str, object]:
+    """The content-free record of a failure that caused another one.
+
+    Carried in `diagnostics["cause"]` of the error it caused: the failure's type (its
+    `ApplicationError.type`) and its details' code, provider, HTTP status, host and model.
+    """
+    fields = details.model_dump(mode="json", include=set(CAUSE_FIELDS), exclude_none=True)
+    return {"type": error_type, **fields}
+
+
+def rebuilt_cause(diagnostics: Mapping[str, object]) -> CruxError | None:
+    """The typed error a `diagnostics["cause"]` record describes, `None` without one."""
+    raw = diagnostics.get("cause")
+    if not isinstance(raw, Mapping):
+        return None
+    cause = cast(Mapping[str, object], raw)
+    error_type = cause.get("type")
+    family = FAMILIES.get(cast(ErrorType, error_type)) if isinstance(error_type, str) else None
+    if family is None:
+        return None
+    try:
+        details = ErrorDetails.model_validate({k: cause[k] for k in CAUSE_FIELDS if k in cause})
+    except ValueError:
+        return None
+    error = family.rebuild("the failure that caused this one", details, False)
+    if isinstance(error, ProviderError):
+        # What failed, where, for which model: rebuilt from the details, never quoted.
+        error.args = (error.explain(),)
+    return error
+
+
+__all__ = [
+    "CAUSE_FIELDS",
+    "FAMILIES",
+    "Family",
+    "failure_cause",
+    "family_of",
+    "is_provider_failure",
+    "rebuild",
+    "rebuilt_cause",
+]

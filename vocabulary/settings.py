@@ -22,11 +22,48 @@ class Settings(BaseModel):
     Secrets (`openai_api_key`, `anthropic_api_key`) stay in this object on the worker side
     and never enter workflow inputs, results or history.
 
+    The Temporal connection is configured the way the Temporal CLI and SDKs configure it
+    (`temporalio.envconfig`): the `TEMPORAL_*` variables below, laid over a profile of a
+    TOML configuration file (`TEMPORAL_CONFIG_FILE`, else the platform's default
+    `temporalio/temporal.toml`, profile `TEMPORAL_PROFILE`, else `default`). A field left
+    unset takes the profile's value, then the default. An API key turns TLS on unless
+    `TEMPORAL_TLS=false`. PostgreSQL TLS is configured in `CRUX_DATABASE_URL`
+    (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) or with the standard `PGSSLMODE`,
+    `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` variables, which the driver reads itself.
+
     Attributes:
-        temporal_address: `host:port` of the Temporal frontend (`TEMPORAL_ADDRESS`).
-        temporal_namespace: Temporal namespace (`TEMPORAL_NAMESPACE`).
+        temporal_address: `host:port` of the Temporal frontend (`TEMPORAL_ADDRESS`);
+            unset, the profile's address, else `localhost:7233`.
+        temporal_namespace: Temporal namespace (`TEMPORAL_NAMESPACE`); unset, the
+            profile's namespace, else `default`.
+        temporal_profile: The profile of the Temporal configuration file to use
+            (`TEMPORAL_PROFILE`); unset, `default` (which may be absent).
+        temporal_config_file: The Temporal configuration file (`TEMPORAL_CONFIG_FILE`);
+            unset, the platform's default location, when it exists.
+        temporal_api_key: API key sent as `authorization: Bearer <key>` to Temporal
+            (`TEMPORAL_API_KEY`), as Temporal Cloud expects; turns TLS on.
+        temporal_tls: Use TLS to Temporal (`TEMPORAL_TLS`): `true` with the system's
+            trusted authorities unless a CA certificate is given, `false` to turn it off
+            even with an API key. Unset: on when an API key or a TLS setting is given.
+        temporal_tls_server_name: The name the Temporal server's certificate must be
+            issued for (`TEMPORAL_TLS_SERVER_NAME`), when it is not the address's host.
+        temporal_tls_server_ca_cert_path: File of the authority that signed the Temporal
+            server's certificate (`TEMPORAL_TLS_SERVER_CA_CERT_PATH`), PEM.
+        temporal_tls_server_ca_cert_data: The same certificate inline, PEM
+            (`TEMPORAL_TLS_SERVER_CA_CERT_DATA`).
+        temporal_tls_client_cert_path: Client certificate for mutual TLS
+            (`TEMPORAL_TLS_CLIENT_CERT_PATH`), PEM.
+        temporal_tls_client_cert_data: The client certificate inline, PEM
+            (`TEMPORAL_TLS_CLIENT_CERT_DATA`).
+        temporal_tls_client_key_path: The client certificate's private key
+            (`TEMPORAL_TLS_CLIENT_KEY_PATH`), PEM.
+        temporal_tls_client_key_data: The private key inline, PEM
+            (`TEMPORAL_TLS_CLIENT_KEY_DATA`).
         task_queue: Task queue of the Crux worker (`CRUX_TASK_QUEUE`).
         database_url: PostgreSQL URL (`CRUX_DATABASE_URL`); `None` means "not configured".
+            TLS goes in its query: `?sslmode=verify-full&sslrootcert=/path/ca.crt`
+            (client certificates: `sslcert`, `sslkey`), or in `PGSSLMODE`,
+            `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY`.
         openai_base_url: Base URL of an OpenAI-compatible API (`OPENAI_BASE_URL`).
         openai_api_key: Key for that API (`OPENAI_API_KEY`).
         openai_output_cap_field: Body field carrying the output cap
@@ -70,6 +107,17 @@ class Settings(BaseModel):
 
     temporal_address: str = DEFAULT_TEMPORAL_ADDRESS
     temporal_namespace: str = DEFAULT_TEMPORAL_NAMESPACE
+    temporal_profile: str | None = None
+    temporal_config_file: str | None = None
+    temporal_api_key: SecretStr | None = None
+    temporal_tls: bool | None = None
+    temporal_tls_server_name: str | None = None
+    temporal_tls_server_ca_cert_path: str | None = None
+    temporal_tls_server_ca_cert_data: str | None = None
+    temporal_tls_client_cert_path: str | None = None
+    temporal_tls_client_cert_data: str | None = None
+    temporal_tls_client_key_path: str | None = None
+    temporal_tls_client_key_data: SecretStr | None = None
     task_queue: str = DEFAULT_TASK_QUEUE
     database_url: str | None = None
     openai_base_url: str = DEFAULT_OPENAI_BASE_URL
@@ -109,6 +157,17 @@ class Settings(BaseModel):
         names = {
             "TEMPORAL_ADDRESS": "temporal_address",
             "TEMPORAL_NAMESPACE": "temporal_namespace",
+            "TEMPORAL_PROFILE": "temporal_profile",
+            "TEMPORAL_CONFIG_FILE": "temporal_config_file",
+            "TEMPORAL_API_KEY": "temporal_api_key",
+            "TEMPORAL_TLS": "temporal_tls",
+            "TEMPORAL_TLS_SERVER_NAME": "temporal_tls_server_name",
+            "TEMPORAL_TLS_SERVER_CA_CERT_PATH": "temporal_tls_server_ca_cert_path",
+            "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "temporal_tls_server_ca_cert_data",
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": "temporal_tls_client_cert_path",
+            "TEMPORAL_TLS_CLIENT_CERT_DATA": "temporal_tls_client_cert_data",
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": "temporal_tls_client_key_path",
+            "TEMPORAL_TLS_CLIENT_KEY_DATA": "temporal_tls_client_key_data",
             "CRUX_TASK_QUEUE": "task_queue",
             "CRUX_DATABASE_URL": "database_url",
             "OPENAI_BASE_URL": "openai_base_url",

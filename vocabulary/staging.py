@@ -10,6 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
+SummarySource = Literal["thread", "transcript"]
+"""What a history summary summarises: a Thread's selected path or a caller's transcript."""
+
 HistorySource = Literal["thread", "caller-messages", "none"]
 """Where a request's history came from: the Thread's selected path, messages passed by the
 caller (call-site or prompt-level), or nowhere."""
@@ -35,6 +38,8 @@ class StagingKind(StrEnum):
     CACHE_PENDING = "cache-pending"
     """What a cache miss leaves for the write after the commit (keys, scope, embedding;
     no text). Kept by the commit, removed by the write, swept when left behind."""
+    SUMMARY_SOURCE = "summary-source"
+    """The transcript prefix a summary preparation reads (under `summary_source_key`)."""
 
 
 MESSAGE_KINDS = (StagingKind.CALLER_MESSAGES, StagingKind.PROMPT_MESSAGES)
@@ -59,3 +64,13 @@ def turn_kind(index: int) -> str:
 def delta_kind(kind: str) -> str:
     """The staging kind of the streamed deltas of `kind`."""
     return f"{DELTA_PREFIX}{kind}"
+
+
+def summary_source_key(artifact_id: str) -> str:
+    """The staging key of the transcript prefix a summary preparation reads.
+
+    Keyed by the artifact, so only identical preparations (which join one run) share it;
+    no generation completes under this key, so the retention sweep removes a copy whose
+    preparation never ran.
+    """
+    return f"summary-source:{artifact_id}"

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.workflow import LocalActivityConfig
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from contracts.failures import application_error, rebuilt
 from contracts.generation import GenerationInput
@@ -39,6 +39,17 @@ COMMIT_TURN_LOCAL = LocalActivityConfig(
     # same task, with no scheduling round trip. One attempt: the storage wait owns every
     # retry (a retry here would hide an outage from `commit_blocked` and from operators).
     # The commit replays idempotently, so a later round after a lost completion is safe.
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(maximum_attempts=1),
+    summary="commit turn",
+)
+
+
+COMMIT_TURN = ActivityConfig(
+    # The same commit as a regular activity, for generations with a time budget: the
+    # budget's timer must be able to fire while the commit is in flight, which a local
+    # activity (holding the workflow task) would only let it do afterwards. One attempt,
+    # as above: the storage wait owns the retries.
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_attempts=1),
     summary="commit turn",

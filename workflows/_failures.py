@@ -22,6 +22,7 @@ from contracts.decoding import decode_input
 from contracts.failures import application_error, internal_error
 from contracts.generation import GenerationInput
 from planner.steps import Fail
+from vocabulary.details import decode_details
 from vocabulary.errors import (
     ConfigurationError,
     CruxError,
@@ -31,6 +32,7 @@ from vocabulary.errors import (
     RequestCompositionError,
     ThreadError,
 )
+from vocabulary.gate_errors import ConstraintError, SafetyError
 from vocabulary.stages import Stage
 from workflows import _options
 from workflows._stages import StageReporter
@@ -56,6 +58,12 @@ def decision_failure(stages: StageReporter, action: Fail) -> ApplicationError:
         return application_error(error)
     if isinstance(error, OutputValidationError):
         stages.set(Stage.FAILED, "output invalid")
+        return application_error(error)
+    if isinstance(error, SafetyError):
+        stages.set(Stage.FAILED, f"reply refused by {error.policy}")
+        return application_error(error)
+    if isinstance(error, ConstraintError):
+        stages.set(Stage.FAILED, "constraints violated")
         return application_error(error)
     stages.set(Stage.FAILED)
     # Any other decision to fail is a bug of ours: internal, naming its class only.
@@ -92,6 +100,8 @@ async def discard_after(
     cancelled = is_cancelled_exception(error)
     if not (cancelled or isinstance(error, FailureError | CruxError)):
         return
+    if _committed_late(error):
+        return  # the turn was published: nothing of it is left to discard
     stages.set(Stage.CANCELLED if cancelled else Stage.FAILED, "discarding staged content")
     stages.publish()
     # After a cancellation was delivered, new activities run normally; a second
@@ -109,10 +119,33 @@ async def discard_after(
 
 
 def _refused(error: BaseException) -> bool:
-    """Whether the run failed because its request was invalid (a `ConfigurationError`)."""
+    """Whether the run failed because its request was refused before anything was sent.
+
+    An invalid request (`ConfigurationError`) and a user turn input safety blocked
+    (`SafetyError` of stage `input`) produced nothing: the generation id is freed with the
+    rest, so a corrected request may reuse it.
+    """
     if isinstance(error, ConfigurationError):
         return True
+    if isinstance(error, SafetyError):
+        return error.stage == "input"
     if isinstance(error, ActivityError | ApplicationError):
         cause = application_cause(error)
-        return cause is not None and cause.type == ErrorType.CONFIGURATION
+        if cause is None:
+            return False
+        if cause.type == ErrorType.SAFETY:
+            return decode_details(cause.details, cause.type).stage == "input"
+        return cause.type == ErrorType.CONFIGURATION
     return False
+
+
+def _committed_late(error: BaseException) -> bool:
+    """Whether the run failed on its time budget after its turn was committed."""
+    if not isinstance(error, ActivityError | ApplicationError):
+        return False
+    cause = application_cause(error)
+    return (
+        cause is not None
+        and cause.type == ErrorType.GENERATION_TIMEOUT
+        and decode_details(cause.details, cause.type).code == "committed"
+    )

@@ -95,6 +95,7 @@ def invoke_input(
         settings=request.settings,
         output_schema=request.output.json_schema if request.output else None,
         output_prompt_id=request.prompt_id if request.output else None,
+        request_id=sealed.request_id,
     )
 
 

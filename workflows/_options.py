@@ -195,3 +195,40 @@ def run_tool(policy: ToolPolicySpec | None) -> ActivityConfig:
         ),
     }
     return merged
+
+
+CHECK_INPUT_LOCAL = LocalActivityConfig(
+    # Input safety: one read and at most one UPDATE of the staged turn, plus policies that
+    # are pure functions of the text (a PII pass costs tenths of a second per 100 KB). A
+    # local activity: the turn's text never enters history, and the check costs no
+    # scheduling round trip. A policy that raised fails at once (non-retryable).
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=_READ_RETRIES,
+    local_retry_threshold=timedelta(seconds=5),
+    summary="input safety",
+)
+
+CHECK_OUTPUT_LOCAL = LocalActivityConfig(
+    # Terminal safety and constraints on the final reply, as the input check; it runs in
+    # the workflow task that commits, right before the commit.
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=_READ_RETRIES,
+    local_retry_threshold=timedelta(seconds=5),
+    summary="output checks",
+)
+
+RUN_SUCCESS_HOOK = ActivityConfig(
+    # Success hooks are application code with side effects (a notification, a webhook),
+    # run at least once after the commit: a few tries with backoff (1, 2, 4 s) ride out a
+    # downstream blip, and a broken hook ends as a visible `failed` outcome within seconds
+    # instead of holding the run. The activity heartbeats: a worker lost mid-hook is
+    # noticed within 30 s and the hook runs again elsewhere.
+    start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=4,
+    ),
+)

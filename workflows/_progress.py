@@ -105,6 +105,28 @@ class TurnProgress:
         self.epoch_reset = True
         self.previous_reason = "validation-retry"
 
+    def withdraw(self, sealed: SealedPlan, invoked: InvokeModelResult, reason: str) -> None:
+        """Record a final reply the acceptance gate refused; the next call is corrective.
+
+        As for a reply that failed validation: the call stays a step (its usage, its
+        receipt, which records the gate's verdict), its reply was withdrawn from staging,
+        and the next plan is linked to it with `reason` (`safety-retry` or
+        `constraint-retry`) in a fresh epoch.
+        """
+        self.steps.append(
+            StepFigures(
+                attempt=self.attempt,
+                request_id=sealed.request_id,
+                usage=invoked.usage,
+                finish_reason=reason,
+                output_tokens=invoked.output_tokens,
+            )
+        )
+        self.next_step(sealed)
+        self.epoch = None
+        self.epoch_reset = True
+        self.previous_reason = reason
+
     def supersede(self, sealed: SealedPlan) -> None:
         """Record a plan the Thread's move kept from being sent."""
         self.superseded.append(sealed.request_id)

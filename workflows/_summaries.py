@@ -1,7 +1,9 @@
 """History summaries a generation needs: prepared inline (waiting) or started in the background.
 
 A summary is its own `SummaryWorkflow`, deduplicated by workflow id, so two generations that
-need the same artifact pay for it once: the second joins the first.
+need the same artifact pay for it once: the second joins the first. The history may be a
+Thread's selected path or a caller's transcript (call-site or prompt-level messages), whose
+prefix is named by content and staged for the preparation first.
 """
 
 from __future__ import annotations
@@ -23,19 +25,36 @@ from contracts.activities import (
     AwaitSummaryInput,
     PrepareSummaryInput,
     PrepareSummaryResult,
+    ReadRequestResult,
     ResolveHistoryIdsInput,
     ResolveHistoryIdsResult,
+    StageSummarySourceInput,
+    StageSummarySourceResult,
 )
+from contracts.failures import application_error
 from contracts.generation import GenerationInput
 from contracts.ui import summary_run_details, summary_run_summary
 from planner import HistorySummary, Preparation
-from planner.summary_choice import summary_model
+from planner.summary_choice import summary_model, unprepared_summary
+from vocabulary.details import decode_details
 from vocabulary.errors import ErrorType
 from vocabulary.stages import Stage
+from vocabulary.staging import SummarySource
 from workflows import _options
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
+
+
+def summarisable(request: GenerationInput, read: ReadRequestResult) -> bool:
+    """Whether the history this generation read can be summarised.
+
+    A Thread's selected path, or a caller's transcript (call-site or prompt-level
+    messages, whose prefixes are named by content); not an absent history.
+    """
+    if read.history_source == "caller-messages":
+        return True
+    return read.history_source == "thread" and request.thread_id is not None
 
 
 async def _through_id(
@@ -64,27 +83,109 @@ async def _through_id(
     return resolved.ids[0]
 
 
+async def _transcript_through_id(
+    stages: StageReporter, request: GenerationInput, need: Preparation, model: str
+) -> str | None:
+    """The content-derived id of the transcript prefix a preparation covers.
+
+    The local activity also stages a copy of that prefix for the preparation: the
+    generation's own staged transcript is gone once its turn commits, and a summary started
+    after the response still needs it.
+    """
+    if need.through_position is None:
+        return None
+    staged: StageSummarySourceResult = await waiting_out_storage(
+        stages,
+        request,
+        Stage.SUMMARISING,
+        lambda: workflow.execute_local_activity(
+            stubs.stage_summary_source,
+            StageSummarySourceInput(
+                generation_id=request.generation_id,
+                thread_id=request.thread_id,
+                owner=request.owner,
+                through_position=need.through_position or 0,
+                strategy=request.history.strategy,
+                model=model,
+            ),
+            **_options.READ_REQUEST_LOCAL,
+        ),
+    )
+    return staged.through_id
+
+
 async def _summary_input(
-    stages: StageReporter, request: GenerationInput, need: Preparation
+    stages: StageReporter, request: GenerationInput, read: ReadRequestResult, need: Preparation
 ) -> PrepareSummaryInput | None:
-    through_id = await _through_id(stages, request, need)
-    if request.thread_id is None or through_id is None:
+    model = summary_model(request.history.summary_model, request.model)
+    if read.history_source == "caller-messages":
+        source: SummarySource = "transcript"
+        through_id = await _transcript_through_id(stages, request, need, model)
+    else:
+        source = "thread"
+        through_id = await _through_id(stages, request, need)
+        if request.thread_id is None:
+            return None
+    if through_id is None:
         return None
     return PrepareSummaryInput(
         thread_id=request.thread_id,
         owner=request.owner,
         through_id=through_id,
         strategy=request.history.strategy,
-        model=summary_model(request.history.summary_model, request.model),
+        model=model,
         counting_model=request.model,
         generation_id=request.generation_id,
         max_summary_tokens=need.max_summary_tokens,
+        chunk_tokens=request.history.chunk_tokens,
+        chunk_units=request.history.chunk_units,
+        source=source,
     )
 
 
-async def start_summary(stages: StageReporter, request: GenerationInput, need: Preparation) -> None:
-    """Start the summary a later turn needs, without waiting (maintenance, refresh)."""
-    summary_input = await _summary_input(stages, request, need)
+async def before_commit(
+    stages: StageReporter,
+    request: GenerationInput,
+    read: ReadRequestResult,
+    needs: tuple[Preparation, ...],
+) -> tuple[Preparation | PrepareSummaryInput, ...]:
+    """Name and stage the transcript prefixes the maintenance after the commit summarises.
+
+    The commit removes the generation's staged transcript, so a transcript prefix is staged
+    for its preparation now; a Thread's prefix stays on the Thread and is resolved after the
+    commit, as before (no command for it here).
+
+    Returns:
+        What `start_summary` takes after the commit, one per need that still applies.
+    """
+    if read.history_source != "caller-messages":
+        return needs
+    staged: list[Preparation | PrepareSummaryInput] = []
+    for need in needs:
+        summary_input = await _summary_input(stages, request, read, need)
+        if summary_input is not None:
+            staged.append(summary_input)
+    return tuple(staged)
+
+
+async def start_summary(
+    stages: StageReporter,
+    request: GenerationInput,
+    read: ReadRequestResult,
+    need: Preparation | PrepareSummaryInput,
+) -> None:
+    """Start the summary a later turn needs, without waiting (maintenance, refresh).
+
+    Args:
+        stages: The generation's stage reporter.
+        request: The generation.
+        read: Its read result (the history source).
+        need: The preparation, or its input already resolved (`before_commit`).
+    """
+    if isinstance(need, PrepareSummaryInput):
+        summary_input: PrepareSummaryInput | None = need
+    else:
+        summary_input = await _summary_input(stages, request, read, need)
     if summary_input is None:
         return
     stages.set(Stage.MAINTENANCE, "summary scheduled")
@@ -102,14 +203,14 @@ async def start_summary(stages: StageReporter, request: GenerationInput, need: P
 
 
 async def prepare_summary(
-    stages: StageReporter, request: GenerationInput, need: Preparation
+    stages: StageReporter, request: GenerationInput, read: ReadRequestResult, need: Preparation
 ) -> HistorySummary | None:
     """Prepare the summary this call needs and wait for it (joining one already running).
 
     Raises:
         ApplicationError: Typed and content-free when the summary could not be prepared.
     """
-    summary_input = await _summary_input(stages, request, need)
+    summary_input = await _summary_input(stages, request, read, need)
     if summary_input is None:
         return None
     child_id = summary_workflow_id(summary_input)
@@ -143,23 +244,25 @@ async def prepare_summary(
 def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
     """A typed, content-free failure for a history summary that could not be prepared.
 
-    The cause's type is kept (a provider failure of the summary model reaches the caller as
-    that `ProviderError`); details carry codes only.
+    A failure of the support calls makes the summary unavailable:
+    `RequestCompositionError(REPRESENTATION_UNAVAILABLE)` with the provider's failure as its
+    content-free cause (`planner.summary_choice.unprepared_summary`). Any other failure
+    keeps its type (a storage outage stays `StorageUnavailableError`); details carry codes
+    only.
     """
     cause: BaseException | None = error.cause
     while isinstance(cause, FailureError) and not (
         isinstance(cause, ApplicationError) and cause.type is not None
     ):
         cause = cause.cause
-    if isinstance(cause, ApplicationError):
-        return ApplicationError(
-            "the history summary could not be prepared",
-            *cause.details,
-            type=cause.type,
-            non_retryable=True,
-        )
+    if not isinstance(cause, ApplicationError):
+        cause = ApplicationError("the summary preparation failed", type=ErrorType.PROVIDER)
+    unavailable = unprepared_summary(cause.type, decode_details(cause.details, cause.type))
+    if unavailable is not None:
+        return application_error(unavailable)
     return ApplicationError(
         "the history summary could not be prepared",
-        type=ErrorType.PROVIDER,
+        *cause.details,
+        type=cause.type,
         non_retryable=True,
     )

@@ -51,6 +51,14 @@ def completion_details(
         f"adaptations: {adapted}",
         f"commit: {committed}",
     ]
+    if outcome.hooks:
+        lines.append(
+            "success hooks: "
+            + ", ".join(
+                f"{hook.hook} {hook.status}" + (f" ({hook.error_type})" if hook.error_type else "")
+                for hook in outcome.hooks
+            )
+        )
     return "\n".join(lines)
 
 

@@ -1,9 +1,11 @@
 """`ManagedGenerationWorkflow`: read, plan, invoke, commit.
 
 The workflow carries out what `planner.steps.next_action` decides: it reads the Thread (a
-local activity), seals a plan, dispatches it, runs tool calls, re-plans after a moved
-revision or a provider's overflow, and commits the accepted turn. Every payload is ids,
-sizes and decisions; no message text enters history.
+local activity), runs input safety, seals a plan, dispatches it, runs tool calls, re-plans
+after a moved revision or a provider's overflow, judges the final reply (terminal safety,
+constraints), commits the accepted turn and then runs the success hooks. A time budget
+bounds everything before the commit. Every payload is ids, sizes and decisions; no message
+text enters history.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareSummary,
         RecoverOverflow,
         Replan,
+        RetryRejected,
         RetryValidation,
         RunTools,
         Seal,
@@ -53,19 +56,22 @@ with workflow.unsafe.imports_passed_through():
     from vocabulary.stages import Stage
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import Approvals
+    from workflows._budget import TimeBudget
     from workflows._cache import CacheSteps
-    from workflows._commit import COMMIT_TURN_LOCAL, committing
+    from workflows._commit import COMMIT_TURN, COMMIT_TURN_LOCAL, committing
     from workflows._failures import (
         attempt_timed_out,
         decision_failure,
         discard_after,
         validated,
     )
+    from workflows._gate import AcceptanceGate
     from workflows._hooks import StepHooks
     from workflows._progress import TurnProgress
     from workflows._stages import StageReporter
     from workflows._storage_wait import waiting_out_storage
-    from workflows._summaries import prepare_summary, start_summary
+    from workflows._success import run_success_hooks
+    from workflows._summaries import before_commit, prepare_summary, start_summary, summarisable
     from workflows._tools import run_tools
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
@@ -140,10 +146,12 @@ class ManagedGenerationWorkflow:
     def get_stage(self) -> str:
         """The current stage (a `vocabulary.stages.Stage` value).
 
-        One of `reading`, `planning`, `summarising`, `counting`, `invoking`, `tools`,
-        `awaiting_approval` (a tool call waits for an operator's decision),
-        `storage_blocked` (a stage waits for PostgreSQL), `committing`, `commit_blocked`,
-        `maintenance`, `completed`, `failed` or `cancelled`.
+        One of `reading`, `input_safety`, `planning`, `summarising`, `counting`,
+        `invoking`, `tools`, `awaiting_approval` (a tool call waits for an operator's
+        decision), `storage_blocked` (a stage waits for PostgreSQL), `output_checks`
+        (terminal safety and constraints judge the reply), `committing`,
+        `commit_blocked`, `success_hooks`, `maintenance`, `completed`, `failed` or
+        `cancelled`.
         """
         return self._stages.stage.value
 
@@ -169,7 +177,27 @@ class ManagedGenerationWorkflow:
         return result
 
     async def _generate(self, request: GenerationInput) -> GenerationOutcome:
+        budget = TimeBudget(request)
+        read, progress = await budget.within(
+            self._stages, self._settle(request, AcceptanceGate(request))
+        )
+        if read.existing is not None:
+            # The generation id was committed before: return what that commit published.
+            _ui.conclude_replayed(self._stages, read.existing)
+            return read.existing
+        return await self._commit(request, read, progress, budget)
+
+    async def _settle(
+        self, request: GenerationInput, gate: AcceptanceGate
+    ) -> tuple[ReadRequestResult, TurnProgress]:
+        """Everything before the commit: read, check, plan and call until a reply is accepted.
+
+        Returns the read the accepted turn commits after (its `existing` set when the
+        generation was committed before) and the provider loop's record.
+        """
         read = await self._read(request)
+        if read.existing is None and gate.checks_input:
+            read = await gate.check_input(self._stages, request, read)
         progress = self._progress = TurnProgress()
         hooks = StepHooks(request)
         if hooks.named and read.existing is None:
@@ -179,7 +207,9 @@ class ManagedGenerationWorkflow:
             # overrode something for the call.
             step = await hooks.before_step(self._stages, progress) if hooks.named else request
             step_read = hooks.read_for(read, step)
-            sealed = hooks.receipted(await self._seal(step, step_read, progress), progress)
+            sealed = gate.receipted(
+                hooks.receipted(await self._seal(step, step_read, progress), progress)
+            )
             outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
             if outcome == "revision-moved":
                 progress.supersede(sealed)
@@ -216,10 +246,21 @@ class ManagedGenerationWorkflow:
                 progress.replan(sealed, action.reason)
                 details = f"attempt {progress.attempt}: revision moved, round {progress.replans}"
                 read = await self._read(request, details)
+            elif invoked is not None and not isinstance(action, RunTools):
+                if gate.checks_output:
+                    # The final reply passes terminal safety and the constraints first.
+                    checked = await gate.check_output(self._stages, step, sealed, progress)
+                    if isinstance(checked, Fail):
+                        raise decision_failure(self._stages, checked)
+                    if isinstance(checked, RetryRejected):
+                        # The reply was withdrawn: plan a corrective call.
+                        progress.withdraw(sealed, invoked, checked.reason)
+                        hooks.reason = checked.reason
+                        continue
+                progress.accept(sealed, invoked)
+                return read, progress
             elif invoked is not None:
                 progress.accept(sealed, invoked)
-                if not isinstance(action, RunTools):
-                    return await self._commit(request, read, progress)
                 await run_tools(
                     self._stages,
                     self._approvals,
@@ -231,9 +272,7 @@ class ManagedGenerationWorkflow:
                 )
                 progress.next_step(sealed)
                 hooks.reason = "tool-round"
-        # The generation id was committed before: return what that commit published.
-        _ui.conclude_replayed(self._stages, read.existing)
-        return read.existing
+        return read, progress
 
     async def _read(
         self, request: GenerationInput, details: str | None = None
@@ -266,7 +305,7 @@ class ManagedGenerationWorkflow:
                 return progress.link(action.plan)
             if isinstance(action, PrepareSummary):
                 self._summarised.add(preparation_key(action.need))
-                progress.summary = await prepare_summary(self._stages, request, action.need)
+                progress.summary = await prepare_summary(self._stages, request, read, action.need)
                 self._stages.set(Stage.PLANNING, "with the prepared summary")
                 state = replace(self._planning(request, read, progress), summary_prepared=True)
                 prepared_here = True
@@ -287,7 +326,7 @@ class ManagedGenerationWorkflow:
                 state = replace(state, summary_prepared=False)
             else:
                 if action.refresh is not None:
-                    await start_summary(self._stages, request, action.refresh)
+                    await start_summary(self._stages, request, read, action.refresh)
                 raise decision_failure(self._stages, action)
 
     def _planning(
@@ -310,7 +349,7 @@ class ManagedGenerationWorkflow:
         )
         return Planning(
             request=plan_request,
-            managed_thread=request.thread_id is not None and read.history_source == "thread",
+            summarisable=summarisable(request, read),
             summary_prepared=progress.summary is not None,
             countable=(
                 progress.ceiling is None
@@ -398,25 +437,42 @@ class ManagedGenerationWorkflow:
         )
 
     async def _commit(
-        self, request: GenerationInput, read: ReadRequestResult, progress: TurnProgress
+        self,
+        request: GenerationInput,
+        read: ReadRequestResult,
+        progress: TurnProgress,
+        budget: TimeBudget,
     ) -> GenerationOutcome:
-        """Publish the accepted turn, then start the maintenance the last plan asked for.
+        """Publish the accepted turn, then start maintenance and run the success hooks.
 
         Storage outages keep the run visibly in `commit_blocked`, retrying, with the staged
-        output kept; a rejection fails it with `ThreadCommitError`.
+        output kept; a rejection fails it with `ThreadCommitError`. The commit is never
+        abandoned: a time budget that expires meanwhile is reported once it is done.
         """
         self._stages.set(Stage.COMMITTING)
         arg = _inputs.commit_input(request, read, progress, progress.steps)
-        committed = await committing(
-            self._stages,
-            request,
-            lambda: workflow.execute_local_activity(stubs.commit_turn, arg, **COMMIT_TURN_LOCAL),
-        )
-        for need in progress.maintenance:
-            await start_summary(self._stages, request, need)
+        maintenance = await before_commit(self._stages, request, read, progress.maintenance)
+        if budget.set:
+            commit = lambda: workflow.execute_activity(stubs.commit_turn, arg, **COMMIT_TURN)  # noqa: E731
+        else:
+            commit = lambda: workflow.execute_local_activity(  # noqa: E731
+                stubs.commit_turn, arg, **COMMIT_TURN_LOCAL
+            )
+        committed = await budget.awaiting_commit(committing(self._stages, request, commit))
+        for need in maintenance:
+            await start_summary(self._stages, request, read, need)
+        # A reply the cache may reuse is written once its turn is committed, before the
+        # success hooks (a failed write never fails the run).
         await self._cache.write(request, progress)
-        _ui.conclude_completed(self._stages, committed.result, progress)
-        return committed.result
+        outcome = committed.result
+        hooks = await run_success_hooks(self._stages, request, outcome)
+        if hooks:
+            outcome = outcome.model_copy(update={"hooks": hooks})
+        late = budget.late_commit(self._stages)
+        if late is not None:
+            raise late
+        _ui.conclude_completed(self._stages, outcome, progress)
+        return outcome
 
 
 def _error_type(error: ActivityError) -> str | None:

@@ -1,4 +1,4 @@
-"""`SummaryWorkflow`: prepare one summary artifact of a Thread prefix.
+"""`SummaryWorkflow`: prepare one summary artifact of a Thread or transcript prefix.
 
 Started as a child of a generation, either waited on (inline preparation, the request needs
 it now) or abandoned (after-response maintenance). Its workflow id names the prefix, so
@@ -42,11 +42,14 @@ SUMMARY_WORKFLOW = "SummaryWorkflow"
 def summary_workflow_id(request: PrepareSummaryInput) -> str:
     """The workflow id of the preparation of one prefix summary (`crux.models.summary_key`).
 
+    A transcript's summary is keyed by the Thread its generation names (empty ad hoc) and
+    its content-derived `through_id` (`tx-...`), which digests its scope.
+
     Args:
         request: The preparation.
     """
     return "crux/summary/" + summary_key(
-        request.thread_id, request.through_id, request.strategy, request.model
+        request.thread_id or "", request.through_id, request.strategy, request.model
     )
 
 

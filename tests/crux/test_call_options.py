@@ -38,8 +38,13 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "settings": None,
     "attempt_policy": None,
     "approval_timeout_seconds": None,
+    "timeout": None,
     "output": None,
     "cache": None,
+    "safety": None,
+    "constraints": None,
+    "on_success": None,
+    "time_budget_seconds": None,
 }
 
 
@@ -100,6 +105,22 @@ def test_a_given_option_reaches_the_request() -> None:
     )
     assert (built.request.owner, built.request.max_tool_rounds) == ("editor", 2)
     assert built.request.on_revision_moved == "fail"
+
+
+def test_the_gate_options_reach_the_request() -> None:
+    built = CallBuilder("offline:echo").build(
+        "hi",
+        {
+            "safety": [crux.safety.pii()],
+            "constraints": [crux.constraints.require("ok")],
+            "on_success": ["notify"],
+            "time_budget_seconds": 12.5,
+        },
+    )
+    request = built.request
+    assert request.safety is not None and [p.name for p in request.safety.input] == ["pii"]
+    assert request.constraints is not None and len(request.constraints.checks) == 1
+    assert (request.on_success, request.time_budget_seconds) == (["notify"], 12.5)
 
 
 def test_an_unknown_keyword_is_refused_like_a_type_error() -> None:

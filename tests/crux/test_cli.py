@@ -148,7 +148,7 @@ async def test_thread_show_of_an_unknown_thread_is_an_error(database_url: str) -
     completed = await asyncio.to_thread(
         _crux, "thread", "show", "no-such-thread", database_url=database_url
     )
-    assert completed.returncode == 1
+    assert completed.returncode == 3  # the documented code of "no such run or Thread"
     assert completed.stdout == ""
     [line] = completed.stderr.splitlines()
     assert "no Thread 'no-such-thread'" in line

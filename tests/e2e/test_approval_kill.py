@@ -35,7 +35,6 @@ WORKER = textwrap.dedent(
     """
     import asyncio, os, sys
     import crux
-    from crux._worker import run_worker
     from telemetry.logs import configure_logging
     from vocabulary.settings import Settings
 
@@ -51,7 +50,7 @@ WORKER = textwrap.dedent(
     )
     settings = Settings.from_env(os.environ)
     configure_logging(log_format="json", level="info")
-    asyncio.run(run_worker(settings, tools=[tool]))
+    asyncio.run(crux.Worker(tools=[tool], settings=settings).run())
     """
 )
 

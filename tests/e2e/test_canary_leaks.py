@@ -1,12 +1,13 @@
 """One canary string through every content carrier, then searched for everywhere it must not be.
 
-The canary is placed in Thread messages (appended, with metadata, and edited), the prompt input
-and system text, context contributors (system and message placement, authored alternatives),
-tool arguments and results (a valid call, invalid arguments, a tool that raises with it, a tool
-name the model invented, a call waiting for approval), call-site messages that shadow a Thread,
-a parallel run's shared context, structured output (rejected and accepted replies), summaries
-(the summary model answers with it; one summary call is refused with it), provider error bodies
-(4xx and 5xx of both wire formats, a malformed body, a stream cut by an error event), text
+The canary is placed in Thread messages (appended, with metadata, and edited), the prompt input and
+system text, context contributors (system and message placement, authored alternatives), a turn
+masked by input safety, a blocked turn, a reply refused by terminal safety, replies violating a
+constraint, tool arguments and results (a valid call, invalid arguments, a tool that raises with
+it, a tool name the model invented, a call waiting for approval), call-site messages that shadow a
+Thread, a parallel run's shared context, structured output (rejected and accepted replies),
+summaries (the summary model answers with it; one summary call is refused with it), provider error
+bodies (4xx and 5xx of both wire formats, a malformed body, a stream cut by an error event), text
 PostgreSQL cannot store (from the caller, the provider and a tool) and a step hook that raises
 with it. Plain, tool-round, approval, streaming, summarised, parallel and failing generations
 run on one worker in the test's process; a second test runs the scenarios that need no
@@ -262,7 +263,7 @@ async def test_a_canary_reaches_no_history_log_receipt_error_or_erased_row(
     )
     assert len(workflow_ids) >= 20 * ROUNDS
     assert receipts >= 20 * ROUNDS
-    assert run.errors == 18 * ROUNDS
+    assert run.errors == 21 * ROUNDS
     assert scan.findings == [], "\n".join(scan.findings)
 
 

@@ -102,3 +102,28 @@ async def test_connect_refuses_an_unmigrated_database(client: Client, postgres_u
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+async def test_a_wrong_database_url_is_named_in_words_without_the_password(
+    client: Client, postgres_url: str
+) -> None:
+    """A typo in the database name: the cause in words and the variable, no class name."""
+    address = client.service_client.config.target_host
+    parts = urlsplit(postgres_url)
+    missing = urlunsplit(parts._replace(path="/cruxx_does_not_exist"))
+    with pytest.raises(StartupCheckError) as raised:
+        await crux.connect(temporal_address=address, database_url=missing)
+    message = str(raised.value)
+    assert "cruxx_does_not_exist" in message and "CRUX_DATABASE_URL" in message
+    assert "does not exist" in message
+    assert "Error" not in message and "\n" not in message
+    if parts.password:
+        assert parts.password not in message
+
+
+async def test_an_unreachable_temporal_is_named_in_words(database_url: str) -> None:
+    with pytest.raises(StartupCheckError) as raised:
+        await crux.connect(temporal_address="127.0.0.1:1", database_url=database_url)
+    message = str(raised.value)
+    assert "TEMPORAL_ADDRESS" in message and "127.0.0.1:1" in message
+    assert "RuntimeError" not in message and "\n" not in message

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,13 +21,15 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from crux._commands import converse, demo_budget, demo_weather_tool
+from activities._support import SUMMARY_OUTPUT_TOKENS
+from crux._demo import converse, demo_budget, demo_weather_tool
 from crux._devserver import free_port
 from crux.config import Settings
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply
 from providers.loopback._server import RecordedRequest
 from storage import ThreadStore
 from tests.helpers import new_worker
+from tests.processes import leftovers, naming
 
 ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN_MODEL = "openai:llama-3.2-3b-instruct-q4_k_m"
@@ -91,14 +96,19 @@ async def test_demo_conversation_runs_on_an_unknown_openai_compatible_model(
     chat = [body for body in model_server.bodies if "messages" in body]
     assert len(chat) >= 7  # five turns, the tool round's two calls
     for body in chat:
-        assert body["max_tokens"] <= budget.max_output_tokens
+        # The turns keep the demo's output cap; the history summary's own calls (the turn
+        # under pressure summarises older turns) keep theirs.
+        summarising = "summaries of conversations" in json.dumps(body["messages"])
+        cap = SUMMARY_OUTPUT_TOKENS if summarising else budget.max_output_tokens
+        assert body["max_tokens"] <= cap
         assert "max_completion_tokens" not in body
     assert "replayed=True" in output
     assert "turn 5 " in output  # the turn's rule
     snapshot = await ThreadStore(pool).read(thread_id)
     roles = [getattr(entry, "role", None) for entry in snapshot.entries]
-    # Five question/answer pairs, then user, tool call, tool result and the answer.
-    assert roles.count("user") == 6
+    # Five question/answer pairs, the tool round (user, tool call, tool result, answer),
+    # then the turn under pressure (user, answer).
+    assert roles.count("user") == 7
     assert roles.count("tool") == 1
 
 
@@ -118,7 +128,7 @@ async def test_crux_demo_command_talks_to_the_configured_server(tmp_path: Path) 
             "crux",
             "demo",
             "--turns",
-            "3",
+            "6",  # one more than the scripted questions: a follow-up is generated
             # Any free ports: the well-known 7233/8233 belong to the developer's own stack.
             "--port",
             str(free_port()),
@@ -134,8 +144,26 @@ async def test_crux_demo_command_talks_to_the_configured_server(tmp_path: Path) 
         stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
     output = stdout.decode()
     assert process.returncode == 0, stderr.decode()[-2000:]
-    assert "turn 3 " in output  # the turn's rule
+    assert "turn 6 " in output and "turn 7 " not in output  # the turns' rules: six, not five
     assert "replayed=True" in output
+    # The UI address comes while the stack runs (before the first turn); the closing lines
+    # give a `thread show` command that works as printed once the stack has stopped.
+    ui = output.index("Temporal UI      : http://127.0.0.1:")
+    assert ui < output.index("turn 1 ")
+    stack_dir = tmp_path / "stack"
+    shown = re.search(r"Show the Thread: (\S+) thread show (demo:\w+) --stack-dir (\S+)", output)
+    assert shown is not None, output[-1500:]
+    assert shown.group(3) == str(stack_dir)
+    read = subprocess.run(
+        [sys.executable, "-m", "crux", "thread", "show", shown.group(2), "--stack-dir",
+         shown.group(3), "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr[-2000:]
+    assert len(json.loads(read.stdout)["messages"]) >= 12
+    # Neither the demo nor `thread show` left a server of the stack running.
+    left = leftovers(lambda processes: naming([stack_dir], processes))
+    assert not left, "\n".join(map(str, left))
     chat = [body for body in model_server.bodies if "messages" in body]
     assert chat
     assert all("max_tokens" in body and "max_completion_tokens" not in body for body in chat)

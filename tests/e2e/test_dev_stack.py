@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from crux.stack import temporal_cli_path
+from tests.processes import leftovers, naming
 
 pytestmark = [pytest.mark.durability, pytest.mark.xdist_group("well-known-ports")]
 
@@ -101,34 +102,16 @@ def _temporal(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _stop_left_over_postgres(pgdata: Path) -> None:
-    """Stop a PostgreSQL still running on `pgdata`, so the test leaves no server behind.
-
-    `crux thread show` attaches to the running stack's server and leaves its handle
-    registered in the data directory, so the stopping `crux dev` sees another user and
-    keeps the server running.
-    """
-    pid_file = pgdata / "postmaster.pid"
-    if not pid_file.exists():
-        return
-    try:
-        os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
-    except (ProcessLookupError, ValueError):
-        return
-    deadline = time.monotonic() + 30
-    while pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
 def test_crux_dev_serves_a_worker_and_keeps_history_across_restarts(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CRUX_DATABASE_URL", "CRUX_MODEL")}
     env["CRUX_TASK_QUEUE"] = "crux-dev-test"
     env["CRUX_LOG_LEVEL"] = "warning"
     stack_dir = tmp_path / "stack"
-    try:
-        _serve_and_restart(stack_dir, env)
-    finally:
-        _stop_left_over_postgres(stack_dir / "pgdata")
+    _serve_and_restart(stack_dir, env)
+    # `thread show` read the running stack's database: once `crux dev` stopped, neither its
+    # PostgreSQL nor its Temporal dev server runs.
+    left = leftovers(lambda processes: naming([stack_dir], processes))
+    assert not left, "\n".join(map(str, left))
 
 
 def _serve_and_restart(stack_dir: Path, env: dict[str, str]) -> None:

@@ -20,7 +20,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 import crux
-from crux._worker import run_worker
 from crux.logs import configure_logging
 from crux.messages import Message
 from crux.models import generation_key, workflow_id_for
@@ -298,13 +297,8 @@ async def test_a_running_worker_sweeps_orphaned_staging(
             "sweep_interval_seconds": 60.0,
         }
     )
-    stop = asyncio.Event()
-    running = asyncio.create_task(run_worker(settings, client=client, stop=stop))
-    try:
+    async with crux.Worker(settings=settings, client=client):
         await eventually(lambda: _staged(pool, "terminated-run"), lambda rows: rows == [])
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, timeout=30)
     assert len(await _staged(pool, "young-run")) == 1
 
 

@@ -242,7 +242,7 @@ async def test_an_empty_summary_is_never_stored_and_fails_typed(
     async with LoopbackOpenAIServer(responder=responder) as server:
         settings = settings_for(database_url, openai_base_url=server.base_url)
         async with catalog_worker(client, pool, settings) as worker:
-            with pytest.raises((crux.ProviderError, WorkflowFailureError)) as raised:
+            with pytest.raises((crux.RequestCompositionError, WorkflowFailureError)) as raised:
                 await asyncio.wait_for(
                     worker.runtime.generate(
                         _managed(model=MODEL),
@@ -254,15 +254,17 @@ async def test_an_empty_summary_is_never_stored_and_fails_typed(
                     ),
                     timeout=60,
                 )
-    if isinstance(raised.value, crux.ProviderError):
-        assert isinstance(raised.value, ProviderResponseError)
+    if isinstance(raised.value, crux.RequestCompositionError):
+        # The summary is unavailable; the unusable reply is its cause.
+        assert raised.value.code == "REPRESENTATION_UNAVAILABLE"
+        assert isinstance(raised.value.__cause__, ProviderResponseError)
     # Whatever the facade makes of it, the workflow itself failed typed and final.
     handle = client.get_workflow_handle(workflow_id_for("empty-summary", thread_id))
     with pytest.raises(WorkflowFailureError) as failed:
         await handle.result()
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "ProviderResponseError"
+    assert cause.type == "RequestCompositionError"
     assert cause.non_retryable
     assert len(responder.summary_bodies) == 1  # never retried
     assert responder.main_bodies == []  # nothing was sent without the summary

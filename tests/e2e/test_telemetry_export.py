@@ -1,6 +1,6 @@
 """Telemetry leaves the worker as configured: OTLP/HTTP to a collector, Prometheus on a port.
 
-A worker started by `run_worker` with `OTEL_EXPORTER_OTLP_ENDPOINT` and
+A `crux.Worker` started with `OTEL_EXPORTER_OTLP_ENDPOINT` and
 `CRUX_PROMETHEUS_ADDRESS` set (here: a loopback collector and a free port) sends its spans and
 metrics to the collector when it stops, and serves Temporal's SDK metrics for Prometheus while
 it runs.
@@ -8,7 +8,6 @@ it runs.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import uuid
@@ -24,8 +23,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from temporalio.client import Client
 
+import crux
 from crux._checks import connect_temporal
-from crux._worker import run_worker
 from crux.runtime import Runtime
 from telemetry import setup
 from vocabulary.settings import Settings
@@ -85,10 +84,7 @@ async def test_a_configured_worker_exports_over_otlp_and_serves_prometheus(
         }
     )
     assert settings.otel_endpoint == endpoint
-    stop, started = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(run_worker(settings, stop=stop, started=started))
-    try:
-        await asyncio.wait_for(started.wait(), timeout=30)
+    async with crux.Worker(settings=settings):
         assert setup.enabled()
         # A client connected while telemetry is on traces its calls (and serves Prometheus).
         traced = await connect_temporal(settings)
@@ -97,9 +93,6 @@ async def test_a_configured_worker_exports_over_otlp_and_serves_prometheus(
         assert result.thread_commit is not None
         async with httpx.AsyncClient() as http:
             scraped = (await http.get(f"http://{prometheus}/metrics")).text
-    finally:
-        stop.set()
-        await asyncio.wait_for(worker, timeout=30)
     assert not setup.enabled()  # the worker flushed and turned its own telemetry off
     assert "temporal_workflow_completed" in scraped or "temporal_request" in scraped
     # The Crux metrics beside Temporal's, Prometheus-named.

@@ -15,7 +15,6 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 import crux
 from contracts.approvals import PendingApproval
 from crux import cli
-from crux._approval_cli import run_approval_command
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
@@ -247,10 +246,10 @@ async def test_the_cli_lists_approves_and_denies_pending_calls(
         capsys.readouterr()
         for argv in (
             ["generation", "pending", "cl1", "--thread", thread_id],
-            ["generation", "deny", "call_c1", "cl1", "--thread", thread_id, "--reason", "limit"],
-            ["generation", "approve", "call_c2", "cl1", "--thread", thread_id],
+            ["generation", "deny", "cl1", "call_c1", "--thread", thread_id, "--reason", "limit"],
+            ["generation", "approve", "cl1", "call_c2", "--thread", thread_id],
         ):
-            assert await run_approval_command(parser.parse_args(argv), settings) == 0
+            assert await cli.dispatch(parser.parse_args(argv), settings) == 0
         result = await asyncio.wait_for(run, 30)
     captured = capsys.readouterr()
     # Worker log lines share the output; the commands' own lines are told apart.

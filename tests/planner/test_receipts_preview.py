@@ -62,6 +62,7 @@ def test_151_receipt_json_round_trips_without_inspection() -> None:
         "agent_id",
         "preparations",
         "settings",
+        "retry_count",
     }
     assert RequestReceipt.model_validate_json(receipt.model_dump_json()) == receipt
     with pytest.raises(ValueError):

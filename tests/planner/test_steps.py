@@ -46,7 +46,7 @@ def _too_large_without_choices() -> PlanRequest:
 
 
 def test_a_fitting_request_is_sealed() -> None:
-    action = next_action(Planning(request=request(history=turns(2)), managed_thread=True))
+    action = next_action(Planning(request=request(history=turns(2)), summarisable=True))
     assert isinstance(action, Seal)
     assert action.plan.message_ids == ("u0", "a0", "u1", "a1")
     assert action.maintenance == ()
@@ -59,34 +59,34 @@ def test_a_sealed_plan_carries_the_refreshes_to_start_after_the_commit() -> None
         history_policy=ManagedHistory(recent_messages=4, summary=summary),
         input_budget=InputBudget(optimize_at=60, max=1_000),
     )
-    action = next_action(Planning(request=near, managed_thread=True))
+    action = next_action(Planning(request=near, summarisable=True))
     assert isinstance(action, Seal)
     assert [need.when for need in action.maintenance] == ["after-response"]
 
 
-def test_a_missing_summary_is_prepared_inline_on_a_managed_thread() -> None:
-    action = next_action(Planning(request=_managed(), managed_thread=True))
+def test_a_missing_summary_is_prepared_inline_over_a_summarisable_source() -> None:
+    action = next_action(Planning(request=_managed(), summarisable=True))
     assert isinstance(action, PrepareSummary)
     assert (action.need.when, action.need.through_id) == ("inline", "a7")
 
 
 def test_a_summary_is_prepared_at_most_once_per_step() -> None:
-    action = next_action(Planning(request=_managed(), managed_thread=True, summary_prepared=True))
+    action = next_action(Planning(request=_managed(), summarisable=True, summary_prepared=True))
     assert isinstance(action, Fail)
     assert isinstance(action.error, RequestCompositionError)
     assert action.error.code == "REPRESENTATION_UNAVAILABLE"
     assert action.refresh is None
 
 
-def test_without_a_thread_a_missing_summary_fails_without_preparing() -> None:
-    action = next_action(Planning(request=_managed(), managed_thread=False))
+def test_without_a_summarisable_source_a_missing_summary_fails_without_preparing() -> None:
+    action = next_action(Planning(request=_managed(), summarisable=False))
     assert isinstance(action, Fail)
     assert action.refresh is None
     assert action.request_id == "req-1"
 
 
 def test_on_miss_fail_fails_and_starts_the_refresh_a_later_turn_needs() -> None:
-    action = next_action(Planning(request=_managed(on_miss="fail"), managed_thread=True))
+    action = next_action(Planning(request=_managed(on_miss="fail"), summarisable=True))
     assert isinstance(action, Fail)
     assert isinstance(action.error, RequestCompositionError)
     assert action.refresh is not None
@@ -95,16 +95,16 @@ def test_on_miss_fail_fails_and_starts_the_refresh_a_later_turn_needs() -> None:
 
 def test_only_the_margin_in_the_way_asks_for_an_authoritative_count() -> None:
     big = request(model=ESTIMATED, history=turns(1), system_tokens=8_000)
-    action = next_action(Planning(request=big, managed_thread=True, countable=True))
+    action = next_action(Planning(request=big, summarisable=True, countable=True))
     assert action == CountAuthoritatively(message_ranges=((0, 2),))
 
 
 @pytest.mark.parametrize(
     "state",
     [
-        Planning(request=_too_large_without_choices(), managed_thread=True, countable=False),
+        Planning(request=_too_large_without_choices(), summarisable=True, countable=False),
         Planning(
-            request=_too_large_without_choices(), managed_thread=True, countable=True, counted=True
+            request=_too_large_without_choices(), summarisable=True, countable=True, counted=True
         ),
     ],
     ids=["not-countable", "already-counted"],
@@ -118,9 +118,7 @@ def test_no_count_when_it_cannot_be_made_or_was_made(state: Planning) -> None:
 
 def test_an_exact_count_that_fits_seals_the_plan() -> None:
     counted = _too_large_without_choices().model_copy(update={"counted_input_tokens": 8_500})
-    action = next_action(
-        Planning(request=counted, managed_thread=True, countable=True, counted=True)
-    )
+    action = next_action(Planning(request=counted, summarisable=True, countable=True, counted=True))
     assert isinstance(action, Seal)
     assert action.plan.input_tokens == 8_500
 
@@ -128,7 +126,7 @@ def test_an_exact_count_that_fits_seals_the_plan() -> None:
 def test_no_count_when_a_policy_could_choose() -> None:
     # Managed history has rungs to choose from: a count could not settle it.
     action = next_action(
-        Planning(request=_managed(on_miss="fail"), managed_thread=True, countable=True)
+        Planning(request=_managed(on_miss="fail"), summarisable=True, countable=True)
     )
     assert isinstance(action, Fail)
 
@@ -136,7 +134,7 @@ def test_no_count_when_a_policy_could_choose() -> None:
 def test_invalid_configuration_raises_instead_of_deciding() -> None:
     invalid = request().model_copy(update={"counted_input_tokens": -1})
     with pytest.raises(ConfigurationError):
-        next_action(Planning(request=invalid, managed_thread=False, countable=True))
+        next_action(Planning(request=invalid, summarisable=False, countable=True))
 
 
 # -- after dispatch ------------------------------------------------------------------------
@@ -195,7 +193,7 @@ def test_replanning_is_bounded() -> None:
 
 
 def test_the_same_state_always_decides_the_same_way() -> None:
-    state = Planning(request=request(history=turns(3)), managed_thread=True)
+    state = Planning(request=request(history=turns(3)), summarisable=True)
     first, second = next_action(state), next_action(state)
     assert isinstance(first, Seal) and isinstance(second, Seal)
     assert first.plan.model_dump_json() == second.plan.model_dump_json()

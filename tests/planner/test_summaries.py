@@ -10,6 +10,7 @@ from planner import (
     summary_calls,
     summary_chunks,
 )
+from planner.summaries import SUMMARY_CHUNK_TOKENS, SUMMARY_CHUNK_UNITS
 from tests.planner.helpers import turns
 
 
@@ -56,10 +57,33 @@ def test_124_rolling_makes_one_call_per_chunk() -> None:
     assert summary_calls("rolling", 7) == 7
 
 
-def test_125_regenerate_always_makes_one_call() -> None:
-    """125: regenerate makes exactly one support call."""
-    assert summary_calls("regenerate", 20) == 1
+def test_125_regenerate_makes_one_call_over_a_prefix_of_one_chunk() -> None:
+    """125: regenerate makes exactly one support call, over the whole prefix.
+
+    Chunks are what one support call may take, so a prefix of several cannot be one call:
+    it is prepared hierarchically instead (the reference would send a call the summary
+    model cannot hold).
+    """
+    assert summary_calls("regenerate", 1) == 1
+    assert summary_calls("regenerate", 1, new_chunks=1) == 1  # an earlier summary is no use
+    assert summary_calls("regenerate", 20) == summary_calls("hierarchical", 20) == 24
     assert summary_calls("regenerate", 0) == 0
+
+
+def test_adaptive_regenerates_one_chunk_rolls_from_an_earlier_summary_else_hierarchical() -> None:
+    assert summary_calls("adaptive", 1) == 1
+    assert summary_calls("adaptive", 1, new_chunks=1) == 1  # one chunk: regenerated anyway
+    assert summary_calls("adaptive", 20, new_chunks=3) == 3  # rolls over the new chunks
+    assert summary_calls("adaptive", 20) == 24  # several chunks, nothing earlier
+    assert summary_calls("rolling", 20, new_chunks=3) == 3
+    assert summary_calls("hierarchical", 20, new_chunks=3) == 24  # never looks back
+
+
+def test_the_original_fixed_chunks_are_available_as_limits() -> None:
+    """`summary_chunks`' defaults are the original 4,000-token, 8-unit chunks."""
+    assert (SUMMARY_CHUNK_TOKENS, SUMMARY_CHUNK_UNITS) == (4_000, 8)
+    unbounded = summary_chunks(turns(30, tokens=10), max_units=None)
+    assert [c.units for c in unbounded] == [30]
 
 
 def test_invalid_strategy_or_count() -> None:
@@ -67,3 +91,5 @@ def test_invalid_strategy_or_count() -> None:
         summary_calls("handmade", 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         summary_calls("rolling", -1)
+    with pytest.raises(TypeError):
+        summary_calls("adaptive", 3, new_chunks=-1)

@@ -19,7 +19,9 @@ from planner import (
 )
 from planner.projection import Span
 from planner.summary_choice import (
+    ChunkLimits,
     PreparationKey,
+    chunk_limits,
     failure_refresh,
     folds_earlier_summary,
     inline_summary_need,
@@ -32,9 +34,11 @@ from planner.summary_choice import (
     preparation_strategy,
     summary_missing,
     summary_model,
+    unprepared_summary,
 )
 from planner.summary_rung import Managed, SummaryTarget
 from tests.planner.helpers import EXACT
+from vocabulary.details import ErrorDetails
 from vocabulary.errors import CruxError, RequestCompositionError, ThreadError
 
 OnMiss = Literal["inline", "recent-only", "fail"]
@@ -115,20 +119,49 @@ def test_longest_prefix_summary(case: str) -> None:
     assert (chosen.through_id if chosen else None) == expected
 
 
-STRATEGIES: dict[str, tuple[str, bool, bool, str]] = {
-    "adaptive folds into an earlier summary": ("adaptive", True, True, "rolling"),
-    "adaptive without one summarises anew": ("adaptive", True, False, "regenerate"),
-    "rolling stays rolling": ("rolling", True, False, "rolling"),
-    "regenerate never looks back": ("regenerate", False, True, "regenerate"),
-    "hierarchical never looks back": ("hierarchical", False, False, "hierarchical"),
+# (strategy, chunks of the prefix, looks for an earlier summary, one found, what runs)
+STRATEGIES: dict[str, tuple[str, int, bool, bool, str]] = {
+    "adaptive regenerates one chunk": ("adaptive", 1, False, False, "regenerate"),
+    "adaptive regenerates one chunk, earlier or not": ("adaptive", 1, False, True, "regenerate"),
+    "adaptive folds several chunks into an earlier summary": ("adaptive", 3, True, True, "rolling"),
+    "adaptive goes hierarchical without one": ("adaptive", 3, True, False, "hierarchical"),
+    "rolling stays rolling": ("rolling", 3, True, False, "rolling"),
+    "rolling over one chunk": ("rolling", 1, True, True, "rolling"),
+    "regenerate is one call over one chunk": ("regenerate", 1, False, True, "regenerate"),
+    "regenerate beyond one call is hierarchical": ("regenerate", 3, False, False, "hierarchical"),
+    "hierarchical never looks back": ("hierarchical", 3, False, True, "hierarchical"),
+    "hierarchical over one chunk": ("hierarchical", 1, False, False, "hierarchical"),
 }
 
 
 @pytest.mark.parametrize("case", STRATEGIES)
 def test_preparation_strategy(case: str) -> None:
-    strategy, folds, has_earlier, runs = STRATEGIES[case]
-    assert folds_earlier_summary(strategy) is folds
-    assert preparation_strategy(strategy, has_earlier=has_earlier) == runs
+    strategy, chunks, folds, has_earlier, runs = STRATEGIES[case]
+    assert folds_earlier_summary(strategy, chunks=chunks) is folds
+    assert preparation_strategy(strategy, chunks=chunks, has_earlier=has_earlier) == runs
+
+
+# (strategy, one call's tokens, asked tokens, asked units) -> limits
+LIMITS: dict[str, tuple[str, int, int | None, int | None, ChunkLimits]] = {
+    "by default one call's tokens, units unbounded": (
+        "adaptive",
+        900,
+        None,
+        None,
+        ChunkLimits(900, None),
+    ),
+    "hierarchical bounds units by default": ("hierarchical", 900, None, None, ChunkLimits(900, 8)),
+    "the original fixed chunks": ("adaptive", 9_000, 4_000, 8, ChunkLimits(4_000, 8)),
+    "never more than one call takes": ("rolling", 900, 4_000, None, ChunkLimits(900, None)),
+    "units alone": ("hierarchical", 900, None, 3, ChunkLimits(900, 3)),
+}
+
+
+@pytest.mark.parametrize("case", LIMITS)
+def test_chunk_limits(case: str) -> None:
+    strategy, call, tokens, units, expected = LIMITS[case]
+    limits = chunk_limits(strategy, call_tokens=call, chunk_tokens=tokens, chunk_units=units)
+    assert limits == expected
 
 
 # -- 4. the miss policy --------------------------------------------------------------------
@@ -223,7 +256,7 @@ def test_preparations_are_read_back_from_the_error_by_when() -> None:
 INLINE_NEED: dict[str, tuple[tuple[Preparation, ...], bool, bool, bool]] = {
     "a Thread's missing summary is prepared": ((INLINE,), True, False, True),
     "only once per step": ((INLINE,), True, True, False),
-    "messages passed in cannot be summarised": ((INLINE,), False, False, False),
+    "no history source to summarise": ((INLINE,), False, False, False),
     "nothing asked": ((), True, False, False),
     "a background refresh is not awaited": ((LATER,), True, False, False),
 }
@@ -232,13 +265,13 @@ INLINE_NEED: dict[str, tuple[tuple[Preparation, ...], bool, bool, bool]] = {
 @pytest.mark.parametrize("case", INLINE_NEED)
 def test_inline_summary_need(case: str) -> None:
     needs, thread, prepared, expected = INLINE_NEED[case]
-    need = inline_summary_need(rejected(*needs), managed_thread=thread, summary_prepared=prepared)
+    need = inline_summary_need(rejected(*needs), summarisable=thread, summary_prepared=prepared)
     assert (need is not None) is expected
 
 
 REFRESH: dict[str, tuple[tuple[Preparation, ...], bool, Preparation | None]] = {
     "fail starts the refresh": ((LATER,), True, LATER),
-    "not without a Thread": ((LATER,), False, None),
+    "not without a history source": ((LATER,), False, None),
     "an inline need is not a refresh": ((INLINE,), True, None),
 }
 
@@ -246,7 +279,7 @@ REFRESH: dict[str, tuple[tuple[Preparation, ...], bool, Preparation | None]] = {
 @pytest.mark.parametrize("case", REFRESH)
 def test_failure_refresh(case: str) -> None:
     needs, thread, expected = REFRESH[case]
-    assert failure_refresh(rejected(*needs), managed_thread=thread) == expected
+    assert failure_refresh(rejected(*needs), summarisable=thread) == expected
 
 
 OTHER = INLINE.model_copy(update={"through_id": "a7", "prefix_messages": 16})
@@ -272,3 +305,43 @@ def test_needs_fresh_summary(case: str) -> None:
         prepared=PREPARED,
     )
     assert fresh is expected
+
+
+UNPREPARED: dict[str, tuple[str | None, ErrorDetails, dict[str, object] | None]] = {
+    "a provider refusal": (
+        "ProviderHTTPError",
+        ErrorDetails(code="invalid_request_error", provider="openai", status=400, model="m:x"),
+        {
+            "type": "ProviderHTTPError",
+            "code": "invalid_request_error",
+            "provider": "openai",
+            "status": 400,
+            "model": "m:x",
+        },
+    ),
+    "an unusable reply": (
+        "ProviderResponseError",
+        ErrorDetails(provider="openai"),
+        {"type": "ProviderResponseError", "provider": "openai"},
+    ),
+    "a support call that cannot fit": (
+        "RequestCompositionError",
+        ErrorDetails(code="REQUEST_TOO_LARGE", diagnostics={"items": []}),
+        {"type": "RequestCompositionError", "code": "REQUEST_TOO_LARGE"},
+    ),
+    "a storage outage stands as it is": ("StorageUnavailableError", ErrorDetails(), None),
+    "a deleted Thread stands as it is": ("ThreadError", ErrorDetails(code="deleted"), None),
+    "no type at all": (None, ErrorDetails(), None),
+}
+
+
+@pytest.mark.parametrize("case", UNPREPARED)
+def test_unprepared_summary(case: str) -> None:
+    error_type, details, cause = UNPREPARED[case]
+    error = unprepared_summary(error_type, details)
+    if cause is None:
+        assert error is None
+        return
+    assert error is not None and error.code == "REPRESENTATION_UNAVAILABLE"
+    assert error.diagnostics["cause"] == cause
+    assert "\n" not in str(error) and "on_miss='recent-only'" in str(error)
