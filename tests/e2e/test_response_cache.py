@@ -410,3 +410,47 @@ async def test_a_hit_streams_the_whole_reply_and_its_history_holds_no_text(
     assert "zq-cache" not in dumped
     assert "embedding" not in dumped
     assert "zq-cache" not in receipt.model_dump_json()
+
+
+async def test_a_hit_passes_the_acceptance_gate_and_a_rejected_one_is_retried_at_the_provider(
+    client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
+) -> None:
+    cache = crux.cache(namespace=f"gate-{uuid.uuid4().hex[:6]}")
+    accepted, rejected = (f"cache-gate:{uuid.uuid4().hex[:8]}" for _ in range(2))
+    openai_server.enqueue(TextReply(text="Paris."), TextReply(text="Capital: Paris."))
+    settings = settings_for(database_url, openai_base_url=openai_server.base_url)
+    async with new_worker(client, pool, settings) as worker:
+        runtime = worker.runtime
+        await runtime.generate("Capital of France?", model=MODEL, cache=cache)
+        # The cached reply meets these constraints: the hit is committed, checked.
+        passed = await runtime.generate(
+            "Capital of France?",
+            thread=accepted,
+            model=MODEL,
+            cache=cache,
+            constraints=[crux.constraints.require("Paris")],
+        )
+        passed_receipt = await _receipt(worker, passed)
+        # It does not meet these: the corrective attempt asks the provider.
+        retried = await runtime.generate(
+            "Capital of France?",
+            thread=rejected,
+            model=MODEL,
+            cache=cache,
+            constraints=[crux.constraints.require("Capital:")],
+        )
+        receipts = [await runtime.receipt(step.request.id) for step in retried.steps]
+
+    assert _completions(openai_server) == 2
+    assert passed.text == "Paris."
+    assert passed_receipt.cache is not None and passed_receipt.cache.status == "hit"
+    assert passed_receipt.constraints is not None and passed_receipt.constraints.satisfied
+    assert retried.text == "Capital: Paris."
+    first, last = receipts[0], receipts[-1]
+    assert first.cache is not None and first.cache.status == "hit"
+    assert first.constraints is not None and not first.constraints.satisfied
+    assert last.previous_reason == "constraint-retry"
+    assert [text for _, _, text in await _pair(pool, rejected)] == [
+        "Capital of France?",
+        "Capital: Paris.",
+    ]
