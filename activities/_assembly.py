@@ -7,6 +7,7 @@ activity sends exactly what the plan measured.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from activities._support import render_summary
 from contracts.activities import HistorySource, SelectedSource
@@ -14,6 +15,28 @@ from storage import GenerationStore, SummaryScope, SummaryStore, ThreadStore
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind, context_kind, turn_kind
+
+
+@dataclass(frozen=True)
+class AssembledRequest:
+    """A sealed plan's messages by part, in the order they are sent.
+
+    Attributes:
+        leading: System instructions with the context blocks, then context messages.
+        history: The projected history (a summary where the plan placed it).
+        user: The rendered user turn.
+        turn: The tool-round messages of this turn so far.
+    """
+
+    leading: tuple[Message, ...]
+    history: tuple[Message, ...]
+    user: Message
+    turn: tuple[Message, ...] = ()
+
+    @property
+    def messages(self) -> list[Message]:
+        """Every message, in order."""
+        return [*self.leading, *self.history, self.user, *self.turn]
 
 
 class RequestAssembler:
@@ -60,6 +83,31 @@ class RequestAssembler:
         revision); call-site history as the plan's `message_ranges` over the staged
         messages.
         """
+        assembled = await self.request_parts(
+            generation_id,
+            thread_id,
+            history_source,
+            message_ids,
+            context,
+            turn_messages,
+            summary=summary,
+            message_ranges=message_ranges,
+        )
+        return assembled.messages
+
+    async def request_parts(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        message_ids: Sequence[str],
+        context: list[SelectedSource],
+        turn_messages: int = 0,
+        *,
+        summary: tuple[str | None, int] = (None, 0),
+        message_ranges: Sequence[tuple[int, int]] = (),
+    ) -> AssembledRequest:
+        """The same messages as `request_messages`, by part (the cache's key needs them)."""
         user = await self._generations.get_staged(generation_id, 0, StagingKind.USER)
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
@@ -79,7 +127,9 @@ class RequestAssembler:
             generation_id, system.message if system else None, context
         )
         turn = await self.turn_messages(generation_id, turn_messages)
-        return [*leading, *history, user.message, *turn]
+        return AssembledRequest(
+            leading=tuple(leading), history=tuple(history), user=user.message, turn=tuple(turn)
+        )
 
     async def turn_messages(self, generation_id: str, count: int) -> list[Message]:
         """The first `count` tool-round messages staged for the turn."""

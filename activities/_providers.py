@@ -11,8 +11,11 @@ from contracts.settings import ModelSettingsSpec
 from providers import (
     AnthropicMessagesProvider,
     ChatProvider,
+    EmbeddingProvider,
     OfflineChatProvider,
+    OfflineEmbeddingProvider,
     OpenAIChatProvider,
+    OpenAIEmbeddingProvider,
 )
 from providers.models import missing_key, model_problem
 from vocabulary.errors import ConfigurationError
@@ -59,6 +62,14 @@ class ProviderRegistry:
                 http, base_url=settings.anthropic_base_url, api_key=anthropic_key
             ),
         }
+        # Embeddings for the response cache's semantic match: the offline one, and any
+        # OpenAI-compatible `/embeddings` at the OpenAI base URL (Anthropic has none).
+        self._embedders: dict[str, EmbeddingProvider] = {
+            "offline": OfflineEmbeddingProvider(),
+            "openai": OpenAIEmbeddingProvider(
+                http, base_url=settings.openai_base_url, api_key=openai_key
+            ),
+        }
 
     def resolve(self, model_id: str) -> tuple[ChatProvider, str]:
         """Return `(client, provider model name)` for a `provider:model` id.
@@ -87,6 +98,23 @@ class ProviderRegistry:
             code = "missing_api_key" if provider in self._providers and name else "unknown_model"
             raise ConfigurationError(problem, code=code)
         return self._providers[provider], name
+
+    def resolve_embedder(self, model_id: str) -> tuple[EmbeddingProvider, str]:
+        """Return `(client, provider model name)` for an embedding model id.
+
+        Raises:
+            ConfigurationError: The id is malformed or its provider offers no embeddings.
+        """
+        provider, separator, name = model_id.partition(":")
+        if not separator or not name:
+            raise ConfigurationError("embedding model ids are 'provider:model'")
+        try:
+            return self._embedders[provider], name
+        except KeyError:
+            raise ConfigurationError(
+                "the cache's embedding_model names a provider without embeddings;"
+                " use offline:ngram-256 or openai:<model>"
+            ) from None
 
 
 def sampling_fields(settings: ModelSettingsSpec | None, model_id: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from activities._registries import (
 from activities._reply import check_reply_encrypted
 from activities._tools import ToolRunner
 from activities.acceptance import AcceptanceChecks
+from activities.caching import ResponseCache
 from activities.committing import TurnCommitter
 from activities.gate import CustomPolicy
 from activities.hooks import StepPreparer
@@ -65,9 +66,15 @@ from contracts.activities import (
     StageSummarySourceInput,
     StageSummarySourceResult,
 )
+from contracts.cache_activities import (
+    LookupCacheInput,
+    LookupCacheResult,
+    WriteCacheInput,
+    WriteCacheResult,
+)
 from contracts.hooks import PrepareStepInput, PrepareStepResult
 from planner import ModelCatalog
-from storage import GenerationStore, ReceiptStore, SummaryStore, ThreadStore
+from storage import CacheStore, GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 from vocabulary.ids import assistant_message_id
 
 __all__ = ["GenerationActivities", "assistant_message_id"]
@@ -86,6 +93,7 @@ class GenerationActivities:
         summaries: Summary artifacts for managed history.
         receipts: Request receipts and inspections.
         hooks: `prepare_step` / `prepare_invocation` hooks, run here as an activity.
+        cache: The response cache's entries (on the Thread store's pool by default).
         policies: Custom safety policy functions generations may name, by name.
         success_hooks: Success hooks generations may name (`on_success`), run here after
             their turn was committed.
@@ -103,6 +111,7 @@ class GenerationActivities:
         summaries: SummaryStore | None = None,
         receipts: ReceiptStore | None = None,
         hooks: HookLookup | None = None,
+        cache: CacheStore | None = None,
         policies: Mapping[str, CustomPolicy] | None = None,
         success_hooks: SuccessHookLookup | None = None,
     ) -> None:
@@ -144,6 +153,15 @@ class GenerationActivities:
         self._transcripts = TranscriptSources(generations, summaries)
         self._tool_runner = ToolRunner(generations, offered, catalog)
         self._step_preparer = StepPreparer(generations, hooks or NoHooks(), catalog)
+        self._cache = ResponseCache(
+            threads=threads,
+            generations=generations,
+            store=cache or CacheStore(threads.pool),
+            providers=providers,
+            tools=offered,
+            assembler=assembler,
+            prompts=prompts,
+        )
         self._checks = AcceptanceChecks(generations, self._receipts, catalog, policies)
         self._success_hooks = SuccessHookRunner(success_hooks or NoSuccessHooks())
 
@@ -166,6 +184,18 @@ class GenerationActivities:
     async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output."""
         return await self._invoker.invoke(request)
+
+    @implements(stubs.lookup_cache)
+    @maps_errors
+    async def lookup_cache(self, request: LookupCacheInput) -> LookupCacheResult:
+        """Answer a sealed plan from the response cache, or record the miss for the write."""
+        return await self._cache.lookup(request)
+
+    @implements(stubs.write_cache)
+    @maps_errors
+    async def write_cache(self, request: WriteCacheInput) -> WriteCacheResult:
+        """Store a committed reply in the response cache (nothing for an uncommitted turn)."""
+        return await self._cache.write(request)
 
     @implements(stubs.run_tool)
     @maps_errors

@@ -18,6 +18,7 @@ from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._output import reply_defects
+from activities._pinning import pinned_sources, refuse_if_sources_redacted
 from activities._providers import ProviderRegistry, sampling_fields
 from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
@@ -39,7 +40,7 @@ from providers import (
 )
 from storage import GenerationStore, ReceiptStore, ThreadStore
 from telemetry.logs import get_logger
-from vocabulary.errors import StorageUnavailableError, ThreadError
+from vocabulary.errors import StorageUnavailableError
 from vocabulary.ids import assistant_message_id, turn_message_id
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind, turn_kind
@@ -323,58 +324,14 @@ class ModelInvoker:
         return answer.result
 
     async def _pinned_sources(self, request: InvokeModelInput) -> list[str] | None:
-        """The Thread message ids the plan's positions name, `None` if the Thread moved.
-
-        One read of the path both checks the pinned revision and maps the positions: a
-        plan sealed on another revision would name other messages.
-        """
-        if request.history_source != "thread" or not request.thread_id:
-            return []
-        if not request.message_ranges:
-            if not request.revision:
-                return []
-            try:
-                await self._threads.validate_revision(
-                    request.thread_id, request.revision, owner=request.owner
-                )
-            except ThreadError as moved:
-                if moved.code != "identity_conflict":
-                    raise  # deleted: nothing can be committed any more
-                return None
-            return []
-        return await thread_ids_at(
-            self._threads,
-            request.thread_id,
-            owner=request.owner,
-            revision=request.revision or None,
-            ranges=request.message_ranges,
-        )
+        """The Thread message ids the plan's positions name, `None` if the Thread moved."""
+        return await pinned_sources(self._threads, request)
 
     async def _refuse_if_sources_redacted(
         self, request: InvokeModelInput, sources: Sequence[str]
     ) -> None:
-        """Drop this attempt's output if a message it was built from was redacted meanwhile.
-
-        The redaction cascade deletes staged rows derived from redacted messages, but a
-        redaction that lands during the provider call runs before this output is staged.
-        """
-        if request.history_source != "thread" or not request.thread_id or not request.revision:
-            return
-        try:
-            await self._threads.validate_revision(
-                request.thread_id, request.revision, owner=request.owner
-            )
-            return  # Nothing changed at all: the common case costs one indexed read.
-        except ThreadError as moved:
-            if moved.code != "identity_conflict":
-                await self._generations.drop_staged(scoped_key(request), request.attempt)
-                raise
-        try:
-            # The Thread moved (new turns are legitimate); check the sources themselves.
-            await self._threads.load_messages(request.thread_id, sources)
-        except ThreadError:
-            await self._generations.drop_staged(scoped_key(request), request.attempt)
-            raise
+        """Drop this attempt's output if a message it was built from was redacted meanwhile."""
+        await refuse_if_sources_redacted(self._threads, self._generations, request, sources)
 
 
 async def _with_heartbeat(call: Awaitable[_T]) -> _T:

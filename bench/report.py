@@ -64,6 +64,12 @@ BENCHMARKS = (
         "project's adapter without Temporal, interleaved call by call",
     ),
     Benchmark(
+        "bench_cache.py",
+        "Response cache: a hit next to a miss",
+        "a turn without a cache on the same worker and dev server, interleaved round by round",
+        ("10",),
+    ),
+    Benchmark(
         "bench_tokens.py",
         "Token counting",
         "raw tiktoken on the same texts; re-tokenizing the whole history every turn",

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from contracts.acceptance import SuccessHookOutcome
+from contracts.cache import CacheSpec
 from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.output import OutputSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec, ToolPolicySpec
@@ -227,6 +228,9 @@ class GenerationInput(WireModel):
         output: The structured output the reply must match (a JSON schema), validated by
             the worker before the reply is staged; a rejected reply is retried as a new
             planned call, at most `output.max_retries` times.
+        cache: The response cache (`crux.cache(...)`): a sealed plan is looked up before it
+            is dispatched and a committed reply is written after the commit; `None` (or a
+            disabled spec) uses no cache.
         safety: Safety policies (`contracts.gate.SafetySpec`): input policies run on the
             rendered user turn before planning (allow, transform, block); output policies
             on the final reply before the commit (allow, retry, block). Custom policies
@@ -275,6 +279,7 @@ class GenerationInput(WireModel):
     approval_timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 86_400, strict=True)
     composition: CompositionSpec | None = None
     output: OutputSpec | None = None
+    cache: CacheSpec | None = None
     safety: SafetySpec | None = None
     constraints: ConstraintsSpec | None = None
     on_success: list[str] = Field(default_factory=list[str], max_length=MAX_SUCCESS_HOOKS)
@@ -563,6 +568,9 @@ def request_fingerprint(request: GenerationInput, texts: Iterable[object]) -> st
             "tool_policies",
             "approval_tools",
             "approval_timeout_seconds",
+            # Whether a reply may come from the cache is how the run proceeds, not what
+            # it asks for.
+            "cache",
             # What happens after the commit, and how long the run may take, do not change
             # what is asked for.
             "on_success",

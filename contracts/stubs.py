@@ -62,6 +62,14 @@ from contracts.activities import (
     StageSummarySourceInput,
     StageSummarySourceResult,
 )
+from contracts.cache_activities import (
+    ACTIVITY_LOOKUP_CACHE,
+    ACTIVITY_WRITE_CACHE,
+    LookupCacheInput,
+    LookupCacheResult,
+    WriteCacheInput,
+    WriteCacheResult,
+)
 from contracts.hooks import ACTIVITY_PREPARE_STEP, PrepareStepInput, PrepareStepResult
 
 __all__ = [
@@ -73,6 +81,7 @@ __all__ = [
     "count_request",
     "discard_generation",
     "invoke_model",
+    "lookup_cache",
     "prepare_step",
     "prepare_summary",
     "read_request",
@@ -81,6 +90,7 @@ __all__ = [
     "run_success_hook",
     "run_tool",
     "stage_summary_source",
+    "write_cache",
 ]
 
 
@@ -127,6 +137,18 @@ async def record_plan(request: RecordPlanInput) -> None:
 async def invoke_model(request: InvokeModelInput) -> InvokeModelResult:
     """Re-check the pinned revision, call the provider for one sealed plan, stage its output."""
     _runs_on_the_worker(ACTIVITY_INVOKE_MODEL)
+
+
+@activity.defn(name=ACTIVITY_LOOKUP_CACHE)
+async def lookup_cache(request: LookupCacheInput) -> LookupCacheResult:
+    """Answer a sealed plan from the response cache (staging the reply) or record the miss."""
+    _runs_on_the_worker(ACTIVITY_LOOKUP_CACHE)
+
+
+@activity.defn(name=ACTIVITY_WRITE_CACHE)
+async def write_cache(request: WriteCacheInput) -> WriteCacheResult:
+    """Store a committed turn's reply in the response cache (after the commit only)."""
+    _runs_on_the_worker(ACTIVITY_WRITE_CACHE)
 
 
 @activity.defn(name=ACTIVITY_RUN_TOOL)
@@ -190,6 +212,8 @@ STUBS: tuple[Callable[[Any], Awaitable[Any]], ...] = (
     count_request,
     record_plan,
     invoke_model,
+    lookup_cache,
+    write_cache,
     run_tool,
     prepare_step,
     prepare_summary,

@@ -29,6 +29,7 @@ from contracts.operator import GenerationStatus
 from crux import testing
 from crux._announce import RegistrationConflictError
 from crux.agents import Agent, agent
+from crux.caching import CacheSpec, cache
 from crux.connect import connect
 from crux.constraints import constraints
 from crux.context import (
@@ -114,6 +115,7 @@ from vocabulary.settings import Settings
 __all__ = [
     "Agent",
     "AttemptPolicySpec",
+    "CacheSpec",
     "CallOptions",
     "CallTimeoutError",
     "ConfigurationError",
@@ -200,6 +202,7 @@ __all__ = [
     "Worker",
     "agent",
     "attempt_policy",
+    "cache",
     "configure_logging",
     "connect",
     "constraints",

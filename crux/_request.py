@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from activities.rendering import render_turn
 from contracts.approvals import DEFAULT_APPROVAL_TIMEOUT_SECONDS
+from contracts.cache import as_cache
 from contracts.decoding import invalid_input
 from contracts.generation import GenerationInput
 from contracts.settings import (
@@ -117,6 +118,9 @@ class CallBuilder:
             or (agent.output if agent is not None else None)
             or prompt.output
         )
+        # The cache: the call's, else the agent's (laid over the prompt's by `agent_prompt`).
+        call_cache = as_cache(options.get("cache"))
+        cache = call_cache if call_cache is not None else prompt.cache
         # The gate likewise: the call's safety, constraints and success hooks, else the
         # agent's, else the prompt's (never merged: a list is the complete list).
         safety = _first(
@@ -177,6 +181,8 @@ class CallBuilder:
                 self._approval_timeout if approval_timeout is None else approval_timeout,
             ),
             output=output.spec if output is not None else None,
+            # A disabled spec is the same as none: nothing to carry into history.
+            cache=cache if cache is not None and cache.enabled else None,
             safety=safety,
             constraints=checks,
             on_success=list(on_success or ()),

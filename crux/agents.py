@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from contracts.cache import CacheSpec, as_cache
 from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import (
@@ -53,6 +54,7 @@ class Agent:
             merged per field between the prompt's and the call's.
         attempt_policy: Provider attempt retry/timeout, merged per field between the
             runtime's and the call's.
+        cache: The response cache (over the prompt's; a call's replaces it).
         safety: Safety policies (over the prompt's; the call's win).
         constraints: Constraints on the reply (over the prompt's; the call's win).
         on_success: Success hook names (over the prompt's; the call's win).
@@ -71,6 +73,7 @@ class Agent:
     output: Output | None = None
     settings: ModelSettingsSpec | None = None
     attempt_policy: AttemptPolicySpec | None = None
+    cache: CacheSpec | None = None
     safety: SafetySpec | None = None
     constraints: ConstraintsSpec | None = None
     on_success: tuple[str, ...] | None = None
@@ -91,6 +94,7 @@ def agent(
     output: Any = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     attempt_policy: AttemptPolicySpec | Mapping[str, Any] | None = None,
+    cache: CacheSpec | Mapping[str, Any] | bool | None = None,
     safety: SafetySpec | Sequence[object] | None = None,
     constraints: ConstraintsSpec | Sequence[object] | None = None,
     on_success: Sequence[SuccessHook | str] | None = None,
@@ -112,6 +116,8 @@ def agent(
         settings: Model settings (`crux.model_settings(...)` or a mapping).
         attempt_policy: Provider attempt retry/timeout (`crux.attempt_policy(...)` or a
             mapping).
+        cache: The response cache (`crux.cache(...)`, a mapping, `True` or `False`);
+            replaces the prompt's, and a call's replaces it.
         safety: Safety policies (`crux.safety(...)`, or a list of input policies).
         constraints: Constraints on the reply (`crux.constraints(...)` or a list).
         on_success: Success hooks (or their names) run after each committed turn.
@@ -151,6 +157,7 @@ def agent(
         output=as_output(output),
         settings=as_settings(settings),
         attempt_policy=as_attempt_policy(attempt_policy),
+        cache=as_cache(cache),
         safety=as_safety(safety),
         constraints=as_constraints(constraints),
         on_success=success_hook_names(on_success),
@@ -170,4 +177,5 @@ def agent_prompt(target: Agent) -> Prompt:
         input_budget=merge_budget(prompt.input_budget, target.input_budget),
         history=target.history if target.history is not None else prompt.history,
         tools=(*target.tools, *(t for t in prompt.tools if t.name not in agent_tools)),
+        cache=target.cache if target.cache is not None else prompt.cache,
     )

@@ -1,4 +1,6 @@
-"""The `crux` command: `dev`, `demo`, `worker`, `health`, `thread`, `generation`, `serve`, `db`.
+"""The `crux` command and its subcommands.
+
+`dev`, `demo`, `worker`, `health`, `thread`, `generation`, `serve`, `cache`, `db`.
 
 Conventions, the same for every command: the object a command acts on is positional (a
 Thread id, a run); `--thread THREAD` names the Thread of a generation id; `--stack-dir DIR`
@@ -20,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from crux._cache_commands import add_cache_commands
 from crux._exit import EXIT_CODES_HELP, MISSING_EMBEDDED, ExitCode, classify, traceback_text
 from crux._generation_commands import QUERY_TIMEOUT, UPDATE_TIMEOUT
 from crux.serve import add_serve_command, run_serve
@@ -342,6 +345,8 @@ def _parser() -> argparse.ArgumentParser:
         if action == "deny":
             sub.add_argument("--reason", default=None, help="short reason code (default: denied)")
 
+    add_cache_commands(commands, lambda parent, name, text: _command(
+        parent, name, text, _DATABASE, answers=_DATABASE_TIME + "."))  # fmt: skip
     add_serve_command(commands)
 
     database = _command(commands, "db", "database maintenance", _DATABASE)
@@ -401,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = Settings.from_env(os.environ)
         level = settings.log_level
         if (
-            arguments.command in ("demo", "thread", "db", "generation", "health")
+            arguments.command in ("demo", "thread", "db", "generation", "health", "cache")
             and "CRUX_LOG_LEVEL" not in os.environ
         ):
             # These commands print their own output; keep routine log lines out of it.
@@ -479,6 +484,10 @@ async def dispatch(arguments: argparse.Namespace, settings: Settings) -> int:
             call_id=getattr(arguments, "call_id", None),
             reason=getattr(arguments, "reason", None),
         )
+    if command == "cache":
+        from crux._cache_commands import run_cache_command
+
+        return await run_cache_command(arguments, settings)
     if command == "db" and arguments.db_command == "sweep":
         return await _commands.db_sweep(settings, older_than=arguments.older_than)
     if command == "db":

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
+from contracts.cache import CacheSpec
 from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec
 from contracts.settings import AttemptPolicySpec, ModelSettingsSpec
@@ -120,6 +121,9 @@ class RunOptions(PlanOptions, total=False):
     """Retry and timeout of the provider attempts (`crux.attempt_policy(...)` or a
     mapping), merged field by field over the agent's and the runtime's."""
 
+    cache: CacheSpec | Mapping[str, Any] | bool | None
+    """The response cache (`crux.cache(...)`, a mapping of its fields, or `True` for the
+    defaults); replaces the agent's and the prompt's whole. `False` switches theirs off."""
     timeout: float | None
     """Seconds to wait for the reply (of every member, for `parallel`); `None` (the default)
     waits without limit. When they pass, the run is asked to cancel and

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from contracts.cache import CacheSpec, as_cache
 from contracts.gate import ConstraintsSpec, SafetySpec
 from contracts.generation import HistorySpec, InputBudgetSpec, SummaryStrategy
 from contracts.settings import ModelSettingsSpec, as_settings
@@ -72,6 +73,7 @@ class Prompt:
         settings: Model settings for every call of this prompt (agents and call sites
             override them field by field).
         output: Structured output of every call (agents and call sites replace it).
+        cache: The response cache of every call (agents and call sites replace it).
         safety: Safety policies of every call (agents and call sites replace them).
         constraints: Constraints on every call's reply (agents and call sites replace
             them).
@@ -90,6 +92,7 @@ class Prompt:
     messages: tuple[Message, ...] | None = None
     settings: ModelSettingsSpec | None = None
     output: Output | None = None
+    cache: CacheSpec | None = None
     safety: SafetySpec | None = None
     constraints: ConstraintsSpec | None = None
     on_success: tuple[str, ...] | None = None
@@ -105,6 +108,7 @@ def prompt(
     messages: Sequence[Message | Mapping[str, Any]] | None = None,
     settings: ModelSettingsSpec | Mapping[str, Any] | None = None,
     output: Output | type[BaseModel] | Mapping[str, Any] | None = None,
+    cache: CacheSpec | Mapping[str, Any] | bool | None = None,
     safety: SafetySpec | Sequence[object] | None = None,
     constraints: ConstraintsSpec | Sequence[object] | None = None,
     on_success: Sequence[SuccessHook | str] | None = None,
@@ -128,6 +132,8 @@ def prompt(
         output: Structured output for every call of this prompt: a pydantic model class,
             a JSON schema of an object, or `crux.output(...)`; agents and call sites
             override it.
+        cache: The response cache of every call (`crux.cache(...)`, a mapping of its
+            fields, or `True` for the defaults); agents and call sites replace it.
         safety: Safety policies (`crux.safety(input=[...], output=[...])`, or a list of
             input policies); agents and call sites override them.
         constraints: Constraints on the reply (`crux.constraints(...)` or a list);
@@ -196,6 +202,7 @@ def prompt(
         messages=None if messages is None else normalise_messages(messages),
         settings=as_settings(settings),
         output=as_output(output),
+        cache=as_cache(cache),
         safety=as_safety(safety),
         constraints=as_constraints(constraints),
         on_success=success_hook_names(on_success),

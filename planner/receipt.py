@@ -129,6 +129,27 @@ class SettingsRecord(FrozenModel):
     ignored: tuple[str, ...] = ()
 
 
+class CacheRecord(FrozenModel):
+    """What the response cache did for a request, content-free.
+
+    Attributes:
+        status: `hit` (a stored reply answered the request: no provider call was made) or
+            `miss` (the request was dispatched).
+        match: On a hit: `exact` (the whole request was equal) or `semantic` (everything
+            but the rendered user turn was equal, and that turn was similar enough).
+        similarity: On a semantic hit, the cosine similarity of the two user turns; `1.0`
+            on an exact hit; on a miss, the best similarity found below the threshold.
+        entry_id: The entry that answered (an opaque id).
+        candidates: Entries a semantic lookup compared.
+    """
+
+    status: Literal["hit", "miss"]
+    match: Literal["exact", "semantic"] | None = None
+    similarity: float | None = None
+    entry_id: str | None = None
+    candidates: int = 0
+
+
 class RequestReceipt(FrozenModel):
     """The receipt of one planned provider call.
 
@@ -150,6 +171,8 @@ class RequestReceipt(FrozenModel):
         preparations: The hook decisions that shaped this call (`prepare_invocation`
             first, then `prepare_step`); empty when no hook is named.
         settings: The model settings sent with the request; `None` when none were set.
+        cache: What the response cache did (`hit` with the match and similarity, or
+            `miss`); `None` when the generation uses no cache.
         retry_count: Transport retries of this sealed request: tries of its provider call
             that failed and were retried unchanged (the same figure as the inspection's).
             Stored after the retries happened, so a receipt read while the call still
@@ -176,6 +199,7 @@ class RequestReceipt(FrozenModel):
     agent_id: str | None = None
     preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
+    cache: CacheRecord | None = None
     retry_count: int = Field(default=0, ge=0)
     # Left out of the JSON when unset, so receipts of generations without a gate keep
     # their shape and size.

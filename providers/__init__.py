@@ -17,6 +17,14 @@ from providers.counting import (
     message_format_for,
     message_key,
 )
+from providers.embeddings import (
+    OFFLINE_EMBEDDING_MODEL,
+    EmbeddingProvider,
+    Embeddings,
+    OfflineEmbeddingProvider,
+    OpenAIEmbeddingProvider,
+    ngram_embedding,
+)
 from providers.estimate import RequestEstimate, estimate_request
 from providers.fake import ScriptedChatProvider
 from providers.loopback import LoopbackAnthropicServer, LoopbackOpenAIServer
@@ -48,12 +56,17 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "Confidence",
+    "EmbeddingProvider",
+    "Embeddings",
     "FinishReason",
     "LoopbackAnthropicServer",
     "LoopbackOpenAIServer",
     "MessageFormat",
+    "OFFLINE_EMBEDDING_MODEL",
     "OfflineChatProvider",
+    "OfflineEmbeddingProvider",
     "OpenAIChatProvider",
+    "OpenAIEmbeddingProvider",
     "ProfileLike",
     "RequestEstimate",
     "ScriptedChatProvider",
@@ -75,4 +88,5 @@ __all__ = [
     "estimate_request",
     "message_format_for",
     "message_key",
+    "ngram_embedding",
 ]

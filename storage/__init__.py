@@ -1,6 +1,7 @@
-"""PostgreSQL storage: Threads, derived artifacts, generation staging and receipts."""
+"""PostgreSQL storage: Threads, derived artifacts, generation staging, receipts, the cache."""
 
 from storage._pool import create_pool
+from storage.cache import CacheMatch, CacheStore, PendingEntry, ScopeStats, cache_entry_id
 from storage.generations import GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
 from storage.receipts import ReceiptStore, StoredReceipt
@@ -30,15 +31,19 @@ from storage.threads import (
 from storage.workers import WorkerDirectory, WorkerEntry
 
 __all__ = [
+    "CacheMatch",
+    "CacheStore",
     "EMPTY_REVISION",
     "GenerationStore",
     "HistoryEntry",
     "HistoryView",
     "MessageEntry",
     "OwnerState",
+    "PendingEntry",
     "ReceiptStore",
     "RedactedEntry",
     "RemovedEntry",
+    "ScopeStats",
     "StagedMessage",
     "StoredReceipt",
     "SummaryArtifact",
@@ -52,6 +57,7 @@ __all__ = [
     "WorkerDirectory",
     "WorkerEntry",
     "available_migrations",
+    "cache_entry_id",
     "check_storable",
     "create_pool",
     "migrate",

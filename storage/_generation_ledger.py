@@ -43,9 +43,11 @@ DELETE FROM crux_generation_staging
 WHERE generation_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND kind = 'final'
 """
 
+# The commit keeps the ad-hoc answer, the identity claim and what a cache miss left for the
+# cache write that follows the commit (that write removes it).
 _DROP_STAGING = """
 DELETE FROM crux_generation_staging
-WHERE generation_id = $1 AND kind NOT IN ('final', 'identity')
+WHERE generation_id = $1 AND kind NOT IN ('final', 'identity', 'cache-pending')
 """
 
 

@@ -69,8 +69,9 @@ WHERE s.generation_id = $1
   )
 """
 
-# Old staging of generations that never completed, and old replies that no caller read
-# (a finished ad-hoc generation's `final` row): neither is needed after the retention.
+# Old staging of generations that never completed, old replies that no caller read (a
+# finished ad-hoc generation's `final` row), and the cache's pending rows of committed
+# generations whose cache write never ran: none is needed after the retention.
 _SWEEP_ORPHANS = """
 DELETE FROM crux_generation_staging AS s
 WHERE s.created_at < now() - make_interval(secs => $1)
@@ -78,6 +79,8 @@ WHERE s.created_at < now() - make_interval(secs => $1)
       -- A reply that no Thread holds (ad hoc, or shadowed by call-site messages) and that
       -- nobody read and erased is kept no longer.
       s.kind = 'final'
+      -- Nor what a cache miss left for a cache write that never ran.
+      OR s.kind = 'cache-pending'
       OR NOT EXISTS (
           SELECT 1 FROM crux_generations g
           WHERE g.generation_id = s.generation_id

@@ -35,6 +35,9 @@ class StagingKind(StrEnum):
     """The accepted answer of an ad-hoc generation."""
     IDENTITY = "identity"
     """The row that claims a generation key for one request fingerprint."""
+    CACHE_PENDING = "cache-pending"
+    """What a cache miss leaves for the write after the commit (keys, scope, embedding;
+    no text). Kept by the commit, removed by the write, swept when left behind."""
     SUMMARY_SOURCE = "summary-source"
     """The transcript prefix a summary preparation reads (under `summary_source_key`)."""
 

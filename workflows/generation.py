@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import _inputs, _options, _search, _ui
     from workflows._approvals import Approvals, decision_of
     from workflows._budget import TimeBudget
+    from workflows._cache import CacheSteps
     from workflows._commit import COMMIT_TURN, COMMIT_TURN_LOCAL, committing
     from workflows._failures import (
         admitted,
@@ -88,6 +89,7 @@ class ManagedGenerationWorkflow:
         self._approvals = Approvals()
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
+        self._cache = CacheSteps()
 
     @workflow.query(name="describe")
     def describe(self) -> GenerationStatus:
@@ -401,6 +403,9 @@ class ManagedGenerationWorkflow:
         )
         await self._record(request, sealed)
         arg = _inputs.invoke_input(request, read, sealed, progress)
+        cached = await self._cache.look_up(self._stages, request, arg, sealed.request_id)
+        if cached is not None:
+            return ("revision-moved" if cached.revision_moved else "answered"), cached, None
         config = _options.with_summary(
             _options.invoke_model(request.attempt_policy),
             f"{request.model} attempt {progress.attempt}",
@@ -465,6 +470,9 @@ class ManagedGenerationWorkflow:
         committed = await budget.awaiting_commit(committing(self._stages, request, commit))
         for need in maintenance:
             await start_summary(self._stages, request, read, need)
+        # A reply the cache may reuse is written once its turn is committed, before the
+        # success hooks (a failed write never fails the run).
+        await self._cache.write(request, progress)
         outcome = committed.result
         hooks = await run_success_hooks(self._stages, request, outcome)
         if hooks:

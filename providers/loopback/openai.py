@@ -6,6 +6,7 @@ import json
 from typing import Any, cast
 
 from providers._json import as_list, as_object
+from providers.embeddings import ngram_embedding
 from providers.loopback._replies import (
     CountReply,
     DisconnectReply,
@@ -51,8 +52,22 @@ def _not_found() -> HTTPResponse:
     return json_response(404, {"error": error})
 
 
+def _embedding_inputs(body: dict[str, Any]) -> list[str] | None:
+    """The texts of an embeddings body (`input` is a string or a list of strings)."""
+    value = body.get("input")
+    if isinstance(value, str):
+        return [value]
+    items = as_list(value)
+    if items and all(isinstance(item, str) for item in items):
+        return cast(list[str], items)
+    return None
+
+
 class LoopbackOpenAIServer(LoopbackServer):
-    """OpenAI-compatible test server (`/v1/chat/completions`, `/v1/responses/input_tokens`).
+    """OpenAI-compatible test server (chat completions, input tokens, embeddings).
+
+    `/v1/embeddings` answers with `providers.embeddings.ngram_embedding` of each input
+    (`embedding_dimensions` long, 256 by default), so similar texts get similar vectors.
 
     Example:
         ```python
@@ -62,10 +77,20 @@ class LoopbackOpenAIServer(LoopbackServer):
         ```
     """
 
+    embedding_dimensions = 256
+    """Length of the vectors `/v1/embeddings` returns."""
+
     def problem(self, request: RecordedRequest) -> str | None:
-        """Why OpenAI would reject a chat-completions request, or `None`."""
-        if request.path.split("?")[0].endswith("/chat/completions"):
+        """Why OpenAI would reject a chat-completions or embeddings request, or `None`."""
+        path = request.path.split("?")[0]
+        if path.endswith("/chat/completions"):
             return openai_problem(request.body)
+        if path.endswith("/embeddings"):
+            body = as_object(request.body) or {}
+            if not isinstance(body.get("model"), str) or not body.get("model"):
+                return "you must provide a model parameter"
+            if _embedding_inputs(body) is None:
+                return "'input' must be a string or a non-empty array of strings"
         return None
 
     def default_reply(self, request: RecordedRequest) -> Reply:
@@ -96,6 +121,8 @@ class LoopbackOpenAIServer(LoopbackServer):
                 else input_tokens_of(request.body)
             )
             return json_response(200, {"object": "response.input_tokens", "input_tokens": tokens})
+        if path.endswith("/embeddings"):
+            return json_response(200, self._embeddings(as_object(request.body) or {}))
         if not path.endswith("/chat/completions"):
             return _not_found()
         body = as_object(request.body) or {}
@@ -109,6 +136,25 @@ class LoopbackOpenAIServer(LoopbackServer):
 
     def _number(self) -> int:
         return len(self.requests)
+
+    def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        texts = _embedding_inputs(body) or []
+        return {
+            "object": "list",
+            "model": body.get("model", ""),
+            "data": [
+                {
+                    "object": "embedding",
+                    "index": index,
+                    "embedding": list(ngram_embedding(text, self.embedding_dimensions)),
+                }
+                for index, text in enumerate(texts)
+            ],
+            "usage": {
+                "prompt_tokens": sum(counter().count_text(text) for text in texts),
+                "total_tokens": sum(counter().count_text(text) for text in texts),
+            },
+        }
 
     def _calls(self, reply: TextReply) -> list[dict[str, Any]]:
         return [

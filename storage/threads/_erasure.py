@@ -25,6 +25,8 @@ _REDACTION_CASCADE = (
     DELETE FROM crux_generation_staging
     WHERE thread_id = $1 AND (source_message_ids && $2::text[] OR message->>'id' = ANY($2::text[]))
     """,
+    # Cached replies built from a redacted message (its history, user turn or the reply).
+    "DELETE FROM crux_cache_entries WHERE thread_id = $1 AND source_message_ids && $2::text[]",
 )
 
 # A group whose members are all tombstones keeps no commit time either.
@@ -53,6 +55,7 @@ _DELETE_THREAD_ROWS = (
     "DELETE FROM crux_thread_messages WHERE thread_id = $1",
     "DELETE FROM crux_derived_artifacts WHERE thread_id = $1",
     "DELETE FROM crux_generation_staging WHERE thread_id = $1",
+    "DELETE FROM crux_cache_entries WHERE thread_id = $1",
     # Content-free, but they link to messages that no longer exist: a deleted Thread leaves
     # no generation ledger (a replayed generation id must not resurrect its turn) and no
     # receipts pointing into it.

@@ -40,6 +40,7 @@ DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "approval_timeout_seconds": None,
     "timeout": None,
     "output": None,
+    "cache": None,
     "safety": None,
     "constraints": None,
     "on_success": None,

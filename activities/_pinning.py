@@ -1,0 +1,78 @@
+"""The pinned revision, checked before a sealed plan is answered (by a provider or the cache).
+
+A plan names history by positions on the Thread's selected path at the revision it was
+sealed on. Before anything answers it, the path is read again: if the Thread moved, the
+positions may name other messages and nothing is sent (the workflow re-plans, or fails
+under `on_revision_moved="fail"`). After an answer is staged, a redaction that landed
+meanwhile drops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from activities._inputs import scoped_key
+from activities.skeleton import thread_ids_at
+from contracts.activities import InvokeModelInput
+from storage import GenerationStore, ThreadStore
+from vocabulary.errors import ThreadError
+
+
+async def pinned_sources(threads: ThreadStore, request: InvokeModelInput) -> list[str] | None:
+    """The Thread message ids the plan's positions name, `None` if the Thread moved.
+
+    One read of the path both checks the pinned revision and maps the positions: a plan
+    sealed on another revision would name other messages.
+    """
+    if request.history_source != "thread" or not request.thread_id:
+        return []
+    if not request.message_ranges:
+        if not request.revision:
+            return []
+        try:
+            await threads.validate_revision(
+                request.thread_id, request.revision, owner=request.owner
+            )
+        except ThreadError as moved:
+            if moved.code != "identity_conflict":
+                raise  # deleted: nothing can be committed any more
+            return None
+        return []
+    return await thread_ids_at(
+        threads,
+        request.thread_id,
+        owner=request.owner,
+        revision=request.revision or None,
+        ranges=request.message_ranges,
+    )
+
+
+async def refuse_if_sources_redacted(
+    threads: ThreadStore,
+    generations: GenerationStore,
+    request: InvokeModelInput,
+    sources: Sequence[str],
+) -> None:
+    """Drop an attempt's staged output if a message it was built from was redacted meanwhile.
+
+    The redaction cascade deletes staged rows derived from redacted messages, but a
+    redaction that lands while the answer is being made runs before the answer is staged.
+
+    Raises:
+        ThreadError: The Thread was deleted, or a source message was redacted.
+    """
+    if request.history_source != "thread" or not request.thread_id or not request.revision:
+        return
+    try:
+        await threads.validate_revision(request.thread_id, request.revision, owner=request.owner)
+        return  # Nothing changed at all: the common case costs one indexed read.
+    except ThreadError as moved:
+        if moved.code != "identity_conflict":
+            await generations.drop_staged(scoped_key(request), request.attempt)
+            raise
+    try:
+        # The Thread moved (new turns are legitimate); check the sources themselves.
+        await threads.load_messages(request.thread_id, sources)
+    except ThreadError:
+        await generations.drop_staged(scoped_key(request), request.attempt)
+        raise
