@@ -199,10 +199,10 @@ class RequestReceipt(FrozenModel):
     agent_id: str | None = None
     preparations: tuple[StepPreparation, ...] = ()
     settings: SettingsRecord | None = None
-    cache: CacheRecord | None = None
     retry_count: int = Field(default=0, ge=0)
-    # Left out of the JSON when unset, so receipts of generations without a gate keep
-    # their shape and size.
+    # Left out of the JSON when unset, so receipts of generations without a cache or a
+    # gate keep their shape and size.
+    cache: CacheRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     input_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
     output_gate: GateReport | None = Field(default=None, exclude_if=lambda value: value is None)
     constraints: ConstraintReport | None = Field(

@@ -95,7 +95,7 @@ def test_every_field_is_described(spec: Any) -> None:
 def test_the_input_schema_is_the_whole_contract() -> None:
     document = schema_of(next(spec for spec in SCHEMAS if spec.name == "generation-input"))
     assert set(document["properties"]) == set(GenerationInput.model_fields)
-    assert len(document["properties"]) == 33
+    assert len(document["properties"]) == 34
     assert document["required"] == ["generation_id"]
     assert document["additionalProperties"] is False
 
