@@ -106,6 +106,15 @@ async def run_generations(
         ("hit", "exact"),
         ("hit", "semantic"),
     ]
+    # A second entry, from a Thread that is deleted (the first one's is redacted).
+    openai.enqueue(TextReply(text=f"Cached again {canary}"))
+    gone = crux.cache(namespace=uuid.uuid4().hex[:8])
+    await run.generate(f"Cache me {canary}", thread=run.thread("cached-deleted"), cache=gone)
+    entries = await pool.fetchval(
+        "SELECT count(*) FROM crux_cache_entries WHERE thread_id = ANY($1::text[])",
+        [thread for role, thread in run.threads if role in ("cached", "cached-deleted")],
+    )
+    assert entries == 2
 
     if run.registered:
         # Tool round: canary arguments, canary results, invalid arguments, a raising tool and a

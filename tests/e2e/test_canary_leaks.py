@@ -76,8 +76,8 @@ TEXT_TABLES = {
 # Threads whose every message is redacted; the others are deleted. A call whose messages
 # shadowed its Thread keeps its reply beside the Thread, not in it: only deleting the Thread
 # erases that reply, so the shadowed Thread is deleted.
-# The cached turn's Thread is redacted: its cache entry goes with it (the Threads served
-# from the entry are deleted).
+# The first cached turn's Thread is redacted, the second's deleted: each takes its cache
+# entry with it (the Threads served from an entry are deleted).
 REDACTED = ("plain", "summary", "output", "approval", "cached")
 ROUNDS = 5 if os.environ.get("CRUX_SOAK") == "1" else 1
 """Every scenario runs once in CI and five times under `make soak`."""
