@@ -164,3 +164,25 @@ def documented_workflow_id(workflow: str, payload: object, fallback: str) -> str
     except (ValidationError, CruxError, RecursionError):
         return fallback
     return fallback
+
+
+async def worker_polls(client: Client, task_queue: str, *, timeout: float = 90) -> None:
+    """Wait until a worker polls `task_queue` for workflow tasks (a worker process started).
+
+    A call started on a task queue nobody has polled yet fails fast with `NoWorkerError`, so
+    a test that starts its worker as a process waits for it first, as a deployment would.
+    """
+    from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+
+    async def pollers() -> int:
+        return len((await client.workflow_service.describe_task_queue(request)).pollers)
+
+    await eventually(pollers, lambda count: count > 0, timeout=timeout)

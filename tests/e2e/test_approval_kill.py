@@ -24,7 +24,7 @@ import crux
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import ThreadStore
-from tests.helpers import eventually
+from tests.helpers import eventually, worker_polls
 
 pytestmark = pytest.mark.durability
 
@@ -99,6 +99,7 @@ async def test_a_run_awaiting_approval_survives_a_sigkilled_worker(
         first = _spawn(env, tmp_path / "worker-1.log")
         second: subprocess.Popen[bytes] | None = None
         try:
+            await worker_polls(client, task_queue)
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=MODEL)
             run = asyncio.ensure_future(
                 runtime.generate(

@@ -52,7 +52,7 @@ from providers.loopback import LoopbackAnthropicServer, LoopbackOpenAIServer, Te
 from tests.canary_carriers import MODEL, Carriers, canary_hook, canary_tools
 from tests.canary_runs import run_failures, run_generations
 from tests.chaos import WorkerFleet
-from tests.helpers import new_worker, settings_for
+from tests.helpers import new_worker, settings_for, worker_polls
 from tests.leaks import (
     LeakScan,
     RecordingHandler,
@@ -302,6 +302,7 @@ async def test_a_worker_process_writes_no_canary_anywhere(
         )
         fleet.start()
         try:
+            await worker_polls(client, task_queue)
             runtime = crux.Runtime(client, pool, task_queue=task_queue, default_model=MODEL)
             run = Carriers(
                 client,

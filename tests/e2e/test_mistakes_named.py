@@ -20,6 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 import crux
 from tests.helpers import RunningWorker, new_worker, settings_for
 from vocabulary.details import decode_details
+from vocabulary.ids import workflow_id_for
 
 WEATHER = crux.prompt(id="weather", prompt=lambda x: f"Weather in {x['city']}?")
 
@@ -64,10 +65,11 @@ async def test_an_unknown_model_is_refused_before_anything_starts_listing_the_kn
 async def test_a_plain_client_naming_an_unknown_offline_model_fails_typed_not_as_echo(
     client: Client, worker: RunningWorker
 ) -> None:
+    generation_id = f"unknown-model-{uuid.uuid4().hex[:8]}"
     handle = await client.start_workflow(
         "ManagedGenerationWorkflow",
-        {"generation_id": "g1", "model": "offline:nonexistent", "input": "hello"},
-        id=f"crux/gen/unknown-model/{uuid.uuid4().hex}",
+        {"generation_id": generation_id, "model": "offline:nonexistent", "input": "hello"},
+        id=workflow_id_for(generation_id, None),
         task_queue=worker.task_queue,
     )
     with pytest.raises(WorkflowFailureError) as raised:
@@ -113,10 +115,11 @@ async def test_a_prompt_input_missing_a_key_names_the_prompt_and_the_key(
 async def test_a_registered_prompt_rendered_by_the_worker_names_the_missing_key(
     client: Client, worker: RunningWorker
 ) -> None:
+    generation_id = f"missing-key-{uuid.uuid4().hex[:8]}"
     handle = await client.start_workflow(
         "ManagedGenerationWorkflow",
-        {"generation_id": "g1", "prompt_id": "weather", "input": {"town": "Oslo"}},
-        id=f"crux/gen/missing-key/{uuid.uuid4().hex}",
+        {"generation_id": generation_id, "prompt_id": "weather", "input": {"town": "Oslo"}},
+        id=workflow_id_for(generation_id, None),
         task_queue=worker.task_queue,
     )
     with pytest.raises(WorkflowFailureError) as raised:

@@ -24,7 +24,7 @@ from crux.runtime import Runtime
 from providers.loopback import CountReply, LoopbackOpenAIServer, RecordedRequest, TextReply
 from providers.loopback._replies import Reply
 from providers.loopback._shared import input_tokens_of
-from tests.helpers import eventually
+from tests.helpers import eventually, worker_polls
 
 pytestmark = pytest.mark.durability
 
@@ -72,6 +72,7 @@ async def test_parallel_run_completes_after_its_worker_is_killed(
         first = _spawn(env, tmp_path / "worker-1.log")
         second: subprocess.Popen[bytes] | None = None
         try:
+            await worker_polls(client, task_queue)
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=MODEL)
             agents = {
                 "left": crux.prompt(id="left", prompt=lambda i: f"left: {i}"),

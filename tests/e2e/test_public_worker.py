@@ -22,6 +22,7 @@ import crux.testing
 from crux._announce import WorkerAnnouncement
 from crux.runtime import Runtime
 from tests.helpers import settings_for
+from vocabulary.ids import workflow_id_for
 
 
 def _forecast(city: str) -> dict[str, object]:
@@ -173,10 +174,11 @@ async def test_a_generation_naming_an_unregistered_prompt_or_hook_fails_naming_i
             await runtime.generate(
                 crux.agent(id="a", prompt=crux.prompt(id="p"), prepare_step=REVIEW), input="hi"
             )
+        named = f"named-{uuid.uuid4().hex[:6]}"
         handle = await client.start_workflow(
             "ManagedGenerationWorkflow",
-            {"generation_id": "named", "prompt_id": "registered-elsewhere", "input": "hi"},
-            id=f"crux/gen/named-{uuid.uuid4().hex[:6]}",
+            {"generation_id": named, "prompt_id": "registered-elsewhere", "input": "hi"},
+            id=workflow_id_for(named, None),
             task_queue=settings.task_queue,
         )
         with pytest.raises(Exception) as prompt:

@@ -27,7 +27,7 @@ import crux
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
-from tests.helpers import eventually
+from tests.helpers import eventually, worker_polls
 from vocabulary.ids import generation_key
 
 pytestmark = pytest.mark.durability
@@ -101,6 +101,7 @@ async def test_a_hook_killed_after_the_commit_runs_again_on_another_worker(
         first = _spawn(env, "hang", tmp_path / "worker-1.log")
         second: subprocess.Popen[bytes] | None = None
         try:
+            await worker_polls(client, task_queue)
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=MODEL)
             run = asyncio.ensure_future(
                 runtime.generate(

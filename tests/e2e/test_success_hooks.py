@@ -11,14 +11,13 @@ import uuid
 
 import asyncpg
 import pytest
-from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 import crux
 from contracts.generation import GenerationOutcome
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import new_worker, settings_for, workflow_metadata
 from vocabulary.ids import generation_key, workflow_id_for
 
 MODEL = "openai:gpt-4o-mini"
@@ -121,7 +120,7 @@ async def test_a_failing_hook_is_visible_and_never_undoes_the_commit(
             on_success=["broken", "fine", "unknown"],
         )
         handle = client.get_workflow_handle(workflow_id_for("broken-1", thread_id))
-        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        metadata = await workflow_metadata(handle)
         stage = await handle.query("get_stage")
     assert result.text == "Committed anyway."
     assert await _committed_roles(pool, thread_id) == ["user", "assistant"]

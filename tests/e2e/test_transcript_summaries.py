@@ -202,9 +202,11 @@ async def test_chunk_limits_and_adaptive_going_hierarchical(
         assert "HISTORY_SUMMARY_INLINE" in _codes(result)
         return responder
 
-    # By default the whole prefix is one chunk of the summary model: one call, no merge.
+    # By default the whole prefix is one chunk of the summary model: one call per
+    # preparation, no merge (the maintenance after the response may prepare the next
+    # prefix with a call of its own).
     whole = await summary_calls(crux.summarize.adaptive())
-    assert len(whole.summary_bodies) == 1 and whole.merges() == 0
+    assert 1 <= len(whole.summary_bodies) <= 2 and whole.merges() == 0
     # Two groups per chunk: adaptive without an earlier summary goes hierarchical.
     adaptive = await summary_calls(crux.summarize.adaptive(chunk_units=2))
     assert adaptive.merges() >= 1

@@ -120,9 +120,16 @@ def _package_data(root: Path) -> set[str]:
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     packages = [p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]]
     tracked = _run(["git", "ls-files", *packages], cwd=root).split()
+    files: set[str] = set()
+    for path in tracked:
+        target = root / path
+        if target.is_dir():  # a tracked link to a folder (contracts/published): its files
+            files.update(f"{path}/{inner.name}" for inner in target.iterdir() if inner.is_file())
+        else:
+            files.add(path)
     return {
         path
-        for path in tracked
+        for path in files
         if not path.endswith((".py", ".md")) and "/tests/" not in path and "__pycache__" not in path
     }
 
