@@ -29,6 +29,7 @@ import crux
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
+from tests.helpers import worker_polls
 from vocabulary.ids import generation_key
 
 pytestmark = pytest.mark.durability
@@ -68,16 +69,6 @@ def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 
 def _completions(server: LoopbackOpenAIServer) -> int:
     return sum(1 for r in server.requests if r.path.split("?")[0].endswith("/chat/completions"))
-
-
-async def _started(log: Path, *, timeout: float) -> None:
-    """Wait until the worker process logged that it polls (a cold start may be slow)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and '"worker.started"' in log.read_text(encoding="utf-8"):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the worker did not start within {timeout} s; see {log}")
 
 
 async def _blocked_commit(lock: asyncpg.Connection, *, timeout: float) -> bool:
@@ -124,7 +115,7 @@ async def test_a_worker_killed_before_the_commit_leaves_no_cache_entry_ahead_of_
         second: subprocess.Popen[bytes] | None = None
         lock = await asyncpg.connect(database_url, timeout=10)
         try:
-            await _started(tmp_path / "worker-1.log", timeout=90)
+            await worker_polls(client, task_queue)
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=MODEL)
             # The first commit creates the Thread's control row the suite then holds.
             await asyncio.wait_for(
