@@ -1,7 +1,8 @@
 """The canary's scenarios: every kind of generation, successful and failing, carrying it.
 
-`run_generations` runs plain, tool-round, approval, parallel, shadowed, masked (input
-safety, a constraint retry), streaming, structured-output and summarised generations;
+`run_generations` runs plain, cached (a miss, then an exact and a semantic hit), tool-round,
+approval, parallel, shadowed, masked (input safety, a constraint retry), streaming,
+structured-output and summarised generations;
 `run_failures` the failing ones (provider error bodies of both wire formats, rejected
 output, a blocked turn, a refused reply, violated constraints, unstorable text, a raising
 hook). With
@@ -79,6 +80,41 @@ async def run_generations(
     )
     openai.enqueue(TextReply(text=f"Plain answer {canary}"))
     await run.generate(policy, input={"message": f"Question {canary}?"}, thread=plain)
+
+    # The response cache: a turn that misses and is written after its commit, then served
+    # from the entry as an exact hit and as a semantic hit on other Threads (each commits a
+    # fresh pair). The entry holds the reply until the Thread it came from is erased.
+    cache = crux.cache(semantic=True, similarity_threshold=0.9, namespace=uuid.uuid4().hex[:8])
+    openai.enqueue(TextReply(text=f"Cached answer {canary}"))
+    asked = f"What is the capital of France? {canary}"
+    calls = _completions(openai)
+    missed = await run.generate(asked, thread=run.thread("cached"), cache=cache)
+    exact = await run.generate(asked, thread=run.thread("cached-exact"), cache=cache)
+    similar = await run.generate(
+        f"What is the capital city of France? {canary}",
+        thread=run.thread("cached-semantic"),
+        cache=cache,
+    )
+    assert _completions(openai) == calls + 1
+    assert exact.text == similar.text == missed.text
+    records = [
+        (await run.runtime.receipt(result.steps[-1].request.id)).cache
+        for result in (missed, exact, similar)
+    ]
+    assert [(r.status, r.match) if r else None for r in records] == [
+        ("miss", None),
+        ("hit", "exact"),
+        ("hit", "semantic"),
+    ]
+    # A second entry, from a Thread that is deleted (the first one's is redacted).
+    openai.enqueue(TextReply(text=f"Cached again {canary}"))
+    gone = crux.cache(namespace=uuid.uuid4().hex[:8])
+    await run.generate(f"Cache me {canary}", thread=run.thread("cached-deleted"), cache=gone)
+    entries = await pool.fetchval(
+        "SELECT count(*) FROM crux_cache_entries WHERE thread_id = ANY($1::text[])",
+        [thread for role, thread in run.threads if role in ("cached", "cached-deleted")],
+    )
+    assert entries == 2
 
     if run.registered:
         # Tool round: canary arguments, canary results, invalid arguments, a raising tool and a
@@ -239,6 +275,10 @@ async def run_generations(
         run.scan.check_error("error of a refused summary", error)
     assert openai.pending == 0
     await wait_closed(run.client, await workflows_since(run.client, run.task_queue, run.since))
+
+
+def _completions(server: LoopbackOpenAIServer) -> int:
+    return sum(1 for r in server.requests if r.path.split("?")[0].endswith("/chat/completions"))
 
 
 async def run_failures(

@@ -2,7 +2,8 @@
 
 The canary is placed in Thread messages (appended, with metadata, and edited), the prompt input and
 system text, context contributors (system and message placement, authored alternatives), a turn
-masked by input safety, a blocked turn, a reply refused by terminal safety, replies violating a
+masked by input safety, a turn written to the response cache and then served from it (an exact
+and a semantic hit), a blocked turn, a reply refused by terminal safety, replies violating a
 constraint, tool arguments and results (a valid call, invalid arguments, a tool that raises with
 it, a tool name the model invented, a call waiting for approval), call-site messages that shadow a
 Thread, a parallel run's shared context, structured output (rejected and accepted replies),
@@ -64,16 +65,20 @@ from tests.leaks import (
 pytestmark = pytest.mark.durability
 
 # Tables that hold caller text until it is erased: canonical messages, staged turns and
-# streamed deltas, and derived artifacts (summaries). Nothing else may ever hold the canary.
+# streamed deltas, derived artifacts (summaries) and response-cache entries (a committed
+# reply, kept for reuse). Nothing else may ever hold the canary.
 TEXT_TABLES = {
     "public.crux_thread_messages",
     "public.crux_generation_staging",
     "public.crux_derived_artifacts",
+    "public.crux_cache_entries",
 }
 # Threads whose every message is redacted; the others are deleted. A call whose messages
 # shadowed its Thread keeps its reply beside the Thread, not in it: only deleting the Thread
 # erases that reply, so the shadowed Thread is deleted.
-REDACTED = ("plain", "summary", "output", "approval")
+# The first cached turn's Thread is redacted, the second's deleted: each takes its cache
+# entry with it (the Threads served from an entry are deleted).
+REDACTED = ("plain", "summary", "output", "approval", "cached")
 ROUNDS = 5 if os.environ.get("CRUX_SOAK") == "1" else 1
 """Every scenario runs once in CI and five times under `make soak`."""
 
@@ -129,6 +134,7 @@ async def _check_erasure(run: Carriers, database_url: str) -> dict[str, int]:
     assert set(before) <= TEXT_TABLES, sorted(before)
     assert "public.crux_thread_messages" in before
     assert "public.crux_derived_artifacts" in before
+    assert "public.crux_cache_entries" in before
     await _erase(run, run.pool)
     after = dump_hits(run.scan, database_url)
     assert after == {}, sorted(after)
