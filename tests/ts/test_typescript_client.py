@@ -10,9 +10,7 @@ message is found in no history, description, query answer or log line.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import hashlib
 import json
 import logging
 import os
@@ -33,40 +31,13 @@ from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply
 from tests.helpers import new_worker, settings_for
 from tests.http.api import Credentials, serving
 from tests.leaks import LeakScan, RecordingHandler, check_workflow, wait_closed
+from tests.ts import node
 from vocabulary.ids import user_message_id
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 SUITE = Path(__file__).parent
 VECTORS = SUITE.parent.parent / "schemas" / "codec.test-vectors.json"
-
-
-async def _run(*command: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        cwd=SUITE,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout)
-    text = output.decode(errors="replace")
-    if process.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} exited {process.returncode}:\n{text[-8000:]}")
-    return text
-
-
-async def _installed() -> None:
-    """`npm ci` from the checked-in lock file, once per lock file change."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        raise AssertionError("node and npm are needed for the TypeScript client suite (Node 20+)")
-    digest = hashlib.sha256((SUITE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = SUITE / "node_modules" / ".crux-lock-digest"
-    if stamp.exists() and stamp.read_text() == digest:
-        return
-    # --ignore-scripts: nothing of the dependency tree runs at install time.
-    await _run("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-    stamp.write_text(digest)
 
 
 def _payment_tool() -> crux.Tool:
@@ -105,9 +76,9 @@ async def test_the_typescript_client_suite(
     openai_server: LoopbackOpenAIServer,
     tmp_path: Path,
 ) -> None:
-    await _installed()
+    await node.installed(SUITE)
     shutil.rmtree(SUITE / "build", ignore_errors=True)  # no stale test of a removed source
-    await _run("npx", "--no-install", "tsc", "-p", ".")
+    await node.run(SUITE, "npx", "--no-install", "tsc", "-p", ".")
     canary = f"cnry{uuid.uuid4().hex}"
     keys = f"ts-{uuid.uuid4().hex[:6]}:{base64.b64encode(secrets.token_bytes(32)).decode()}"
     # The approval runs, in the suite's order: a call to approve, then one to deny.
@@ -149,7 +120,9 @@ async def test_the_typescript_client_suite(
             }
             tests = sorted(str(p.relative_to(SUITE)) for p in (SUITE / "build").glob("*.test.js"))
             assert len(tests) >= 2
-            output = await _run("node", "--test", "--test-concurrency=1", *tests, env=env)
+            output = await node.run(
+                SUITE, "node", "--test", "--test-concurrency=1", *tests, env=env
+            )
             assert "# fail 0" in output and "# pass 0" not in output, output[-4000:]
             made = [json.loads(line) for line in report.read_text().splitlines()]
             assert len(made) >= 6

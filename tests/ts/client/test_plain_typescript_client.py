@@ -8,10 +8,7 @@ the example inputs. Afterwards the Thread it wrote holds its turn exactly once.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import os
-import shutil
 import uuid
 from pathlib import Path
 
@@ -22,44 +19,12 @@ from temporalio.client import Client
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
 from tests.helpers import new_worker, settings_for
+from tests.ts import node
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 SUITE = Path(__file__).parent
 SCHEMAS = SUITE.parent.parent.parent / "schemas"
-
-
-async def _run(*command: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
-    process = await asyncio.create_subprocess_exec(
-        *command,
-        cwd=SUITE,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    text = output.decode(errors="replace")
-    if process.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} exited {process.returncode}:\n{text[-8000:]}")
-    return text
-
-
-async def _installed() -> None:
-    """`npm ci` from the checked-in lock file, again only when the lock file changed."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        raise AssertionError("node and npm are needed for the TypeScript client suite (Node 20+)")
-    digest = hashlib.sha256((SUITE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = SUITE / "node_modules" / ".crux-lock-digest"
-    if stamp.exists() and stamp.read_text() == digest:
-        return
-    # --ignore-scripts: nothing of the dependency tree runs at install time.
-    await _run("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-    stamp.write_text(digest)
 
 
 async def test_a_plain_typescript_client_meets_the_published_contract(
@@ -68,8 +33,8 @@ async def test_a_plain_typescript_client_meets_the_published_contract(
     database_url: str,
     openai_server: LoopbackOpenAIServer,
 ) -> None:
-    await _installed()
-    await _run("npx", "--no-install", "tsc", "-p", ".")
+    await node.installed(SUITE)
+    await node.run(SUITE, "npx", "--no-install", "tsc", "-p", ".")
     # The decision test's run: slow enough to be running while the client decides.
     openai_server.enqueue(TextReply(text="Slowly.", delay_seconds=5))
     run = f"ts{uuid.uuid4().hex[:8]}"
@@ -83,8 +48,14 @@ async def test_a_plain_typescript_client_meets_the_published_contract(
             "CRUX_SCHEMAS": str(SCHEMAS),
             "CRUX_RUN": run,
         }
-        output = await _run(
-            "node", "--test", "--test-concurrency=1", "--test-reporter=tap", "build/", env=env
+        output = await node.run(
+            SUITE,
+            "node",
+            "--test",
+            "--test-concurrency=1",
+            "--test-reporter=tap",
+            "build/",
+            env=env,
         )
     print(output[-3000:])
     assert "# fail 0" in output
