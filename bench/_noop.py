@@ -1,15 +1,25 @@
 """The latency anchor of a durable turn: a workflow that runs three no-op activities.
 
-It pays exactly what Temporal costs for three sequential activities on the same worker and
-dev server (scheduling, dispatch, completion, workflow tasks) and nothing of our own, so a
-managed turn measured next to it in the same run shows what our stages add.
+It pays exactly what Temporal costs for three sequential activities (scheduling, dispatch,
+completion, workflow tasks) and nothing of our own, so a managed turn measured next to it in
+the same run shows what our stages add. It runs in two places:
+
+- on Crux's own worker (the Crux plugin's converter, sandbox and options; started eagerly
+  like a turn): what the same worker costs for three stages;
+- on a plain `temporalio.worker.Worker` with SDK defaults on a task queue of its own, started
+  by a plain client's `execute_workflow` (`plain_worker`, `plain_client`): what any Temporal
+  application pays for three activities, the floor a turn is held to.
 """
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+from temporalio.worker import Worker
 
 NOOP_WORKFLOW = "BenchNoopThreeActivities"
 
@@ -32,3 +42,42 @@ class NoopThreeActivities:
                 noop_activity, value, start_to_close_timeout=timedelta(seconds=30)
             )
         return value
+
+
+PLAIN_TASK_QUEUE_PREFIX = "bench-plain"
+"""Task queues of the plain-Worker floor start with this (one per run)."""
+
+
+def plain_client(client: Client) -> Client:
+    """The same connection as `client`, with the SDK's default data converter and nothing else.
+
+    The plain-Worker floor must pay what a Temporal application with SDK defaults pays: no
+    pydantic converter, no plugin, no interceptors.
+    """
+    config = client.config()
+    config["data_converter"] = DataConverter.default
+    config["interceptors"] = []
+    config["plugins"] = []
+    return Client(**config)
+
+
+def plain_worker(client: Client, task_queue: str) -> Worker:
+    """A `temporalio.worker.Worker` with SDK defaults serving only the no-op workflow.
+
+    Args:
+        client: A client from `plain_client` (SDK default converter).
+        task_queue: A task queue of its own, so that no other worker takes its tasks.
+    """
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[NoopThreeActivities],
+        activities=[noop_activity],
+    )
+
+
+async def run_plain_floor(client: Client, task_queue: str, value: int) -> None:
+    """One floor turn: a plain `execute_workflow` of the no-op workflow (no eager start)."""
+    await client.execute_workflow(
+        NOOP_WORKFLOW, value, id=f"bench-plain-{uuid.uuid4().hex[:12]}", task_queue=task_queue
+    )

@@ -1,10 +1,18 @@
 """Managed generation on the embedded stack: latency and Temporal history bytes per turn.
 
 Anchors measured in the same run:
-- latency: a workflow of three no-op activities on the same worker and dev server, started
-  the same way and interleaved turn by turn (what Temporal itself costs for three stages),
-  and the same work done directly, without Temporal (read the Thread path, call the
-  offline provider, append the turn) -> the ratio is the price of durability;
+- latency, two floors of three no-op activities, interleaved turn by turn with the turns:
+  - the **plain-Worker floor**: the workflow on a plain `temporalio.worker.Worker` with SDK
+    defaults (default converter, no plugin, no interceptors) on a task queue of its own,
+    started by a plain client's `execute_workflow` (no eager start), on the same dev server:
+    what any Temporal application pays for three activities. A plain turn is held to at most
+    1.0x of it, as the median over `ROUNDS` rounds of the per-round p50 ratio (the turns are
+    split into rounds in order, so that each round's ratio compares turns and floor runs
+    taken side by side, and a burst of load from elsewhere moves one round, not the verdict);
+  - the **Crux-worker floor**: the same workflow on Crux's own worker, started eagerly like
+    a turn (what the same worker costs for three stages);
+- the same work done directly, without Temporal (read the Thread path, call the offline
+  provider, append the turn) -> the ratio is the price of durability;
 - history bytes: the bytes of the transcript the turn's request covered, i.e. what a
   design that passes transcripts through workflow payloads would put in history at least
   once -> the ratio shows history staying flat while transcripts grow; measured along the
@@ -13,7 +21,8 @@ Anchors measured in the same run:
 
 The acceptance gate's cost, interleaved turn by turn with the plain turns on Threads of the
 same length: an empty safety configuration (`safety=crux.safety()`, which must cost nothing
-measurable: it schedules nothing), and a typical input gate (length limit, PII masking, deny
+measurable: it schedules nothing; held to the plain turn's p50 within `UNMEASURABLE`, as the
+median of the per-round ratios), and a typical input gate (length limit, PII masking, deny
 list: one more local activity).
 
 Run: `.venv/bin/python bench/bench_generation.py [turns]`
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -32,8 +42,16 @@ from pathlib import Path
 from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
 
 import crux
-from bench._figures import new_bench_database, p50, p99
-from bench._noop import NOOP_WORKFLOW, NoopThreeActivities, noop_activity
+from bench._figures import compile_bytecode, new_bench_database, p50, p99
+from bench._noop import (
+    NOOP_WORKFLOW,
+    PLAIN_TASK_QUEUE_PREFIX,
+    NoopThreeActivities,
+    noop_activity,
+    plain_client,
+    plain_worker,
+    run_plain_floor,
+)
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from crux.stack import start_postgres_sync, start_temporal
@@ -43,8 +61,30 @@ from vocabulary.ids import workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
 
+ROUNDS = 5
+"""Rounds the interleaved turns are split into; verdicts take the median of per-round ratios."""
+
+UNMEASURABLE = 1.05
+"""An unconfigured feature costs nothing measurable: its p50 within 5% of the plain turn's."""
+
+
+def _round_ratios(numerator: list[float], denominator: list[float]) -> list[float]:
+    """p50 ratio per round: both lists split, in order, into `ROUNDS` consecutive slices."""
+    size = max(1, len(numerator) // ROUNDS)
+    ratios: list[float] = []
+    for start in range(0, size * ROUNDS, size):
+        top, bottom = numerator[start : start + size], denominator[start : start + size]
+        if top and bottom:
+            ratios.append(statistics.median(top) / statistics.median(bottom))
+    return ratios
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
 
 async def main(turns: int) -> None:
+    compile_bytecode()
     tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
     server = None
     base_url = os.environ.get("CRUX_DATABASE_URL")
@@ -62,6 +102,9 @@ async def main(turns: int) -> None:
     thread_id = f"bench:{uuid.uuid4().hex[:6]}"
     durable: list[float] = []
     noop: list[float] = []
+    plain_floor: list[float] = []
+    plain_queue = f"{PLAIN_TASK_QUEUE_PREFIX}-{uuid.uuid4().hex[:6]}"
+    floor_client = plain_client(env.client)
     empty_gate: list[float] = []
     input_gate: list[float] = []
     typical_gate = crux.safety(
@@ -81,9 +124,12 @@ async def main(turns: int) -> None:
             extra_workflows=[NoopThreeActivities],
             extra_activities=[noop_activity],
         )
-        async with worker:
+        async with worker, plain_worker(floor_client, plain_queue):
             runtime = Runtime(env.client, pool, task_queue="bench")
             store = ThreadStore(pool)
+            # Warm-up: the first workflow tasks and connections pay one-off costs.
+            await runtime.generate("warm up", thread=f"{thread_id}-warm")
+            await run_plain_floor(floor_client, plain_queue, -1)
             for turn in range(turns):
                 question = f"Question number {turn}: what should I pack for day {turn}?"
                 started = time.perf_counter()
@@ -114,6 +160,9 @@ async def main(turns: int) -> None:
                     request_eager_start=True,
                 )
                 noop.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                await run_plain_floor(floor_client, plain_queue, turn)
+                plain_floor.append(time.perf_counter() - started)
                 view = await store.read_history_view(thread_id)
                 covered = await store.load_messages(thread_id, [m.id for m in view.messages])
                 transcript_bytes.append(sum(len(m.model_dump_json()) for m in covered))
@@ -153,18 +202,44 @@ async def main(turns: int) -> None:
     if server is not None:
         server.stop()
 
+    floor_ratios = _round_ratios(durable, plain_floor)
+    floor_ratio = statistics.median(floor_ratios)
+    empty_ratios = _round_ratios(empty_gate, durable)
+    empty_ratio = statistics.median(empty_ratios)
     print(f"managed generation, offline provider, {turns} turns on one Thread")
-    print("  latency            p50 ms    p99 ms")
-    print(f"  plain turn       {p50(durable):8.2f}  {p99(durable):8.2f}  (the managed workflow)")
-    print(
-        f"  empty safety     {p50(empty_gate):8.2f}  {p99(empty_gate):8.2f}  (safety=crux.safety())"
+    print("  latency                     p50 ms    p99 ms")
+    rows = (
+        ("plain turn", durable, "the managed workflow, Crux worker"),
+        ("empty safety", empty_gate, "safety=crux.safety()"),
+        ("input gate", input_gate, "length, PII, deny"),
+        ("plain-Worker floor", plain_floor, "3 no-op activities, SDK-default Worker"),
+        ("Crux-worker floor", noop, "3 no-op activities, Crux's worker, eager start"),
+        ("direct", direct, "same work, no Temporal"),
     )
-    print(f"  input gate       {p50(input_gate):8.2f}  {p99(input_gate):8.2f}  (length, PII, deny)")
-    print(f"  no-op workflow   {p50(noop):8.2f}  {p99(noop):8.2f}  (3 no-op activities)")
-    print(f"  direct           {p50(direct):8.2f}  {p99(direct):8.2f}  (same work, no Temporal)")
-    print(f"  turn / no-op     {p50(durable) / p50(noop):8.2f}x {p99(durable) / p99(noop):8.2f}x")
+    for label, values, note in rows:
+        print(f"  {label:<24} {p50(values):8.2f}  {p99(values):8.2f}  ({note})")
     print(
-        f"  turn / direct    {p50(durable) / p50(direct):8.2f}x {p99(durable) / p99(direct):8.2f}x"
+        f"  turn / plain-Worker floor {p50(durable) / p50(plain_floor):8.2f}x "
+        f"{p99(durable) / p99(plain_floor):8.2f}x"
+    )
+    print(
+        f"  turn / Crux-worker floor  {p50(durable) / p50(noop):8.2f}x "
+        f"{p99(durable) / p99(noop):8.2f}x"
+    )
+    print(
+        f"  turn / direct             {p50(durable) / p50(direct):8.2f}x "
+        f"{p99(durable) / p99(direct):8.2f}x"
+    )
+    rounds = " ".join(f"{ratio:.2f}" for ratio in floor_ratios)
+    print(
+        f"  plain turn / plain-Worker floor, median of {len(floor_ratios)} interleaved rounds: "
+        f"{floor_ratio:.2f}x (rounds {rounds}); target <= 1.0x: {_verdict(floor_ratio <= 1.0)}"
+    )
+    rounds = " ".join(f"{ratio:.2f}" for ratio in empty_ratios)
+    print(
+        f"  empty safety / plain turn, median of {len(empty_ratios)} interleaved rounds: "
+        f"{empty_ratio:.2f}x (rounds {rounds}); target <= {UNMEASURABLE:.2f}x (nothing "
+        f"measurable): {_verdict(empty_ratio <= UNMEASURABLE)}"
     )
     print("  history bytes per generation vs transcript bytes covered:")
     for turn in sorted({0, turns // 4, turns // 2, turns - 1}):

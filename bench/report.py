@@ -54,8 +54,16 @@ BENCHMARKS = (
     Benchmark(
         "bench_generation.py",
         "Durable turn latency and history bytes",
-        "a no-op three-activity workflow on the same dev server; the same work without "
+        "three no-op activities on a plain `temporalio` Worker with SDK defaults (the floor) "
+        "and on Crux's own worker, same dev server, interleaved; the same work without "
         "Temporal; the transcript-in-payload pattern",
+    ),
+    Benchmark(
+        "bench_load.py",
+        "Under load: turns in flight on one worker",
+        "three no-op activities on a plain `temporalio` Worker with SDK defaults, run at the "
+        "same concurrency in the same process and run, sub-cells alternating",
+        ("60",),
     ),
     Benchmark(
         "bench_streaming.py",
@@ -66,7 +74,8 @@ BENCHMARKS = (
     Benchmark(
         "bench_cache.py",
         "Response cache: a hit next to a miss",
-        "a turn without a cache on the same worker and dev server, interleaved round by round",
+        "a turn without a cache on the same worker and dev server, interleaved round by round; "
+        "a hit against a miss of the same round",
         ("10",),
     ),
     Benchmark(
@@ -133,6 +142,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions where offered")
     args = parser.parse_args()
+    # Every benchmark runs from bytecode, as an installed wheel does (see compile_bytecode).
+    sys.path.insert(0, str(ROOT))
+    from bench._figures import compile_bytecode
+
+    compile_bytecode()
     sections: list[str] = []
     failed: list[str] = []
     total = 0.0
