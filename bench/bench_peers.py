@@ -291,6 +291,17 @@ async def workflow_pollers(
         await asyncio.sleep(0.2)
 
 
+def _request_shapes(requests: list[RecordedRequest]) -> dict[str, list[int]]:
+    """The message counts the model saw, by user agent: each system sent the same transcript."""
+    shapes: dict[str, set[int]] = {}
+    for request in requests:
+        body = request.body if isinstance(request.body, dict) else {}
+        messages = body.get("messages")
+        agent = request.headers.get("user-agent", "?").split(" ")[0]
+        shapes.setdefault(agent, set()).add(len(messages) if isinstance(messages, list) else -1)
+    return {agent: sorted(counts) for agent, counts in shapes.items()}
+
+
 def _start_worker(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
@@ -489,7 +500,8 @@ async def main(sizes: tuple[int, ...], turns: int, warmup: int) -> None:
                     cell = await run_cell(systems, messages, turns, warmup)
                     print(
                         f"{messages:,d} prior messages: seeded in {seeded:.1f} s, "
-                        f"measured in {time.perf_counter() - started:.0f} s",
+                        f"measured in {time.perf_counter() - started:.0f} s; messages per "
+                        f"model request by client: {_request_shapes(loopback.requests)}",
                         file=sys.stderr,
                         flush=True,
                     )
