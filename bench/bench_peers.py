@@ -523,7 +523,20 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(int(part.replace("_", "")) for part in text.split(","))
 
 
+def _require_peers() -> None:
+    """Stop with the remedy when the peers are not installed in this environment."""
+    try:
+        import pydantic_ai.durable_exec.temporal  # noqa: F401
+        import temporalio.openai_agents  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "the peers (the `bench` extra) are not installed here: run this with "
+            ".venv-bench/bin/python (`make bench` creates .venv-bench from requirements-bench.lock)"
+        ) from None
+
+
 if __name__ == "__main__":
+    _require_peers()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
