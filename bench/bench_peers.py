@@ -150,8 +150,12 @@ class CruxSystem:
         await self._last_prior_turn_on_a_new_branch()
         generation_id = f"turn-{index}-{uuid.uuid4().hex[:6]}"
         started = time.perf_counter()
-        await self.runtime.generate(
-            question(index), thread=self.thread_id, generation_id=generation_id
+        # Default options, as the peers: a stuck turn only stops the benchmark from waiting.
+        await asyncio.wait_for(
+            self.runtime.generate(
+                question(index), thread=self.thread_id, generation_id=generation_id
+            ),
+            TURN_TIMEOUT_SECONDS,
         )
         elapsed = time.perf_counter() - started
         handle = self.runtime.client.get_workflow_handle(
@@ -173,7 +177,11 @@ class PeerSystem:
         workflow_id = f"bench-peer-{uuid.uuid4().hex[:10]}"
         started = time.perf_counter()
         handle = await self.start(index, workflow_id)
-        await handle.result()
+        try:
+            await asyncio.wait_for(handle.result(), TURN_TIMEOUT_SECONDS)
+        except TimeoutError:
+            await handle.terminate(reason="the benchmark gave up on this turn")
+            raise
         elapsed = time.perf_counter() - started
         return elapsed, await history_bytes(handle)
 
@@ -202,7 +210,7 @@ def _short(error: BaseException) -> str:
 
 async def _timed_turn(system: System, index: int) -> tuple[float, int]:
     try:
-        return await asyncio.wait_for(system.turn(index), TURN_TIMEOUT_SECONDS)
+        return await system.turn(index)
     except TimeoutError:
         raise TimeoutError(f"no result in {TURN_TIMEOUT_SECONDS:.0f} s") from None
 
@@ -319,6 +327,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def _p99(values: list[float]) -> float:
+    return p99(values) if len(values) > 1 else p50(values)
+
+
 def _ms(values: list[float]) -> str:
     return f"{p50(values):,.0f} ms"
 
@@ -386,7 +398,7 @@ def print_report(cells: list[Cell], turns: int, warmup: int) -> None:
     print("| ---: | ---: | ---: | ---: |")
     for cell in cells:
         p99s = " | ".join(
-            "-" if name in cell.failures else f"{p99(cell.seconds[name]):,.0f} ms"
+            "-" if name in cell.failures else f"{_p99(cell.seconds[name]):,.0f} ms"
             for name in [CRUX, *peers]
         )
         print(f"| {cell.messages:,d} | {p99s} |")
