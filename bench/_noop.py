@@ -17,7 +17,8 @@ import uuid
 from datetime import timedelta
 
 from temporalio import activity, workflow
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
@@ -76,8 +77,29 @@ def plain_worker(client: Client, task_queue: str) -> Worker:
     )
 
 
-async def run_plain_floor(client: Client, task_queue: str, value: int) -> None:
-    """One floor turn: a plain `execute_workflow` of the no-op workflow (no eager start)."""
-    await client.execute_workflow(
-        NOOP_WORKFLOW, value, id=f"bench-plain-{uuid.uuid4().hex[:12]}", task_queue=task_queue
-    )
+async def run_plain_floor(client: Client, task_queue: str, value: int) -> str:
+    """One floor turn: a plain `execute_workflow` of the no-op workflow (no eager start).
+
+    Returns:
+        The run's workflow id.
+    """
+    workflow_id = f"bench-plain-{uuid.uuid4().hex[:12]}"
+    await client.execute_workflow(NOOP_WORKFLOW, value, id=workflow_id, task_queue=task_queue)
+    return workflow_id
+
+
+def workflow_task_waits(history: WorkflowHistory) -> list[float]:
+    """Milliseconds from each workflow task's scheduling to its start, from a run's history.
+
+    The server's dispatch time of a workflow task: a plain run pays it once per task (four
+    for the floor), and it moves between runs on the same server, taking the floor with it.
+    """
+    waits: list[float] = []
+    scheduled = None
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            scheduled = event.event_time.ToDatetime()
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED and scheduled:
+            waits.append((event.event_time.ToDatetime() - scheduled).total_seconds() * 1000)
+            scheduled = None
+    return waits

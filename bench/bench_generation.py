@@ -11,6 +11,10 @@ Anchors measured in the same run:
     taken side by side, and a burst of load from elsewhere moves one round, not the verdict);
   - the **Crux-worker floor**: the same workflow on Crux's own worker, started eagerly like
     a turn (what the same worker costs for three stages);
+  - the server's dispatch time of a workflow task (scheduled -> started, from the runs'
+    histories), for the floor and the turn: the floor pays it four times per run and it moves
+    between runs on the same server (a few ms on a busy one, tens of ms on a quiet one), so
+    this line says which server the run's floor ratio was measured on;
 - the same work done directly, without Temporal (read the Thread path, call the offline
   provider, append the turn) -> the ratio is the price of durability;
 - history bytes: the bytes of the transcript the turn's request covered, i.e. what a
@@ -51,6 +55,7 @@ from bench._noop import (
     plain_client,
     plain_worker,
     run_plain_floor,
+    workflow_task_waits,
 )
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
@@ -103,6 +108,8 @@ async def main(turns: int) -> None:
     durable: list[float] = []
     noop: list[float] = []
     plain_floor: list[float] = []
+    turn_task_waits: list[float] = []
+    floor_task_waits: list[float] = []
     plain_queue = f"{PLAIN_TASK_QUEUE_PREFIX}-{uuid.uuid4().hex[:6]}"
     floor_client = plain_client(env.client)
     empty_gate: list[float] = []
@@ -161,8 +168,13 @@ async def main(turns: int) -> None:
                 )
                 noop.append(time.perf_counter() - started)
                 started = time.perf_counter()
-                await run_plain_floor(floor_client, plain_queue, turn)
+                floor_id = await run_plain_floor(floor_client, plain_queue, turn)
                 plain_floor.append(time.perf_counter() - started)
+                floor_task_waits.extend(
+                    workflow_task_waits(
+                        await floor_client.get_workflow_handle(floor_id).fetch_history()
+                    )
+                )
                 view = await store.read_history_view(thread_id)
                 covered = await store.load_messages(thread_id, [m.id for m in view.messages])
                 transcript_bytes.append(sum(len(m.model_dump_json()) for m in covered))
@@ -170,6 +182,7 @@ async def main(turns: int) -> None:
                     workflow_id_for(f"b{turn}", thread_id)
                 ).fetch_history()
                 history_bytes.append(len(history.to_json()))
+                turn_task_waits.extend(workflow_task_waits(history))
 
     # Anchor: the same turn without Temporal, on another Thread of the same length.
     provider = OfflineChatProvider()
@@ -234,6 +247,13 @@ async def main(turns: int) -> None:
     print(
         f"  plain turn / plain-Worker floor, median of {len(floor_ratios)} interleaved rounds: "
         f"{floor_ratio:.2f}x (rounds {rounds}); target <= 1.0x: {_verdict(floor_ratio <= 1.0)}"
+    )
+    print(
+        "  workflow task dispatch (scheduled -> started) p50: "
+        f"plain-Worker floor {statistics.median(floor_task_waits):.1f} ms "
+        f"({len(floor_task_waits) / max(1, len(plain_floor)):.0f} per run), "
+        f"plain turn {statistics.median(turn_task_waits):.1f} ms "
+        f"({len(turn_task_waits) / max(1, len(durable)):.0f} per run)"
     )
     rounds = " ".join(f"{ratio:.2f}" for ratio in empty_ratios)
     print(
