@@ -32,7 +32,7 @@ def test_packed_integers_round_trip_at_the_narrowest_width(values: list[int]) ->
     assert list(unpack_ints(packed)) == values
     if values:
         high = max(values)
-        assert packed[0] == ("B" if high < 256 else "H" if high < 65_536 else "I")
+        assert packed[0].upper() == ("B" if high < 256 else "H" if high < 65_536 else "I")
 
 
 def test_packing_refuses_values_outside_unsigned_32_bits() -> None:
