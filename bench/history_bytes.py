@@ -193,10 +193,7 @@ def bound_failures(rows: list[HistoryRow]) -> list[str]:
 def print_history_bytes(rows: list[HistoryRow]) -> None:
     """Print the table and the bound checks."""
     print(f"  history bytes per generation, {MODEL} (128k window), history_size_bytes")
-    print(
-        "    thread messages  recent() B  managed B  managed, 1st B      exact B"
-        "   transcript B"
-    )
+    print("    thread messages  recent() B  managed B  managed, 1st B      exact B   transcript B")
     for row in rows:
         exact = f"{row.exact:12,d}" if row.exact is not None else "  (too large)"
         fill = " (window-filling)" if row.messages == EXACT_FILL else ""
