@@ -9,6 +9,13 @@ DIST_DIR ?= dist
 # everything `make` needs.
 LOCK := requirements.lock
 DEV_LOCK := requirements-dev.lock
+# The peers `bench/bench_peers.py` measures Crux against (the `bench` extra) live in a virtual
+# environment of their own: the OpenAI Agents SDK needs websockets<17 and the dev tools'
+# langsmith websockets 17, so they cannot share `.venv`. Its lock is compiled against the
+# runtime lock, so Crux runs there at the exact versions a deployment runs.
+BENCH_VENV ?= .venv-bench
+BENCH_LOCK := requirements-bench.lock
+BENCH_STAMP := $(BENCH_VENV)/.installed
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 # The test runs are parallel (pytest-xdist). Each worker is a pytest session of its own with
 # its own PostgreSQL and Temporal dev server; `loadgroup` hands out one test at a time (the
@@ -44,6 +51,7 @@ install: $(STAMP) ## Create the virtual environment from the lock file, with the
 lock: $(STAMP) ## Re-resolve the lock files after a pyproject.toml change (UV_ARGS=--upgrade for newer releases)
 	$(UV_COMPILE) --extra dev $(UV_ARGS) -o $(DEV_LOCK)
 	$(UV_COMPILE) --extra serve -c $(DEV_LOCK) -o $(LOCK)
+	$(UV_COMPILE) --extra embedded --extra bench -c $(LOCK) -o $(BENCH_LOCK)
 
 dist: $(STAMP) ## Build the sdist and the wheel into dist/ (the wheel is built from the sdist)
 	@# The venv's locked setuptools builds them: no build environment is downloaded.
@@ -107,10 +115,17 @@ soak: $(STAMP) ## Longer suites: 1,000+ generations through worker kills, Postgr
 soak-history: $(STAMP) ## 300-turn managed-history conversations, every strategy and miss policy
 	CRUX_SOAK=1 $(BIN)/python -m pytest -q -s -m slow tests/e2e/test_long_conversations.py $(PYTEST_ARGS)
 
-bench: $(STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against in-run anchors)
+$(BENCH_STAMP): pyproject.toml $(BENCH_LOCK)
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -qq --disable-pip-version-check --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -qq --disable-pip-version-check --require-hashes -r $(BENCH_LOCK)
+	@touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against in-run anchors)
 	$(BIN)/python bench/report.py
 
 all: test ## Everything CI runs
 
 clean: ## Remove the virtual environment and local stack state
-	rm -rf $(VENV) .stack site $(DIST_DIR) build
+	rm -rf $(VENV) $(BENCH_VENV) .stack site $(DIST_DIR) build

@@ -36,6 +36,8 @@ class Benchmark:
     title: str
     anchor: str
     quick_args: tuple[str, ...] = ()
+    venv: str | None = None
+    """The virtual environment it runs in, when not this one (`make bench` creates it)."""
 
 
 BENCHMARKS = (
@@ -75,6 +77,15 @@ BENCHMARKS = (
         "raw tiktoken on the same texts; re-tokenizing the whole history every turn",
         ("--quick",),
     ),
+    Benchmark(
+        "bench_peers.py",
+        "A conversation turn next to the peers",
+        "Pydantic AI's Temporal integration (`TemporalDurability`) and the OpenAI Agents SDK's "
+        "(`temporalio.openai_agents`), each passing the transcript into a workflow per turn, "
+        "on the same dev server and loopback model server, turn by turn in the same run",
+        ("--quick",),
+        venv=".venv-bench",
+    ),
 )
 
 
@@ -112,7 +123,10 @@ def _run(benchmark: Benchmark, quick: bool) -> tuple[str, float, int]:
     # The project root on the path: benchmarks import each other as `bench.*`.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, CRUX_LOG_LEVEL="error", PYTHONUNBUFFERED="1", PYTHONPATH=path)
-    args = [sys.executable, str(BENCH / benchmark.script)]
+    python = ROOT / benchmark.venv / "bin" / "python" if benchmark.venv else Path(sys.executable)
+    if not python.exists():
+        return f"not run: {benchmark.venv} is missing (`make bench` creates it)", 0.0, 1
+    args = [str(python), str(BENCH / benchmark.script)]
     if quick:
         args.extend(benchmark.quick_args)
     LOGS.mkdir(exist_ok=True)

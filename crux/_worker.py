@@ -30,7 +30,7 @@ from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore, create_pool, migrate
 from telemetry.logs import get_logger
 from vocabulary.settings import Settings
-from workflows import VERSIONING_BEHAVIOR, default_build_id
+from workflows.versioning import VERSIONING_BEHAVIOR, default_build_id
 
 _log = get_logger(__name__)
 

@@ -20,6 +20,7 @@ or to a `Replayer`; it owns everything the workflows need and nothing is listed 
 from __future__ import annotations
 
 import dataclasses
+import pkgutil
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -35,13 +36,10 @@ from contracts.converter import PlainJSONPayloadConverter
 from crux._announce import WorkerAnnouncement
 from crux._telemetry import worker_interceptors
 from vocabulary.errors import CruxError
-from workflows import (
-    ManagedGenerationWorkflow,
-    ParallelGenerationWorkflow,
-    SingleInputInterceptor,
-    SummaryWorkflow,
-    raw_extras_converter,
-)
+from workflows.arity import SingleInputInterceptor, raw_extras_converter
+from workflows.generation import ManagedGenerationWorkflow
+from workflows.parallel import ParallelGenerationWorkflow
+from workflows.summary import SummaryWorkflow
 
 __all__ = ["PASSTHROUGH_MODULES", "PLUGIN_NAME", "WORKFLOWS", "CruxPlugin", "crux_data_converter"]
 
@@ -55,15 +53,38 @@ WORKFLOWS: tuple[type, ...] = (
 )
 """The workflows a Crux worker serves."""
 
+
+def _workflow_helpers() -> tuple[str, ...]:
+    """The workflows package's helper modules: every module that defines no workflow.
+
+    The workflow modules (`generation`, `summary`, `parallel`) are what the sandbox executes
+    afresh per run; the helpers they call (stages, gate, commit, options, ...) hold no state
+    of their own, so they are shared like the planner instead of being compiled and executed
+    again for every run.
+    """
+    import workflows
+
+    sandboxed = {workflow.__module__ for workflow in WORKFLOWS}
+    return tuple(
+        name
+        for name in (
+            f"workflows.{module.name}" for module in pkgutil.iter_modules(workflows.__path__)
+        )
+        if name not in sandboxed
+    )
+
+
 PASSTHROUGH_MODULES = (
     # Deterministic and side-effect-free at import, and all the workflow code imports (a test
     # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
-    # schemas in every workflow sandbox. Nothing that does I/O is on this list.
+    # schemas and re-executing modules in every workflow sandbox, which a short turn would
+    # otherwise pay on each run. Nothing that does I/O is on this list.
     "pydantic",
     "pydantic_core",
     "vocabulary",
     "planner",
     "contracts",
+    *_workflow_helpers(),
 )
 
 # Eager activity dispatch: the provider call is taken by this worker straight from the
@@ -77,7 +98,7 @@ def crux_data_converter(base: DataConverter | None = None) -> DataConverter:
 
     Payloads are pydantic JSON (`temporalio.contrib.pydantic`), all of them `json/plain`, the
     SDK's own query answers too (`contracts.converter`); several start arguments decoded
-    without type hints stay raw (see `workflows.raw_extras_converter`). A payload codec on
+    without type hints stay raw (see `workflows.arity.raw_extras_converter`). A payload codec on
     `base` (encryption, say) is kept.
     """
     base = base or pydantic_data_converter

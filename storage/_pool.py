@@ -22,6 +22,18 @@ async def _init_connection(connection: asyncpg.Connection) -> None:
         )
 
 
+async def _nothing_to_reset(_connection: asyncpg.Connection) -> None:
+    """Return a released connection to the pool as it is.
+
+    The pool still rolls back a transaction left open and drops the connection's listener
+    callbacks on release; the default reset would add a round trip to PostgreSQL on every
+    release (`RESET ALL`, `UNLISTEN *`, `CLOSE ALL`, unlocking advisory locks) for session
+    state this package never leaves behind: it sets no session variables, takes advisory
+    locks per transaction only, holds cursors inside transactions only, and the stream
+    follower removes its `LISTEN` before releasing its connection.
+    """
+
+
 async def create_pool(
     url: str,
     *,
@@ -36,6 +48,10 @@ async def create_pool(
         max_size: Upper bound on open connections.
     """
     pool: Any = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=_init_connection
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        reset=_nothing_to_reset,
     )
     return pool

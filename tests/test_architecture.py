@@ -195,7 +195,9 @@ def _loaded_after(statement: str) -> set[str]:
 
 
 def test_the_workflow_sandbox_loads_no_io_module_transitively() -> None:
-    loaded = _loaded_after("import workflows")
+    loaded = _loaded_after(
+        "import workflows.generation, workflows.summary, workflows.parallel, workflows.arity"
+    )
     banned = sorted(name for name in loaded if name.split(".")[0] in SANDBOX_BANNED)
     assert banned == []
     ours = {name.split(".")[0] for name in loaded} & OURS
@@ -213,8 +215,38 @@ def test_the_leaf_loads_nothing_else_of_ours() -> None:
 def test_the_worker_passes_only_named_deterministic_modules_through() -> None:
     from crux.plugin import PASSTHROUGH_MODULES
 
-    assert set(PASSTHROUGH_MODULES) <= {"pydantic", "pydantic_core", *LAYERS["workflows"]}
+    helpers = {name for name in PASSTHROUGH_MODULES if name.startswith("workflows.")}
+    assert set(PASSTHROUGH_MODULES) - helpers <= {
+        "pydantic",
+        "pydantic_core",
+        *LAYERS["workflows"],
+    }
     assert not set(PASSTHROUGH_MODULES) & SANDBOX_BANNED
+    # The workflow modules themselves stay sandboxed: they are what runs per workflow run.
+    assert helpers.isdisjoint({"workflows.generation", "workflows.summary", "workflows.parallel"})
+    assert "workflows" not in PASSTHROUGH_MODULES
+
+
+def test_passed_through_workflow_helpers_define_no_workflow_and_hold_no_state() -> None:
+    """A helper shared across runs must not be a workflow or keep state between runs."""
+    from crux.plugin import PASSTHROUGH_MODULES
+
+    for name in (n for n in PASSTHROUGH_MODULES if n.startswith("workflows.")):
+        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+        decorators = [
+            ast.unparse(decorator)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for decorator in node.decorator_list
+        ]
+        assert not [d for d in decorators if d.startswith("workflow.defn")], name
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.Global)], name
+
+
+def test_the_workflows_package_itself_imports_nothing() -> None:
+    """The sandbox executes the package of a workflow module on every run: it stays empty."""
+    tree = ast.parse((ROOT / "workflows" / "__init__.py").read_text(encoding="utf-8"))
+    assert not [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
 # The distribution's modules: the packages and the worker script (tests and benchmarks reach

@@ -1,29 +1,15 @@
 """Temporal workflows: sequencing only; decisions come from `planner`.
 
-Besides the workflow classes, the worker registers `SingleInputInterceptor` and builds its
-payload converter with `raw_extras_converter`: together they turn a start with more than
-one argument into a typed failure instead of a workflow task that fails forever.
+The workflow classes live in `workflows.generation` (`ManagedGenerationWorkflow`),
+`workflows.summary` (`SummaryWorkflow`) and `workflows.parallel`
+(`ParallelGenerationWorkflow`); the worker also registers `workflows.arity`'s
+`SingleInputInterceptor` and builds its payload converter with `raw_extras_converter`, which
+together turn a start with more than one argument into a typed failure instead of a workflow
+task that fails forever.
+
+This module imports nothing on purpose: the workflow sandbox executes it afresh for every
+workflow run (a workflow module's package is imported with it), so whatever it imported would
+be paid on every run. Every other module of the package is a deterministic helper passed
+through the sandbox (see `crux.plugin.PASSTHROUGH_MODULES`); only the three workflow modules
+are executed in it per run.
 """
-
-from workflows._arity import SingleInputInterceptor, raw_extras_converter
-from workflows.generation import ManagedGenerationWorkflow
-from workflows.parallel import ParallelGenerationWorkflow
-from workflows.summary import SummaryWorkflow
-from workflows.versioning import (
-    COMMAND_VERSION,
-    DEFAULT_DEPLOYMENT_NAME,
-    VERSIONING_BEHAVIOR,
-    default_build_id,
-)
-
-__all__ = [
-    "COMMAND_VERSION",
-    "DEFAULT_DEPLOYMENT_NAME",
-    "VERSIONING_BEHAVIOR",
-    "ManagedGenerationWorkflow",
-    "ParallelGenerationWorkflow",
-    "SingleInputInterceptor",
-    "SummaryWorkflow",
-    "default_build_id",
-    "raw_extras_converter",
-]

@@ -33,7 +33,8 @@ from providers.loopback import (
 from storage import GenerationStore, ThreadStore
 from tests.helpers import eventually, new_worker, settings_for
 from vocabulary.errors import ConfigurationError, ThreadError
-from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+from workflows.generation import ManagedGenerationWorkflow
+from workflows.summary import SummaryWorkflow
 
 STAGE = SearchAttributeKey.for_keyword("CruxStage")
 THREAD = SearchAttributeKey.for_keyword("CruxThreadId")

@@ -477,7 +477,8 @@ async def test_refused_connection_is_a_provider_unavailable_error(
 def test_domain_errors_fail_the_workflows_not_their_tasks() -> None:
     from temporalio import workflow
 
-    from workflows import ManagedGenerationWorkflow, SummaryWorkflow
+    from workflows.generation import ManagedGenerationWorkflow
+    from workflows.summary import SummaryWorkflow
 
     for defined in (ManagedGenerationWorkflow, SummaryWorkflow):
         definition = workflow._Definition.from_class(defined)

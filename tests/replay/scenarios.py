@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflows import COMMAND_VERSION
+from workflows.versioning import COMMAND_VERSION
 
 HISTORIES = Path(__file__).parent / "histories"
 

@@ -34,7 +34,7 @@ from providers.loopback import (
 )
 from tests.helpers import new_worker, settings_for
 from tests.replay.scenarios import SCENARIOS, current_histories
-from workflows import COMMAND_VERSION
+from workflows.versioning import COMMAND_VERSION
 
 RECORD = os.environ.get("CRUX_RECORD_HISTORIES") == "1"
 
