@@ -8,6 +8,8 @@ DIST_DIR ?= dist
 # The exact, tested versions: runtime (the container image: a worker or `crux serve`) and
 # everything `make` needs.
 LOCK := requirements.lock
+# The distribution's packages (bytecode is compiled for them before runs that measure).
+PACKAGES := activities contracts crux planner providers storage telemetry vocabulary workflows worker.py
 DEV_LOCK := requirements-dev.lock
 # The peers `bench/bench_peers.py` measures Crux against (the `bench` extra) live in a virtual
 # environment of their own: the OpenAI Agents SDK needs websockets<17 and the dev tools'
@@ -67,9 +69,11 @@ schemas: $(STAMP) ## Regenerate the published JSON Schemas in schemas/ (and docs
 	$(BIN)/python -m contracts.schemas
 
 demo: $(STAMP) ## Run a multi-turn managed conversation on the embedded stack and print receipts
+	@$(BIN)/python -m compileall -q $(PACKAGES)
 	$(BIN)/crux demo $(DEMO_ARGS)
 
 dev: $(STAMP) ## Start Temporal dev server, embedded PostgreSQL and a worker in the foreground
+	@$(BIN)/python -m compileall -q $(PACKAGES)
 	$(BIN)/crux dev
 
 worker: $(STAMP) ## Run a worker against TEMPORAL_ADDRESS and CRUX_DATABASE_URL
@@ -123,6 +127,9 @@ $(BENCH_STAMP): pyproject.toml $(BENCH_LOCK)
 	@touch $(BENCH_STAMP)
 
 bench: $(STAMP) $(BENCH_STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against in-run anchors)
+	@# Bytecode for the packages, as a wheel install has: the workflow sandbox loads the
+	@# workflow modules afresh for every run, and without it compiles them every time.
+	$(BIN)/python -m compileall -q $(PACKAGES)
 	$(BIN)/python bench/report.py
 
 all: test ## Everything CI runs

@@ -108,10 +108,13 @@ class RequestAssembler:
         message_ranges: Sequence[tuple[int, int]] = (),
     ) -> AssembledRequest:
         """The same messages as `request_messages`, by part (the cache's key needs them)."""
-        user = await self._generations.get_staged(generation_id, 0, StagingKind.USER)
+        staged = await self._generations.get_staged_many(
+            generation_id, [(0, StagingKind.USER), (0, StagingKind.SYSTEM)]
+        )
+        user = staged.get((0, StagingKind.USER))
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
-        system = await self._generations.get_staged(generation_id, 0, StagingKind.SYSTEM)
+        system = staged.get((0, StagingKind.SYSTEM))
         history = await self._history_messages(
             generation_id, thread_id, history_source, message_ids, message_ranges
         )

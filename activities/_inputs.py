@@ -121,12 +121,13 @@ class InputStager:
         message_scope = request.generation_id
         generation_id = scoped_key(request)
         if request.input_ref is not None:
-            staged_user = await self._generations.get_staged(request.input_ref, 0, StagingKind.USER)
+            staged = await self._generations.get_staged_many(
+                request.input_ref, [(0, StagingKind.USER), (0, StagingKind.SYSTEM)]
+            )
+            staged_user = staged.get((0, StagingKind.USER))
             if staged_user is None:
                 raise ThreadError("not_found", "staged input is missing")
-            staged_system = await self._generations.get_staged(
-                request.input_ref, 0, StagingKind.SYSTEM
-            )
+            staged_system = staged.get((0, StagingKind.SYSTEM))
             if request.input_ref == generation_id:
                 return staged_user.message, staged_system.message if staged_system else None
             # Input staged under another id: copy it under this generation, so every later

@@ -49,9 +49,11 @@ class TurnCommitter:
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
             return CommitTurnResult(result=await self._outcome(request, existing))
-        output = await self._generations.get_staged(
-            scoped_key(request), request.accepted_attempt, StagingKind.OUTPUT
+        key = scoped_key(request)
+        staged = await self._generations.get_staged_many(
+            key, [(request.accepted_attempt, StagingKind.OUTPUT), (0, StagingKind.USER)]
         )
+        output = staged.get((request.accepted_attempt, StagingKind.OUTPUT))
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
         steps = await self._step_records(request)
@@ -61,7 +63,7 @@ class TurnCommitter:
         )
         commit = None
         if request.history_source == "thread" and request.thread_id is not None:
-            user = await self._generations.get_staged(scoped_key(request), 0, StagingKind.USER)
+            user = staged.get((0, StagingKind.USER))
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
             turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)

@@ -23,8 +23,18 @@ from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
 from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
+from contracts.planning import history_policy
 from contracts.settings import ToolPolicySpec
-from planner import HistorySummary, InputBudget, ModelCatalog, ModelProfile, derive_budget
+from planner import (
+    HistoryAggregate,
+    HistoryColumns,
+    HistorySummary,
+    InputBudget,
+    ModelCatalog,
+    ModelProfile,
+    derive_budget,
+)
+from planner.history_needs import cut_to_needs
 from planner.summary_choice import longest_prefix_summary, summary_model
 from providers import TokenCounter, ToolSpec
 from providers.models import check_model
@@ -82,11 +92,14 @@ async def read_skeleton(
     threads: ThreadStore,
     summaries: SummaryStore,
     store_counts: bool,
+    cut: bool = True,
 ) -> ReadRequestResult:
     """Size a request: history source by precedence, one Thread revision, every text.
 
     History source precedence: a message array (`sources.transcript`) > the Thread's
-    selected path > none. Arrays are never merged with the Thread.
+    selected path > none. Arrays are never merged with the Thread. The skeleton lists only
+    the groups the history policy can use (`planner.history_needs`), plus one aggregate for
+    the rest.
 
     Args:
         sources: The texts to measure.
@@ -100,6 +113,8 @@ async def read_skeleton(
         summaries: Summary artifacts.
         store_counts: Persist newly computed message counts (the read activity) or not
             (`preview`, which writes nothing).
+        cut: List only what the history policy can use (`False`: every group that could
+            fit `ceiling`, for a step that may plan under another model or budget).
     """
     [turn_tokens, *rest] = content_tokens(
         counter, [sources.user, *([sources.system] if sources.system else [])]
@@ -135,6 +150,8 @@ async def read_skeleton(
             summary = await _stored_summary(
                 summaries, SummaryScope.transcript(thread_id), path, history, model
             )
+        if cut:
+            columns, older = _cut(history, summary, columns, older, ceiling)
         return measured.model_copy(
             update={
                 "history_source": "caller-messages",
@@ -154,17 +171,31 @@ async def read_skeleton(
         summary = await _stored_summary(
             summaries, SummaryScope.thread(thread_id), path, history, model
         )
+    columns, older = skeleton.history, skeleton.older
+    if cut:
+        columns, older = _cut(history, summary, columns, older, ceiling)
     return measured.model_copy(
         update={
             "history_source": "thread",
             "summary": summary,
             "revision": skeleton.view.revision,
             "head": skeleton.view.head,
-            "history": skeleton.history,
-            "older_history": skeleton.older,
+            "history": columns,
+            "older_history": older,
             "counted_messages": skeleton.counted,
         }
     )
+
+
+def _cut(
+    history: HistorySpec,
+    summary: HistorySummary | None,
+    columns: HistoryColumns,
+    older: HistoryAggregate,
+    ceiling: int,
+) -> tuple[HistoryColumns, HistoryAggregate]:
+    """The skeleton's history as the policy can use it: the rest folded into the aggregate."""
+    return cut_to_needs(history_policy(history, summary), columns, older, strict_max=ceiling)
 
 
 async def _stored_summary(
@@ -292,6 +323,7 @@ class RequestReader:
             threads=self._threads,
             summaries=self._summaries,
             store_counts=True,
+            cut=not request.keep_listing,
         )
         policies = self._tool_policies(request.tools) if self._tool_policies else {}
         update: dict[str, object] = {"profile": profile, "tool_policies": policies}

@@ -194,6 +194,8 @@ def pack_skeleton(
     older = HistoryAggregate(
         count=len(older_entries),
         tokens=sum(e.tokens or 0 for e in older_entries),
+        groups=len(_group_spans(older_entries)),
+        calls=sum(len(e.tool_call_ids) for e in older_entries),
         prefix_items=prefix if older_entries else 0,
     )
     return columns, older

@@ -1,20 +1,37 @@
-"""History bytes of one generation by Thread length, on a 128k-token model profile.
+"""History bytes of one generation by Thread length and history policy, on a 128k-token model.
 
 Each Thread is seeded directly through the Thread store (user/assistant turns of varied
-length with the ids generations give them), then one generation with recent history runs on
-it. Printed per
-length: the bytes Temporal counts for the run (`history_size_bytes`, what its limits apply
-to), the size of the history's JSON export, and the anchor: the bytes of the transcript the
-request covered, i.e. what passing the transcript through workflow payloads would put in
-history at least once.
+length with the ids generations give them), then generations run on it under
+`history.recent()`, managed `history()` and exact history. Printed per length: the bytes
+Temporal counts for each run (`history_size_bytes`, what its limits apply to) and the
+anchor: the bytes of the transcript the Thread holds, i.e. what passing the transcript
+through workflow payloads would put in history at least once.
+
+Managed history runs twice per length: the first generation on a long Thread prepares its
+summary inline, the second finds it ready. A managed turn past the maintenance watermark
+also starts a summary preparation for later turns. Either way the preparation is a child
+workflow whose start (and, inline, result) joins the turn's history: such turns are marked
+`*` and reported beside the plain ones. Exact history runs where the Thread fits the model,
+and on a window-filling Thread (`EXACT_FILL` messages).
+
+Bounds checked (flat history): at most `FLAT_BOUND` per plain generation (no summary
+preparation in it) under recent and managed history at every length, at most
+`EXACT_BOUND` under exact history on the window-filling Thread.
+
+Run alone: `.venv/bin/python bench/history_bytes.py [lengths]` (e.g. `0,10,100`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
+import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 from temporalio.client import Client
@@ -23,7 +40,9 @@ from contracts.generation import HistorySpec
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from planner import ModelCatalog, ModelProfile
+from planner.policies import DEFAULT_RECENT_MESSAGES
 from storage import ThreadStore
+from vocabulary.errors import RequestCompositionError
 from vocabulary.ids import workflow_id_for
 from vocabulary.messages import Message
 from vocabulary.settings import Settings
@@ -38,18 +57,39 @@ PROFILE = ModelProfile(
     encoding="cl100k_base",
 )
 LENGTHS = (0, 10, 100, 1_000, 10_000)
-RECENT_TOKENS = 80_000
-"""Recent history of up to 80k content tokens: with per-message structure it fills most of
-the model's strict input maximum, so the request skeleton is as long as it gets."""
+EXACT_FILL = 2_400
+"""Messages of about 45 tokens that fill most of the 128k model's strict input maximum."""
+FLAT_BOUND = 8 * 1024
+"""Most history bytes of a plain generation under recent or managed history."""
+EXACT_BOUND = 12 * 1024
+"""Most history bytes of a generation under exact history on a window-filling Thread."""
+
+RECENT = HistorySpec(kind="recent", messages=DEFAULT_RECENT_MESSAGES)
+MANAGED = HistorySpec(kind="managed")
+EXACT = HistorySpec(kind="exact")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One generation's history: its bytes, and whether it started a summary preparation."""
+
+    bytes: int
+    summary: bool = False
+
+    def cell(self, width: int) -> str:
+        """The bytes, marked `*` when a summary preparation joined the turn."""
+        return f"{self.bytes:,d}{'*' if self.summary else ' '}".rjust(width)
 
 
 @dataclass(frozen=True)
 class HistoryRow:
-    """One measured generation."""
+    """The generations measured on one Thread (`exact` is `None` when it does not fit)."""
 
     messages: int
-    history_bytes: int
-    json_bytes: int
+    recent: Run
+    managed_first: Run
+    managed: Run
+    exact: Run | None
     transcript_bytes: int
     seed_seconds: float
 
@@ -83,10 +123,46 @@ async def _seed(store: ThreadStore, thread_id: str, messages: int) -> None:
         )
 
 
+async def _generation_bytes(
+    client: Client, runtime: Runtime, thread_id: str, history: HistorySpec
+) -> Run | None:
+    """Run one generation; its `history_size_bytes` (`None` if the Thread does not fit)."""
+    generation_id = f"h{history.kind}-{uuid.uuid4().hex[:8]}"
+    try:
+        await runtime.generate(
+            "What else should I pack?",
+            thread=thread_id,
+            generation_id=generation_id,
+            history=history,
+        )
+    except RequestCompositionError as error:
+        if error.code != "REQUEST_TOO_LARGE":
+            raise
+        return None
+    handle = client.get_workflow_handle(workflow_id_for(generation_id, thread_id))
+    described = await handle.describe()
+    events = (await handle.fetch_history()).events
+    return Run(
+        bytes=described.raw_description.workflow_execution_info.history_size_bytes,
+        summary=any(event.HasField(_CHILD_STARTED) for event in events),
+    )
+
+
+_CHILD_STARTED = "start_child_workflow_execution_initiated_event_attributes"
+
+
+async def _fitting(client: Client, runtime: Runtime, thread_id: str, history: HistorySpec) -> Run:
+    """`_generation_bytes` of a policy that always fits (recent and managed history)."""
+    size = await _generation_bytes(client, runtime, thread_id, history)
+    if size is None:
+        raise RuntimeError(f"{history.kind} history did not fit the model")
+    return size
+
+
 async def measure_history_bytes(
     client: Client, pool: asyncpg.Pool, settings: Settings, lengths: tuple[int, ...] = LENGTHS
 ) -> list[HistoryRow]:
-    """Run one generation per Thread length and measure its history."""
+    """Run generations under each history policy per Thread length and measure them."""
     catalog = ModelCatalog.default().with_profiles(PROFILE)
     task_queue = f"bench-history-{uuid.uuid4().hex[:6]}"
     settings = settings.model_copy(update={"task_queue": task_queue})
@@ -97,52 +173,111 @@ async def measure_history_bytes(
         build_worker(client, task_queue=task_queue, activities=activities),
     ):
         runtime = Runtime(client, pool, task_queue=task_queue, catalog=catalog, default_model=MODEL)
-        for length in lengths:
+        for length in sorted({*lengths, EXACT_FILL}):
             thread_id = f"bench-history:{length}:{uuid.uuid4().hex[:6]}"
             started = time.perf_counter()
             await _seed(store, thread_id, length)
             seeded = time.perf_counter() - started
-            generation_id = f"h{length}"
-            result = await runtime.generate(
-                "What else should I pack?",
-                thread=thread_id,
-                generation_id=generation_id,
-                history=HistorySpec(kind="recent", tokens=RECENT_TOKENS),
-            )
-            handle = client.get_workflow_handle(workflow_id_for(generation_id, thread_id))
-            described = await handle.describe()
-            history = await handle.fetch_history()
-            # The anchor: the transcript the request covered (history sent plus the turn).
-            inspection = await runtime.inspect(result.steps[0].request)
             view = await store.read_history_view(thread_id)
-            sent = [entry.id for entry in view.messages][:-2][-inspection.history.messages_after :]
-            covered = (
-                await store.load_messages(thread_id, sent)
-                if inspection.history.messages_after
-                else []
-            )
-            [user] = await store.load_messages(thread_id, [view.messages[-2].id])
+            transcript = await store.load_messages(thread_id, [m.id for m in view.messages])
+            # Exact first, on the Thread as seeded (the window-filling one must still fit).
+            exact = await _generation_bytes(client, runtime, thread_id, EXACT)
+            recent = await _fitting(client, runtime, thread_id, RECENT)
+            managed_first = await _fitting(client, runtime, thread_id, MANAGED)
+            managed = await _fitting(client, runtime, thread_id, MANAGED)
             rows.append(
                 HistoryRow(
                     messages=length,
-                    history_bytes=described.raw_description.workflow_execution_info.history_size_bytes,
-                    json_bytes=len(history.to_json()),
-                    transcript_bytes=sum(len(m.model_dump_json()) for m in [*covered, user]),
+                    recent=recent,
+                    managed_first=managed_first,
+                    managed=managed,
+                    exact=exact,
+                    transcript_bytes=sum(len(m.model_dump_json()) for m in transcript),
                     seed_seconds=seeded,
                 )
             )
     return rows
 
 
-def print_history_bytes(rows: list[HistoryRow]) -> None:
-    """Print the table."""
-    print(f"  history bytes per generation, {MODEL} (128k window), recent history")
-    print("    thread messages   history B   JSON export B   transcript B   history/transcript")
+def bound_failures(rows: list[HistoryRow]) -> list[str]:
+    """The flat-history bounds the rows break (empty when every one holds)."""
+    failures: list[str] = []
     for row in rows:
-        ratio = row.history_bytes / max(1, row.transcript_bytes)
+        for name, run in (
+            ("recent()", row.recent),
+            ("managed history()", row.managed),
+            ("managed history(), 1st", row.managed_first),
+        ):
+            if not run.summary and run.bytes > FLAT_BOUND:
+                failures.append(f"{name} at {row.messages:,d} messages: {run.bytes:,d} B")
+        fill = row.exact.bytes if row.exact is not None else None
+        if row.messages == EXACT_FILL and (fill is None or fill > EXACT_BOUND):
+            failures.append(f"exact on the window-filling Thread: {fill} B")
+    return failures
+
+
+def print_history_bytes(rows: list[HistoryRow]) -> None:
+    """Print the table and the bound checks."""
+    print(f"  history bytes per generation, {MODEL} (128k window), history_size_bytes")
+    print("    thread messages  recent() B  managed B  managed, 1st B      exact B    transcript B")
+    for row in rows:
+        exact = row.exact.cell(13) if row.exact is not None else "  (too large)"
+        fill = " (window-filling)" if row.messages == EXACT_FILL else ""
         print(
-            f"    {row.messages:15,d} {row.history_bytes:11,d} {row.json_bytes:15,d}"
-            f" {row.transcript_bytes:14,d} {ratio:20.3f}"
+            f"    {row.messages:15,d} {row.recent.cell(12)}{row.managed.cell(11)}"
+            f"{row.managed_first.cell(16)}{exact} {row.transcript_bytes:14,d}{fill}"
         )
-    spread = max(r.history_bytes for r in rows) - min(r.history_bytes for r in rows)
-    print(f"    spread over lengths: {spread:,d} B (flat history: bounded, not per message)")
+    runs = [run for row in rows for run in (row.recent, row.managed, row.managed_first)]
+    plain = [run.bytes for run in runs if not run.summary]
+    prepared = [run.bytes for run in runs if run.summary]
+    print(
+        f"    recent and managed, plain turns: {min(plain):,d} to {max(plain):,d} B"
+        f" (bound {FLAT_BOUND:,d} B)"
+    )
+    if prepared:
+        print(
+            f"    * a summary preparation (inline, or started for later turns) joined the"
+            f" turn: {min(prepared):,d} to {max(prepared):,d} B"
+        )
+    failures = bound_failures(rows)
+    fill = next((row.exact for row in rows if row.messages == EXACT_FILL), None)
+    shown = f"{fill.bytes:,d} B" if fill is not None else "does not fit"
+    print(f"    exact on the window-filling Thread: {shown} (bound {EXACT_BOUND:,d} B)")
+    print("    bounds: " + ("all hold" if not failures else "BROKEN: " + "; ".join(failures)))
+
+
+async def _main(lengths: tuple[int, ...]) -> None:
+    # Deferred: only the standalone run starts its own servers.
+    from bench._figures import new_bench_database
+    from crux.stack import start_postgres_sync, start_temporal
+    from storage import create_pool, migrate
+
+    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-history-"))
+    server = None
+    base_url = os.environ.get("CRUX_DATABASE_URL")
+    if not base_url:
+        server = start_postgres_sync(tmp / "pgdata")
+        base_url = server.url
+    url = await new_bench_database(base_url)
+    pool = await create_pool(url, max_size=8)
+    async with pool.acquire() as connection:
+        await migrate(connection)
+    env = await start_temporal(ui=False)
+    settings = Settings.model_validate(
+        {"database_url": url, "task_queue": "bench", "log_level": "error"}
+    )
+    try:
+        rows = await measure_history_bytes(env.client, pool, settings, lengths)
+    finally:
+        await pool.close()
+        await env.shutdown()
+        if server is not None:
+            server.stop()
+    print_history_bytes(rows)
+    sys.stdout.flush()
+    os._exit(1 if bound_failures(rows) else 0)
+
+
+if __name__ == "__main__":
+    picked = tuple(int(n) for n in sys.argv[1].split(",")) if len(sys.argv) > 1 else LENGTHS
+    asyncio.run(_main(picked))

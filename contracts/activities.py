@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, field_serializer, model_validator
 
 from contracts._compact import CompactWireModel
 from contracts.generation import (
@@ -67,6 +67,10 @@ class ReadRequestInput(CompactWireModel):
     include_reply: bool = False
     """The outcome carries the reply text (`GenerationInput.include_reply`): refused
     without a payload codec on the worker; a replayed outcome is read with its reply."""
+    keep_listing: bool = False
+    """List every group that could fit the ceiling, not only those the history policy can
+    use: a step hook may plan a step under another model or budget, and managed history's
+    default suffix is a share of the budget."""
 
 
 class ReadRequestResult(CompactWireModel):
@@ -115,6 +119,12 @@ class ReadRequestResult(CompactWireModel):
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""
+
+    @field_serializer("history", "older_history", "summary", when_used="json")
+    def _history_stated(self, value: BaseModel | None) -> dict[str, Any] | None:
+        # Nested history shapes leave out their defaults too (a column with no tool calls,
+        # an aggregate without ids, a summary that is not stale): validation fills them in.
+        return None if value is None else value.model_dump(mode="json", exclude_defaults=True)
 
 
 class InvokeModelInput(CompactWireModel):

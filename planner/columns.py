@@ -5,9 +5,10 @@ generation, so a long Thread must not cost one object (or one id) per message th
 planner only ever cuts history at causal-group boundaries, so it needs nothing per message:
 per group, its message count, content tokens and tool calls, plus where the leading system
 prefix ends. `HistoryColumns` carries exactly that, each column a little-endian integer
-array in base64. Validating it is a handful of string fields; decoding it is a few C-level
-calls; message ids are not carried at all (whoever sends the plan maps the plan's positions
-back to ids at the pinned revision).
+array in base64, deflated when that is shorter (a column of two-message turns deflates to a
+few bytes, and token counts to about one byte per group). Validating it is a handful of
+string fields; decoding it is a few C-level calls; message ids are not carried at all
+(whoever sends the plan maps the plan's positions back to ids at the pinned revision).
 
 The reader checks the transcript (tool lifecycle, contiguous groups) once, when it packs
 it, and records what it found as `defect`; the planner raises that defect exactly as it
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import zlib
 from array import array
 from collections.abc import Sequence
 from itertools import accumulate
@@ -27,6 +29,7 @@ from pydantic import Field
 
 from planner._base import FrozenModel
 from planner.history import (
+    HistoryAggregate,
     HistoryScan,
     TranscriptDefect,
     TranscriptDefectError,
@@ -44,13 +47,21 @@ assert array("I").itemsize == 4
 MAX_PACKED = 0xFFFFFFFF
 """The largest value a packed column can hold (an unsigned 32-bit integer)."""
 
+MAX_INFLATED = 64 * 1024 * 1024
+"""The most bytes a deflated column may inflate to (16 million four-byte values): a
+malformed column fails as malformed instead of exhausting the workflow worker's memory."""
+
 
 def pack_ints(values: Sequence[int]) -> str:
     """Pack non-negative integers as `<typecode><base64 of little-endian values>`.
 
-    The narrowest of one, two or four bytes per value that holds the largest one is used,
-    so typical token counts cost under three base64 characters each. An empty sequence
-    packs to `""`.
+    The narrowest of one, two or four bytes per value that holds the largest one is used
+    (typecode `B`, `H` or `I`), so typical token counts cost under three base64 characters
+    each. When it is shorter, the bytes are deflated instead, byte plane by byte plane
+    (every value's low byte, then every value's next byte, ...), and the typecode is lower
+    case (`b`, `h`, `i`): high bytes are mostly zero, so a column of token counts under a
+    few hundred deflates to about a byte per value, and one of two-message turns to a few
+    bytes in all. An empty sequence packs to `""`.
 
     Raises:
         ValueError: For a negative value or one above `MAX_PACKED`.
@@ -64,7 +75,13 @@ def pack_ints(values: Sequence[int]) -> str:
     packed = array(code, values)
     if _BIG_ENDIAN:  # pragma: no cover - every supported platform is little-endian
         packed.byteswap()
-    return code + base64.b64encode(packed.tobytes()).decode("ascii")
+    raw = packed.tobytes()
+    width = packed.itemsize
+    planes = b"".join(raw[plane::width] for plane in range(width))
+    deflated = zlib.compress(planes, 9)
+    if len(deflated) < len(raw):
+        code, raw = code.lower(), deflated
+    return code + base64.b64encode(raw).decode("ascii")
 
 
 def unpack_ints(text: str) -> array[int]:
@@ -76,19 +93,46 @@ def unpack_ints(text: str) -> array[int]:
     if not text:
         return array("B")
     code, body = text[0], text[1:]
-    if code not in ("B", "H", "I"):
+    if code not in ("B", "H", "I", "b", "h", "i"):
         raise ValueError("unknown column width")
     try:
         raw = base64.b64decode(body, validate=True)
     except binascii.Error:
         raise ValueError("malformed column encoding") from None
-    values = array(code)
-    if len(raw) % values.itemsize:
+    values = array("B" if code in "Bb" else "H" if code in "Hh" else "I")
+    width = values.itemsize
+    if code.islower():
+        raw = _interleave(_inflate(raw), width)
+    if len(raw) % width:
         raise ValueError("truncated column")
     values.frombytes(raw)
     if _BIG_ENDIAN:  # pragma: no cover - every supported platform is little-endian
         values.byteswap()
     return values
+
+
+def _interleave(planes: bytes, width: int) -> bytes:
+    """Byte planes (see `pack_ints`) back to little-endian values."""
+    if width == 1:
+        return planes
+    count, rest = divmod(len(planes), width)
+    if rest:
+        raise ValueError("truncated column")
+    raw = bytearray(len(planes))
+    for plane in range(width):
+        raw[plane::width] = planes[plane * count : (plane + 1) * count]
+    return bytes(raw)
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data, MAX_INFLATED)
+    except zlib.error:
+        raise ValueError("malformed column encoding") from None
+    if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
+        raise ValueError("malformed column encoding")
+    return raw
 
 
 class HistoryColumns(FrozenModel):
@@ -151,6 +195,46 @@ class HistoryColumns(FrozenModel):
             calls=pack_ints(made) if any(made) else "",
             prefix_groups=scan.prefix_groups,
         )
+
+    def folded(
+        self, older: HistoryAggregate, first_group: int
+    ) -> tuple[HistoryColumns, HistoryAggregate]:
+        """Fold the listed groups between the system prefix and `first_group` into `older`.
+
+        What a history policy cannot use is carried as one aggregate: positions, sizes and
+        group counts stay what they were, so every plan over the result is the plan over
+        `self` (see `planner.history_needs`). Columns with a defect are returned as they are.
+
+        Args:
+            older: The aggregate of the groups before the listed ones (after the prefix).
+            first_group: The first listed group to keep listed; groups before it (after the
+                leading system prefix) join the aggregate.
+        """
+        prefix = self.prefix_groups
+        if self.defect is not None or first_group <= prefix:
+            return self, older
+        sizes = unpack_ints(self.groups)
+        tokens = unpack_ints(self.tokens)
+        calls = unpack_ints(self.calls) if self.calls else array("B", bytes(len(sizes)))
+        end = min(first_group, len(sizes))
+        head, tail = slice(0, prefix), slice(end, len(sizes))
+        made = [*calls[head], *calls[tail]]
+        columns = HistoryColumns(
+            groups=pack_ints([*sizes[head], *sizes[tail]]),
+            tokens=pack_ints([*tokens[head], *tokens[tail]]),
+            calls=pack_ints(made) if any(made) else "",
+            prefix_groups=prefix,
+        )
+        moved = slice(prefix, end)
+        aggregate = HistoryAggregate(
+            count=older.count + sum(sizes[moved]),
+            tokens=older.tokens + sum(tokens[moved]),
+            groups=(older.groups or (1 if older.count else 0)) + end - prefix,
+            calls=older.calls + sum(calls[moved]),
+            first_id=older.first_id,
+            prefix_items=older.prefix_items if older.count else sum(sizes[head]),
+        )
+        return columns, aggregate
 
     @property
     def message_count(self) -> int:

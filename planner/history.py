@@ -59,10 +59,15 @@ class HistoryAggregate(FrozenModel):
         tokens: Their content tokens.
         first_id: Oldest message id of the range.
         last_id: Newest message id of the range.
+        groups: Causal groups they form; `0` when not stated (counted as one group).
+        calls: Tool calls they make (each with its result in the range, so each adds one
+            call's and one result's framing when the aggregate is sent).
     """
 
     count: int = Field(default=0, ge=0)
     tokens: int = Field(default=0, ge=0)
+    groups: int = Field(default=0, ge=0)
+    calls: int = Field(default=0, ge=0)
     first_id: str | None = None
     last_id: str | None = None
     prefix_items: int = Field(default=0, ge=0)

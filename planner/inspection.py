@@ -50,7 +50,7 @@ def history_record(comp: Composition, span: Span | None, summary_tokens: int) ->
         policy=comp.request.history_policy.kind,
         messages_before=projector.listed + older.count,
         messages_after=sent.messages + extra,
-        groups_before=projector.group_count + (1 if older.count else 0),
+        groups_before=projector.group_count + projector.older_groups,
         groups_after=sent.groups + extra,
         leading_prefix=projector.prefix_items,
         tokens=sent.content + summary_tokens,

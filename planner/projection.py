@@ -84,6 +84,13 @@ class Projector:
         return self.scan.group_count
 
     @property
+    def older_groups(self) -> int:
+        """Causal groups of the aggregate (one when it does not say, none without it)."""
+        if not self.older.count:
+            return 0
+        return self.older.groups or 1
+
+    @property
     def prefix_items(self) -> int:
         """Messages in the leading system prefix."""
         return self.bounds[self.scan.prefix_groups]
@@ -117,9 +124,9 @@ class Projector:
         older = include_older and self.older.count > 0
         if older:
             content += self.older.tokens
-            structure += self.fmt.per_message * self.older.count
+            structure += self.fmt.per_message * self.older.count + self._per_call * self.older.calls
             messages += self.older.count
-            groups += 1
+            groups += self.older_groups
         return Span(first, older, content, structure, messages, groups)
 
     def full(self) -> Span:

@@ -26,6 +26,24 @@ VALUES ($1, $2, $3, $4)
 ON CONFLICT (generation_id) DO NOTHING
 """
 
+# The common completion in one statement: record the result (the first one stays), drop the
+# in-flight staging and return the result on record.
+_RECORD_RESULT_AND_DROP_STAGING = """
+WITH recorded AS (
+    INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (generation_id) DO NOTHING
+    RETURNING result
+), dropped AS (
+    DELETE FROM crux_generation_staging
+    WHERE generation_id = $1 AND kind NOT IN ('final', 'identity', 'cache-pending')
+)
+SELECT result FROM recorded
+UNION ALL
+SELECT result FROM crux_generations
+WHERE generation_id = $1 AND NOT EXISTS (SELECT FROM recorded)
+"""
+
 _RECORD_RECEIPT = """
 INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
 VALUES ($1, $2, $3, $4, $5)
@@ -87,6 +105,19 @@ class GenerationLedger:
             The result stored for this generation id.
         """
         key = generation_key(result.generation_id, result.thread_id)
+        if keep_final is None and not receipts:
+            async with self._pool.acquire() as connection:
+                found: Any = await connection.fetchval(
+                    _RECORD_RESULT_AND_DROP_STAGING,
+                    key,
+                    result.thread_id,
+                    workflow_id,
+                    result.model_dump(mode="json"),
+                )
+                if found is None:
+                    # Recorded by a concurrent call after this statement's snapshot.
+                    found = await connection.fetchval(_FIND_RESULT, key)
+            return GenerationResult.model_validate(found)
         async with self._pool.acquire() as connection, connection.transaction():
             if keep_final is not None:
                 await connection.execute(

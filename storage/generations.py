@@ -24,12 +24,17 @@ import asyncpg
 from storage._failures import storage_errors
 from storage._generation_ledger import GenerationLedger
 from storage._generation_stream import STREAM_CHANNEL, DeltaStream
-from storage._staging_sql import STAGE
 from storage.threads import check_storable
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
 
 __all__ = ["IDENTITY_KIND", "STREAM_CHANNEL", "GenerationStore", "StagedMessage"]
+
+_GET_STAGED_MANY = """
+SELECT attempt, kind, message, info, source_message_ids FROM crux_generation_staging
+WHERE generation_id = $1
+  AND (attempt, kind) IN (SELECT * FROM unnest($2::integer[], $3::text[]))
+"""
 
 _GET_STAGED = """
 SELECT message, info, source_message_ids FROM crux_generation_staging
@@ -39,12 +44,36 @@ WHERE generation_id = $1 AND attempt = $2 AND kind = $3
 IDENTITY_KIND = StagingKind.IDENTITY
 """Staging kind of a generation's content-free fingerprint, kept as long as its ledger row."""
 
-_CLAIM_IDENTITY = """
-INSERT INTO crux_generation_staging
-    (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
-VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
-ON CONFLICT (generation_id, attempt, kind) DO NOTHING
-RETURNING 1
+# Stage a row and return the row on record in one round trip: the inserted one, or the one
+# an earlier call staged (the conflict branch reads it; a row committed by a concurrent call
+# after this statement's snapshot is read again separately).
+_STAGE_RETURNING = """
+WITH inserted AS (
+    INSERT INTO crux_generation_staging
+        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+    RETURNING message, info, source_message_ids
+)
+SELECT message, info, source_message_ids FROM inserted
+UNION ALL
+SELECT message, info, source_message_ids FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = $2 AND kind = $3 AND NOT EXISTS (SELECT FROM inserted)
+"""
+
+# The claim and the fingerprint on record in one round trip (see `_STAGE_RETURNING`).
+_CLAIM_AND_GET_IDENTITY = """
+WITH claimed AS (
+    INSERT INTO crux_generation_staging
+        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+    VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
+    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+    RETURNING info ->> 'fingerprint' AS fingerprint
+)
+SELECT true AS claimed, fingerprint FROM claimed
+UNION ALL
+SELECT false, info ->> 'fingerprint' FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity' AND NOT EXISTS (SELECT FROM claimed)
 """
 
 _GET_IDENTITY = """
@@ -168,8 +197,8 @@ class GenerationStore(GenerationLedger, DeltaStream):
         """
         check_storable(message, thread_id=thread_id)
         async with self._pool.acquire() as connection:
-            await connection.execute(
-                STAGE,
+            row = await connection.fetchrow(
+                _STAGE_RETURNING,
                 generation_id,
                 attempt,
                 kind,
@@ -178,7 +207,9 @@ class GenerationStore(GenerationLedger, DeltaStream):
                 list(source_message_ids),
                 info,
             )
-            row = await connection.fetchrow(_GET_STAGED, generation_id, attempt, kind)
+            if row is None:
+                # Staged by a concurrent call that committed after this statement began.
+                row = await connection.fetchrow(_GET_STAGED, generation_id, attempt, kind)
         if row is None:
             # A concurrent redaction removed the row between the two statements.
             raise KeyError(generation_id)
@@ -200,11 +231,30 @@ class GenerationStore(GenerationLedger, DeltaStream):
             `stored` is the fingerprint on record (compare it to detect a reused id).
         """
         async with self._pool.acquire() as connection:
-            claimed = await connection.fetchval(
-                _CLAIM_IDENTITY, generation_id, thread_id, {"fingerprint": fingerprint}
+            row = await connection.fetchrow(
+                _CLAIM_AND_GET_IDENTITY, generation_id, thread_id, {"fingerprint": fingerprint}
             )
-            stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
-        return claimed is not None, stored
+            if row is None:
+                # Claimed by a concurrent call that committed after this statement began.
+                stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
+                return False, stored
+        return bool(row["claimed"]), row["fingerprint"]
+
+    @storage_errors()
+    async def get_staged_many(
+        self, generation_id: str, keys: Sequence[tuple[int, str]]
+    ) -> dict[tuple[int, str], StagedMessage]:
+        """Several staged rows of one generation in one read, by `(attempt, kind)`.
+
+        Keys with nothing staged are absent from the result.
+        """
+        rows = await self._pool.fetch(
+            _GET_STAGED_MANY,
+            generation_id,
+            [attempt for attempt, _ in keys],
+            [kind for _, kind in keys],
+        )
+        return {(row["attempt"], row["kind"]): _staged(row) for row in rows}
 
     @storage_errors()
     async def get_staged(self, generation_id: str, attempt: int, kind: str) -> StagedMessage | None:
@@ -238,8 +288,11 @@ class GenerationStore(GenerationLedger, DeltaStream):
             check_storable(message)
         payload = {"messages": [m.model_dump(mode="json") for m in messages]}
         async with self._pool.acquire() as connection:
-            await connection.execute(STAGE, generation_id, 0, kind, thread_id, payload, [], None)
-            row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
+            row = await connection.fetchrow(
+                _STAGE_RETURNING, generation_id, 0, kind, thread_id, payload, [], None
+            )
+            if row is None:
+                row = await connection.fetchrow(_GET_STAGED, generation_id, 0, kind)
         return _messages(row)
 
     @storage_errors()

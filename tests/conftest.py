@@ -55,6 +55,7 @@ LONG_POLES = (
     "storage/test_thread_fuzz.py",
     "e2e/test_parallel_restart.py",
     "e2e/test_long_conversations.py",
+    "e2e/test_flat_history.py",
     "e2e/test_identity_and_errors.py",
     "e2e/test_dev_stack.py",
     "e2e/test_operator_control.py",

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from storage.threads._control import EMPTY_REVISION, load_control
-from storage.threads._db import read_transaction, single_read, write_transaction
+from storage.threads._db import read_transaction, single_read, single_statement
 from storage.threads._full_read import read_full_path
 from storage.threads._history import load_stored_messages, read_history
 from storage.threads._models import HistoryView, ThreadSnapshot
@@ -85,7 +85,8 @@ class ThreadReader:
     async def revision(self, thread_id: str) -> str:
         """The current revision."""
         check_id(thread_id, "thread", thread_id=thread_id)
-        async with read_transaction(self._pool, thread_id) as connection:
+        # One statement sees one snapshot by itself: no transaction round trips around it.
+        async with single_read(self._pool, thread_id) as connection:
             control = await load_control(connection, thread_id)
         if control is None:
             return EMPTY_REVISION
@@ -110,5 +111,5 @@ class ThreadReader:
     ) -> None:
         """Store per-message token counts for `encoding` (idempotent upsert)."""
         check_id(thread_id, "thread", thread_id=thread_id)
-        async with write_transaction(self._pool, thread_id) as connection:
+        async with single_statement(self._pool, thread_id) as connection:
             await upsert_token_counts(connection, thread_id, encoding, counts)

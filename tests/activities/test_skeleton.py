@@ -49,6 +49,28 @@ def test_a_tight_ceiling_aggregates_middle_turns_but_lists_the_system_prefix() -
     assert set(sizes[1:]) == {2}
     assert older.count + sum(sizes) == len(messages)
     assert older.first_id is None and older.last_id is None
+    # The aggregate states the causal groups it stands for, so receipt figures count them.
+    assert older.groups == older.count // 2
+    assert older.calls == 0
+
+
+def test_an_aggregated_tool_round_brings_its_calls() -> None:
+    messages: list[Message] = []
+    for turn in range(6):
+        messages.append(Message(role="user", content=f"question number {turn} " * 5))
+        messages.append(
+            Message(
+                role="assistant",
+                content=[ToolCallPart(tool_call_id=f"c{turn}", tool_name="weather", input={})],
+            )
+        )
+        messages.append(Message(role="tool", content="sunny " * 5, tool_call_id=f"c{turn}"))
+        messages.append(Message(role="assistant", content=f"answer number {turn} " * 5))
+    columns, older = caller_skeleton(_counter(), messages, ceiling=60)
+    assert older.count > 0
+    assert older.groups == older.count // 4
+    assert older.calls == older.groups
+    assert older.calls + sum(unpack_ints(columns.calls)) == 6
 
 
 def test_positions_map_back_to_ids_and_refuse_ranges_off_the_path() -> None:

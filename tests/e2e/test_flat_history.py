@@ -1,10 +1,14 @@
 """Temporal history of a generation stays small and flat as its Thread grows.
 
 Receipts and inspections are written to PostgreSQL before each attempt and named by id
-afterwards; the facade loads them back, so callers get the same complete result. The
-ceilings are what Temporal itself counts (`history_size_bytes`) on a 128k-token model.
-The long Thread is seeded directly through the Thread store. `CRUX_SOAK=1` adds a
-10,000-message Thread of turns of varied length.
+afterwards; the facade loads them back, so callers get the same complete result. The read
+carries only the history its policy can use, plus one aggregate for the rest. The ceilings
+are what Temporal itself counts (`history_size_bytes`) on a 128k-token model: 8 KB per
+plain generation under recent and managed history at every Thread length up to 10,000
+messages, 12 KB under exact history on a window-filling Thread. Threads are seeded directly
+through the Thread store (the 10,000-message one in turns of five exchanges, so seeding
+stays cheap). `CRUX_SOAK=1` adds a 10,000-message Thread of two-message turns of varied
+length.
 """
 
 from __future__ import annotations
@@ -41,8 +45,13 @@ PROFILE = ModelProfile(
     confidence="exact",
     encoding="cl100k_base",
 )
-FIRST_TURN_CEILING = 8 * 1024
-LONG_THREAD_CEILING = 16 * 1024
+FLAT_CEILING = 8 * 1024
+"""Plain generations under recent and managed history, at every Thread length."""
+EXACT_CEILING = 12 * 1024
+"""Exact history on a Thread that fills most of the model's window."""
+INLINE_SUMMARY_CEILING = 12 * 1024
+"""A managed turn that prepares its summary inline: a child workflow's start and result
+join the plain turn's events."""
 # Recent history up to this many content tokens: with per-message structure it fills most
 # of the model's strict input maximum, so the request skeleton is as long as it gets.
 RECENT_TOKENS = 96_000
@@ -63,10 +72,17 @@ async def _runtime(
         yield runtime, activities
 
 
-async def _seed(pool: asyncpg.Pool, thread_id: str, messages: int, words: tuple[int, int]) -> None:
+async def _seed(
+    pool: asyncpg.Pool,
+    thread_id: str,
+    messages: int,
+    words: tuple[int, int],
+    exchanges: int = 1,
+) -> None:
     """Publish `messages` messages as user/assistant turns, with generation-style ids.
 
-    Each message has between `words[0]` and `words[1]` words (a fixed pseudo-random draw).
+    Each message has between `words[0]` and `words[1]` words (a fixed pseudo-random draw);
+    each causal group holds `exchanges` question/answer pairs.
     """
     store = ThreadStore(pool)
     rng = random.Random(messages)
@@ -74,15 +90,17 @@ async def _seed(pool: asyncpg.Pool, thread_id: str, messages: int, words: tuple[
     def text() -> str:
         return " ".join(["packing"] * rng.randint(*words))
 
-    for turn in range(messages // 2):
+    for turn in range(messages // (2 * exchanges)):
         key = f"gen_{uuid.uuid4().hex}"
-        await store.append(
-            thread_id,
-            [
-                Message(id=f"gen:{key}:user", role="user", content=f"Day {turn}: {text()}?"),
-                Message(id=f"gen:{key}:assistant", role="assistant", content=f"{text()}."),
-            ],
-        )
+        group: list[Message] = []
+        for pair in range(exchanges):
+            group.append(
+                Message(id=f"gen:{key}:user{pair}", role="user", content=f"Day {turn}: {text()}?")
+            )
+            group.append(
+                Message(id=f"gen:{key}:assistant{pair}", role="assistant", content=f"{text()}.")
+            )
+        await store.append(thread_id, group)
 
 
 def _payload_text(node: object) -> str:
@@ -109,9 +127,13 @@ async def _history_bytes(client: Client, generation_id: str, thread_id: str) -> 
 
 
 async def _generate_and_measure(
-    client: Client, runtime: Runtime, thread_id: str, generation_id: str
+    client: Client,
+    runtime: Runtime,
+    thread_id: str,
+    generation_id: str,
+    history: HistorySpec | None = None,
 ) -> int:
-    history = HistorySpec(kind="recent", tokens=RECENT_TOKENS)
+    history = history or HistorySpec(kind="recent", tokens=RECENT_TOKENS)
     result = await runtime.generate(
         "What should I pack next?", thread=thread_id, generation_id=generation_id, history=history
     )
@@ -133,18 +155,45 @@ async def test_a_first_turn_stays_under_its_ceiling(
 ) -> None:
     async with _runtime(client, pool, database_url) as (runtime, _):
         first = await _generate_and_measure(client, runtime, f"flat:{uuid.uuid4().hex[:6]}", "f1")
-    assert first <= FIRST_TURN_CEILING, first
+    assert first <= FLAT_CEILING, first
 
 
-async def test_a_long_thread_stays_under_the_ceiling(
+async def test_a_window_filling_thread_stays_under_the_ceilings(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
-    # 2,000 messages of about 45 tokens fill the recent window of a 128k model.
+    # 2,000 messages of about 45 tokens fill most of a 128k model's window: exact history
+    # lists every group, and recent history up to 96k tokens nearly as many.
     long_thread = f"flat-long:{uuid.uuid4().hex[:6]}"
     await _seed(pool, long_thread, 2_000, words=(40, 40))
     async with _runtime(client, pool, database_url) as (runtime, _):
-        long = await _generate_and_measure(client, runtime, long_thread, "f2")
-    assert long <= LONG_THREAD_CEILING, long
+        exact = await _generate_and_measure(
+            client, runtime, long_thread, "f2x", HistorySpec(kind="exact")
+        )
+        recent = await _generate_and_measure(client, runtime, long_thread, "f2")
+    assert exact <= EXACT_CEILING, exact
+    assert recent <= FLAT_CEILING, recent
+
+
+@pytest.mark.parametrize(
+    ("messages", "exchanges"), [(0, 1), (10, 1), (100, 1), (1_000, 1), (10_000, 5)]
+)
+async def test_recent_and_managed_history_stay_flat_at_every_length(
+    client: Client, pool: asyncpg.Pool, database_url: str, messages: int, exchanges: int
+) -> None:
+    thread_id = f"flat-{messages}:{uuid.uuid4().hex[:6]}"
+    await _seed(pool, thread_id, messages, words=(5, 80), exchanges=exchanges)
+    managed = HistorySpec(kind="managed")
+    async with _runtime(client, pool, database_url) as (runtime, _):
+        recent = await _generate_and_measure(
+            client, runtime, thread_id, f"r{messages}", HistorySpec(kind="recent", messages=20)
+        )
+        # On a long Thread the first managed turn prepares its summary inline; the next
+        # one finds it ready.
+        first = await _generate_and_measure(client, runtime, thread_id, f"m{messages}", managed)
+        plain = await _generate_and_measure(client, runtime, thread_id, f"n{messages}", managed)
+    assert recent <= FLAT_CEILING, recent
+    assert plain <= FLAT_CEILING, plain
+    assert first <= INLINE_SUMMARY_CEILING, first
 
 
 @pytest.mark.skipif(os.environ.get("CRUX_SOAK") != "1", reason="set CRUX_SOAK=1 (a minute or two)")
@@ -155,7 +204,13 @@ async def test_ten_thousand_messages_stay_under_the_ceiling(
     await _seed(pool, thread_id, 10_000, words=(5, 80))
     async with _runtime(client, pool, database_url) as (runtime, _):
         size = await _generate_and_measure(client, runtime, thread_id, "f10k")
-    assert size <= LONG_THREAD_CEILING, size
+        recent = await _generate_and_measure(
+            client, runtime, thread_id, "r10k", HistorySpec(kind="recent", messages=20)
+        )
+        managed = HistorySpec(kind="managed")
+        await _generate_and_measure(client, runtime, thread_id, "m10k", managed)
+        plain = await _generate_and_measure(client, runtime, thread_id, "n10k", managed)
+    assert max(size, recent, plain) <= FLAT_CEILING, (size, recent, plain)
 
 
 async def test_a_retried_record_and_a_replayed_commit_write_once(

@@ -32,7 +32,18 @@ def test_packed_integers_round_trip_at_the_narrowest_width(values: list[int]) ->
     assert list(unpack_ints(packed)) == values
     if values:
         high = max(values)
-        assert packed[0] == ("B" if high < 256 else "H" if high < 65_536 else "I")
+        assert packed[0].upper() == ("B" if high < 256 else "H" if high < 65_536 else "I")
+
+
+@pytest.mark.parametrize("high", [200, 60_000, 4_000_000_000])
+def test_long_columns_deflate_by_byte_plane_and_round_trip(high: int) -> None:
+    values = [(index * 7919) % high for index in range(2_000)]
+    packed = pack_ints(values)
+    assert packed[0].islower()
+    assert list(unpack_ints(packed)) == values
+    turns_only = pack_ints([2] * 2_000)
+    assert len(turns_only) < 40
+    assert list(unpack_ints(turns_only)) == [2] * 2_000
 
 
 def test_packing_refuses_values_outside_unsigned_32_bits() -> None:
@@ -42,7 +53,9 @@ def test_packing_refuses_values_outside_unsigned_32_bits() -> None:
         pack_ints([2**32])
 
 
-@pytest.mark.parametrize("column", ["X", "Habc", "B!!!!", "HAA=="])
+@pytest.mark.parametrize(
+    "column", ["X", "Habc", "B!!!!", "HAA==", "bAAAA", "h!!!!", "heJxjZGIGAAANAAc="]
+)
 def test_malformed_columns_fail_as_invalid_composition(column: str) -> None:
     columns = HistoryColumns(groups=column, tokens=column)
     with pytest.raises(RequestCompositionError) as raised:

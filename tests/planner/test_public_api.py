@@ -26,6 +26,7 @@ ALLOWED_ROOTS = {
     "array",
     "base64",
     "binascii",
+    "zlib",
 }
 
 
