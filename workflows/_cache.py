@@ -99,6 +99,7 @@ class CacheSteps:
                 lambda: workflow.execute_local_activity(
                     stubs.lookup_cache, arg, **LOOKUP_CACHE_LOCAL
                 ),
+                local=True,
             )
         except ActivityFailure:
             # The provider attempt re-checks everything the lookup checked.

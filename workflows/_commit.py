@@ -80,9 +80,15 @@ def commit_rejected(
 
 
 async def committing(
-    stages: StageReporter, request: GenerationInput, commit: Callable[[], Awaitable[_T]]
+    stages: StageReporter,
+    request: GenerationInput,
+    commit: Callable[[], Awaitable[_T]],
+    *,
+    local: bool = False,
 ) -> _T:
     """Run `commit` (one commit activity) until it succeeds or is rejected.
+
+    `local` says the commit is a local activity (see `waiting_out_storage`).
 
     Raises:
         ApplicationError: `ThreadCommitError` when the commit was rejected or abandoned,
@@ -96,6 +102,7 @@ async def committing(
             commit,
             blocked=Stage.COMMIT_BLOCKED,
             outage=is_retryable,
+            local=local,
         )
     except (StorageWaitExceeded, RunAbandoned):
         raise

@@ -85,6 +85,7 @@ class AcceptanceGate:
             lambda: workflow.execute_local_activity(
                 stubs.check_input, arg, **_local(_options.CHECK_INPUT_LOCAL, self._input)
             ),
+            local=True,
         )
         report = self.input_report = checked.report
         if not report.accepted:
@@ -136,6 +137,7 @@ class AcceptanceGate:
             lambda: workflow.execute_local_activity(
                 stubs.check_output, arg, **_local(_options.CHECK_OUTPUT_LOCAL, self._output)
             ),
+            local=True,
         )
         safety = verdict.safety
         stages.set(Stage.OUTPUT_CHECKS, _verdict_details(progress.attempt, verdict))

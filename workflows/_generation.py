@@ -239,6 +239,7 @@ class GenerationRun:
                 arg,
                 **_options.READ_REQUEST_LOCAL,
             ),
+            local=True,
         )
 
     async def _seal(
@@ -384,6 +385,7 @@ class GenerationRun:
             lambda: workflow.execute_local_activity(
                 stubs.record_plan, arg, **_options.RECORD_PLAN_LOCAL
             ),
+            local=True,
         )
 
     async def _commit(
@@ -408,7 +410,9 @@ class GenerationRun:
             commit = lambda: workflow.execute_local_activity(  # noqa: E731
                 stubs.commit_turn, arg, **COMMIT_TURN_LOCAL
             )
-        committed = await budget.awaiting_commit(committing(self._stages, request, commit))
+        committed = await budget.awaiting_commit(
+            committing(self._stages, request, commit, local=not budget.set)
+        )
         for need in maintenance:
             await start_summary(self._stages, request, read, need)
         # A reply the cache may reuse is written once its turn is committed, before the

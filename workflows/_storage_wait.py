@@ -83,6 +83,7 @@ async def waiting_out_storage(
     *,
     blocked: Stage = Stage.STORAGE_BLOCKED,
     outage: Callable[[ActivityError | ApplicationError], bool] = is_storage_outage,
+    local: bool = False,
 ) -> _T:
     """Run `call` (one activity), retrying it while storage is unavailable.
 
@@ -93,6 +94,9 @@ async def waiting_out_storage(
         call: Schedules the activity and returns its result.
         blocked: The stage shown while waiting (`commit_blocked` for the commit).
         outage: Which activity failures mean "wait and try again".
+        local: `call` is a local activity: it runs within the current workflow task, so
+            the stage is not published for it (a stage passed within one workflow task is
+            never observable); the next wait on the server, or the end, publishes it.
 
     Returns:
         The activity's result.
@@ -107,7 +111,8 @@ async def waiting_out_storage(
     since: datetime | None = None
     rounds = 0
     while True:
-        stages.publish()
+        if not local:
+            stages.publish()
         try:
             result = await call()
         except ActivityFailure as error:

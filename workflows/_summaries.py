@@ -79,6 +79,7 @@ async def _through_id(
             ResolveHistoryIdsInput(thread_id=thread_id, owner=request.owner, positions=[position]),
             **_options.READ_REQUEST_LOCAL,
         ),
+        local=True,
     )
     return resolved.ids[0]
 
@@ -110,6 +111,7 @@ async def _transcript_through_id(
             ),
             **_options.READ_REQUEST_LOCAL,
         ),
+        local=True,
     )
     return staged.through_id
 
