@@ -69,8 +69,9 @@ class ReadRequestInput(CompactWireModel):
     without a payload codec on the worker; a replayed outcome is read with its reply."""
     keep_listing: bool = False
     """List every group that could fit the ceiling, not only those the history policy can
-    use: a step hook may plan a step under another model or budget, and managed history's
-    default suffix is a share of the budget."""
+    use: a step hook may plan a step under another model or budget (managed history's
+    default suffix is a share of the budget), and a tool round grows the turn of later
+    steps."""
 
 
 class ReadRequestResult(CompactWireModel):

@@ -51,8 +51,14 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
             request_fingerprint(request, [request.input]) if request.input_ref is None else None
         ),
         include_reply=request.include_reply,
-        # A hook may widen a step's budget beyond the read's: the read then cuts nothing.
-        keep_listing=request.prepare_step is not None or request.prepare_invocation is not None,
+        # A hook may widen a step's budget beyond the read's, and a tool round grows the
+        # turn so that a later step may need a summary over other groups than the first
+        # step's: the read then cuts nothing.
+        keep_listing=(
+            request.prepare_step is not None
+            or request.prepare_invocation is not None
+            or bool(request.tools)
+        ),
     )
 
 
