@@ -48,7 +48,7 @@ class TurnCommitter:
         """Publish the turn (once: a retry returns the recorded outcome) and record it."""
         existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
-            return CommitTurnResult(result=await self._outcome(request, existing))
+            return CommitTurnResult.of(await self._outcome(request, existing), request)
         key = scoped_key(request)
         staged = await self._generations.get_staged_many(
             key, [(request.accepted_attempt, StagingKind.OUTPUT), (0, StagingKind.USER)]
@@ -104,7 +104,7 @@ class TurnCommitter:
                 messages=len(commit.message_ids),
                 replayed=commit.replayed,
             )
-        return CommitTurnResult(result=await self._outcome(request, stored))
+        return CommitTurnResult.of(await self._outcome(request, stored), request)
 
     async def _outcome(
         self, request: CommitTurnInput, stored: GenerationResult

@@ -222,8 +222,8 @@ def _commit_before(arg: CommitTurnInput) -> Attributes:
     }
 
 
-def _commit_after(_arg: CommitTurnInput, result: CommitTurnResult) -> Attributes:
-    outcome = result.result
+def _commit_after(arg: CommitTurnInput, result: CommitTurnResult) -> Attributes:
+    outcome = result.outcome(arg)
     commit = outcome.thread_commit
     status = commit.status if commit is not None else "unmanaged"
     metrics.record_turn(status, replayed=outcome.replayed)

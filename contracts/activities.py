@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_serializer, model_validator
+from pydantic import BaseModel, Field, JsonValue, field_serializer, model_validator
 
 from contracts._compact import CompactWireModel
 from contracts.generation import (
@@ -25,6 +25,7 @@ from planner import (
     RequestReceipt,
 )
 from vocabulary.commits import WireModel
+from vocabulary.ids import assistant_message_id
 from vocabulary.staging import HistorySource, SummarySource
 
 
@@ -222,7 +223,7 @@ class RunToolResult(CompactWireModel):
     failed: bool = False
 
 
-class PrepareSummaryInput(WireModel):
+class PrepareSummaryInput(CompactWireModel):
     """Prepare (or find) the summary of a history prefix: a Thread's, or a transcript's.
 
     Attributes:
@@ -351,9 +352,55 @@ class CommitTurnInput(CompactWireModel):
 
 
 class CommitTurnResult(CompactWireModel):
-    """The stored generation's outcome (the complete result stays in PostgreSQL)."""
+    """The stored generation's outcome, less what the commit's input already says.
 
-    result: GenerationOutcome
+    The outcome enters Temporal history as the workflow's result; the commit's own result
+    carries only the fields the workflow cannot know (the Thread's commit receipt, a
+    replayed generation's recorded figures, the reply), so a turn's history holds the
+    outcome once. The complete result (every step's receipt) stays in PostgreSQL.
+
+    Attributes:
+        delta: The outcome's fields (JSON) that differ from `implied_outcome(input)`.
+        result: The whole outcome, as commits recorded by the first worker deployment of
+            this release line return it; replaying their histories reads it.
+    """
+
+    delta: dict[str, JsonValue] = {}
+    result: GenerationOutcome | None = None
+
+    @classmethod
+    def of(cls, outcome: GenerationOutcome, request: CommitTurnInput) -> CommitTurnResult:
+        """The result standing for `outcome`, given the commit's input."""
+        implied = implied_outcome(request)
+        return cls(
+            delta={
+                name: value
+                for name, value in outcome.model_dump(mode="json").items()
+                if name not in implied or implied[name] != value
+            }
+        )
+
+    def outcome(self, request: CommitTurnInput) -> GenerationOutcome:
+        """The whole outcome, given the commit's input."""
+        if self.result is not None:
+            return self.result
+        return GenerationOutcome.model_validate({**implied_outcome(request), **self.delta})
+
+
+def implied_outcome(request: CommitTurnInput) -> dict[str, JsonValue]:
+    """The outcome's fields (JSON) as a first commit of `request` records them."""
+    return {
+        "generation_id": request.generation_id,
+        "thread_id": request.thread_id,
+        "output_message_id": assistant_message_id(request.generation_id),
+        "request_ids": [step.request_id for step in request.steps],
+        "usage": Usage(
+            input_tokens=sum(step.usage.input_tokens for step in request.steps),
+            output_tokens=sum(step.usage.output_tokens for step in request.steps),
+        ).model_dump(mode="json"),
+        "history_source": request.history_source,
+        "replayed": False,
+    }
 
 
 class ResolveHistoryIdsInput(WireModel):

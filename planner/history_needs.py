@@ -16,7 +16,9 @@ the same messages sent, the same positions, warnings, sizes and receipt figures.
   ends earlier, the raw groups after the summary, which its rung sends.
 
 A policy whose caps a step may widen (a step hook can change the model or budget, and
-managed history's default suffix is a share of the budget) is read uncut.
+managed history's default suffix is a share of the budget) is read uncut, and so is the
+history of a generation offering tools: a tool round grows the turn, and a later step may
+then need other groups than the first one's.
 """
 
 from __future__ import annotations

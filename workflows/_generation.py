@@ -418,7 +418,7 @@ class GenerationRun:
         # A reply the cache may reuse is written once its turn is committed, before the
         # success hooks (a failed write never fails the run).
         await self._cache.write(request, progress)
-        outcome = committed.result
+        outcome = committed.outcome(arg)
         hooks = await run_success_hooks(self._stages, request, outcome)
         if hooks:
             outcome = outcome.model_copy(update={"hooks": hooks})

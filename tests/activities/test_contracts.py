@@ -1,14 +1,21 @@
-"""The packed skeleton round-trips through JSON and costs a few bytes per message."""
+"""Activity payloads: the packed skeleton round-trips through JSON and costs a few bytes per
+message; a commit's result carries only what its input does not say."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
+import pytest
 from hypothesis import given
 
-from contracts.activities import ReadRequestResult
+from contracts.activities import CommitTurnInput, CommitTurnResult, ReadRequestResult
+from contracts.generation import GenerationOutcome, StepFigures, Usage
 from planner import HistoryAggregate, HistoryColumns, HistoryItem, PlanRequest, plan
 from planner.history import scan_history
 from tests.planner.helpers import request
 from tests.planner.test_properties import transcripts
+from vocabulary.commits import ThreadCommit
 
 
 @given(transcripts())
@@ -52,3 +59,84 @@ def test_a_long_thread_costs_under_three_bytes_per_message_and_no_ids() -> None:
         )
     )
     assert sealed.message_ranges == ((9_990, 10_000),)
+
+
+def _commit_input(**changes: object) -> CommitTurnInput:
+    return CommitTurnInput.model_validate(
+        {
+            "generation_id": "g1",
+            "workflow_id": "crux/gen/t1/g1",
+            "thread_id": "t1",
+            "accepted_attempt": 2,
+            "history_source": "thread",
+            "steps": [
+                StepFigures(
+                    attempt=1,
+                    request_id="r1",
+                    usage=Usage(input_tokens=5, output_tokens=2),
+                    finish_reason="tool_calls",
+                ),
+                StepFigures(
+                    attempt=2,
+                    request_id="r2",
+                    usage=Usage(input_tokens=9, output_tokens=4),
+                    finish_reason="stop",
+                ),
+            ],
+            **changes,
+        }
+    )
+
+
+def _outcome(**changes: object) -> GenerationOutcome:
+    return GenerationOutcome.model_validate(
+        {
+            "generation_id": "g1",
+            "thread_id": "t1",
+            "output_message_id": "gen:g1:assistant",
+            "thread_commit": ThreadCommit(
+                status="selected",
+                message_ids=("gen:g1:user", "gen:g1:assistant"),
+                selected_head="gen:g1:assistant",
+                committed_at=datetime(2026, 1, 2, tzinfo=UTC),
+            ),
+            "request_ids": ("r1", "r2"),
+            "usage": Usage(input_tokens=14, output_tokens=6),
+            "history_source": "thread",
+            **changes,
+        }
+    )
+
+
+def test_a_first_commit_result_carries_only_its_commit_receipt() -> None:
+    request = _commit_input()
+    outcome = _outcome()
+    result = CommitTurnResult.of(outcome, request)
+    assert set(result.delta) == {"thread_commit"}
+    decoded = CommitTurnResult.model_validate_json(result.model_dump_json())
+    assert decoded.outcome(request) == outcome
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"replayed": True, "request_ids": ("r0",), "usage": Usage(input_tokens=1)},
+        {"reply": "the answer"},
+        {"thread_id": None, "thread_commit": None, "history_source": "none"},
+        {"output_message_id": "gen:other:assistant"},
+    ],
+)
+def test_what_the_input_does_not_imply_crosses_whole(changes: dict[str, object]) -> None:
+    request = _commit_input()
+    outcome = _outcome(**changes)
+    result = CommitTurnResult.of(outcome, request)
+    assert set(changes) <= set(result.delta)
+    decoded = CommitTurnResult.model_validate_json(result.model_dump_json())
+    assert decoded.outcome(request) == outcome
+
+
+def test_a_commit_result_recorded_whole_is_read_as_it_was() -> None:
+    outcome = _outcome(replayed=True)
+    recorded = json.dumps({"result": outcome.model_dump(mode="json")})
+    decoded = CommitTurnResult.model_validate_json(recorded)
+    assert decoded.outcome(_commit_input(generation_id="elsewhere")) == outcome

@@ -241,27 +241,28 @@ async def test_a_retried_record_and_a_replayed_commit_write_once(
         assert await runtime.receipt(step.request.id) == step.request
         # A commit replayed after its completion was lost returns the stored outcome and
         # publishes nothing again.
-        again = await ActivityEnvironment().run(
-            activities.commit_turn,
-            CommitTurnInput(
-                generation_id="once",
-                workflow_id=workflow_id_for("once", thread_id),
-                thread_id=thread_id,
-                accepted_attempt=1,
-                history_source="thread",
-                steps=[
-                    StepFigures(
-                        attempt=1,
-                        request_id=step.request.id,
-                        usage=step.usage,
-                        finish_reason=step.finish_reason,
-                        output_tokens=step.output_tokens,
-                    )
-                ],
-            ),
+        replay = CommitTurnInput(
+            generation_id="once",
+            workflow_id=workflow_id_for("once", thread_id),
+            thread_id=thread_id,
+            accepted_attempt=1,
+            history_source="thread",
+            steps=[
+                StepFigures(
+                    attempt=1,
+                    request_id=step.request.id,
+                    usage=step.usage,
+                    finish_reason=step.finish_reason,
+                    output_tokens=step.output_tokens,
+                )
+            ],
         )
-        assert again.result.request_ids == (step.request.id,)
-        assert again.result.thread_commit == generation.thread_commit
+        again = await ActivityEnvironment().run(activities.commit_turn, replay)
+        # Only what the input does not say crosses history: the commit receipt.
+        assert set(again.delta) == {"thread_commit"}
+        outcome = again.outcome(replay)
+        assert outcome.request_ids == (step.request.id,)
+        assert outcome.thread_commit == generation.thread_commit
         # The facade's complete result is the ledger's, receipts included.
         stored = await GenerationStore(pool).find_result(generation_key("once", thread_id))
         assert stored is not None and stored.steps == generation.steps

@@ -191,18 +191,16 @@ async def test_output_staged_before_the_thread_moved_is_committed_after_the_obse
         return
     reused = await ActivityEnvironment().run(activities.invoke_model, invoke)
     assert reused.reused_staged_output and not reused.revision_moved
-    committed = await ActivityEnvironment().run(
-        activities.commit_turn,
-        CommitTurnInput(
-            generation_id="g1",
-            workflow_id=workflow_id_for("g1", thread_id),
-            thread_id=thread_id,
-            expected_head=head,
-            accepted_attempt=1,
-            history_source="thread",
-        ),
+    commit_input = CommitTurnInput(
+        generation_id="g1",
+        workflow_id=workflow_id_for("g1", thread_id),
+        thread_id=thread_id,
+        expected_head=head,
+        accepted_attempt=1,
+        history_source="thread",
     )
-    commit = committed.result.thread_commit
+    committed = await ActivityEnvironment().run(activities.commit_turn, commit_input)
+    commit = committed.outcome(commit_input).thread_commit
     assert commit is not None
     assert commit.parent_id == head
     assert commit.status == "alternative"
