@@ -127,8 +127,8 @@ $(BENCH_STAMP): pyproject.toml $(BENCH_LOCK)
 	@touch $(BENCH_STAMP)
 
 bench: $(STAMP) $(BENCH_STAMP) ## Run the benchmarks and write bench/REPORT.md (ratios against in-run anchors)
-	@# Bytecode for the packages, as a wheel install has: the workflow sandbox loads the
-	@# workflow modules afresh for every run, and without it compiles them every time.
+	@# Bytecode for the packages, as a wheel install has: without it every process that
+	@# imports them (each benchmark, each worker) compiles the sources again.
 	$(BIN)/python -m compileall -q $(PACKAGES)
 	$(BIN)/python bench/report.py
 

@@ -29,10 +29,10 @@ PACKAGES = (
 def compile_bytecode() -> None:
     """Write the bytecode of the project's packages, as installing a wheel does.
 
-    The workflow sandbox imports the workflow modules afresh for every run; without bytecode
-    on disk (a checkout run with `PYTHONDONTWRITEBYTECODE`, say) each of those imports
-    compiles the source again, a cost a deployment never pays, so benchmarks would measure
-    the checkout rather than the product.
+    Without bytecode on disk (a checkout run with `PYTHONDONTWRITEBYTECODE`, say) every
+    process compiles the sources it imports again (the peers' worker processes, a restarted
+    worker), a cost a deployment never pays, so benchmarks would measure the checkout rather
+    than the product.
     """
     for package in PACKAGES:
         compileall.compile_dir(ROOT / package, quiet=1)

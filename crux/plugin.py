@@ -20,7 +20,6 @@ or to a `Replayer`; it owns everything the workflows need and nothing is listed 
 from __future__ import annotations
 
 import dataclasses
-import pkgutil
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -54,26 +53,6 @@ WORKFLOWS: tuple[type, ...] = (
 """The workflows a Crux worker serves."""
 
 
-def _workflow_helpers() -> tuple[str, ...]:
-    """The workflows package's helper modules: every module that defines no workflow.
-
-    The workflow modules (`generation`, `summary`, `parallel`) are what the sandbox executes
-    afresh per run; the helpers they call (stages, gate, commit, options, ...) hold no state
-    of their own, so they are shared like the planner instead of being compiled and executed
-    again for every run.
-    """
-    import workflows
-
-    sandboxed = {workflow.__module__ for workflow in WORKFLOWS}
-    return tuple(
-        name
-        for name in (
-            f"workflows.{module.name}" for module in pkgutil.iter_modules(workflows.__path__)
-        )
-        if name not in sandboxed
-    )
-
-
 PASSTHROUGH_MODULES = (
     # Deterministic and side-effect-free at import, and all the workflow code imports (a test
     # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
@@ -84,7 +63,12 @@ PASSTHROUGH_MODULES = (
     "vocabulary",
     "planner",
     "contracts",
-    *_workflow_helpers(),
+    # The workflow definitions and the steps they run. No module of the package keeps
+    # state between runs (a test checks it), so the sandbox need not compile and execute
+    # the definition module afresh for every run, which cost a short turn more worker CPU
+    # than any of its steps; each run still gets its own workflow instance, and the
+    # sandbox still restricts what runs inside it.
+    "workflows",
 )
 
 # Eager activity dispatch: the provider call is taken by this worker straight from the

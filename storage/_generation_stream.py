@@ -16,6 +16,15 @@ STREAM_CHANNEL = "crux_stream"
 """`NOTIFY` channel on which a generation's id is sent whenever a delta is staged."""
 
 
+_STAGE_AND_NOTIFY = f"""
+WITH staged AS ({STAGE.strip()})
+SELECT pg_notify($8, $1)
+"""
+"""Stage a delta and wake followers in one statement: one round trip, and the notification
+is delivered with the row's commit (a data-modifying `WITH` runs whether or not it is read;
+a repeated key, an activity retry, wakes followers to no new row, which is harmless)."""
+
+
 class DeltaStream:
     """Delta staging and catch-up reads; see `GenerationStore`."""
 
@@ -40,18 +49,17 @@ class DeltaStream:
         """
         if unstorable_text(text):
             return
-        async with self._pool.acquire() as connection, connection.transaction():
-            await connection.execute(
-                STAGE,
-                generation_id,
-                0,
-                delta_kind(key),
-                thread_id,
-                {"role": "assistant", "content": text},
-                list(source_message_ids),
-                None,
-            )
-            await connection.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, generation_id)
+        await self._pool.execute(
+            _STAGE_AND_NOTIFY,
+            generation_id,
+            0,
+            delta_kind(key),
+            thread_id,
+            {"role": "assistant", "content": text},
+            list(source_message_ids),
+            None,
+            STREAM_CHANNEL,
+        )
 
     @storage_errors()
     async def drop_deltas(self, generation_id: str, attempt: int) -> None:

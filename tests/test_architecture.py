@@ -215,32 +215,41 @@ def test_the_leaf_loads_nothing_else_of_ours() -> None:
 def test_the_worker_passes_only_named_deterministic_modules_through() -> None:
     from crux.plugin import PASSTHROUGH_MODULES
 
-    helpers = {name for name in PASSTHROUGH_MODULES if name.startswith("workflows.")}
-    assert set(PASSTHROUGH_MODULES) - helpers <= {
+    assert set(PASSTHROUGH_MODULES) <= {
         "pydantic",
         "pydantic_core",
         *LAYERS["workflows"],
+        "workflows",
     }
     assert not set(PASSTHROUGH_MODULES) & SANDBOX_BANNED
-    # The workflow modules themselves stay sandboxed: they are what runs per workflow run.
-    assert helpers.isdisjoint({"workflows.generation", "workflows.summary", "workflows.parallel"})
-    assert "workflows" not in PASSTHROUGH_MODULES
 
 
-def test_passed_through_workflow_helpers_define_no_workflow_and_hold_no_state() -> None:
-    """A helper shared across runs must not be a workflow or keep state between runs."""
-    from crux.plugin import PASSTHROUGH_MODULES
-
-    for name in (n for n in PASSTHROUGH_MODULES if n.startswith("workflows.")):
+def test_the_passed_through_workflow_modules_keep_no_state_between_runs() -> None:
+    """Modules shared by every run: no `global`, no mutable value at module level."""
+    mutable = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+    names = [name for name in MODULES if name == "workflows" or name.startswith("workflows.")]
+    assert "workflows.generation" in names
+    for name in names:
         tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-        decorators = [
-            ast.unparse(decorator)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ClassDef)
-            for decorator in node.decorator_list
-        ]
-        assert not [d for d in decorators if d.startswith("workflow.defn")], name
         assert not [n for n in ast.walk(tree) if isinstance(n, ast.Global)], name
+        assigned = {
+            ast.unparse(
+                node.targets[0] if isinstance(node, ast.Assign) else node.target
+            ): node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+        }
+        shared = {
+            target
+            for target, value in assigned.items()
+            if isinstance(value, mutable) and target not in _SET_UP_ONLY
+        }
+        assert not shared, name
+
+
+_SET_UP_ONLY = {"__all__", "_RAW_EXTRAS"}
+"""Module-level containers no run touches: the export list, and the payload converter
+classes `workflows.arity.raw_extras_converter` makes once when a worker is built."""
 
 
 def test_the_workflows_package_itself_imports_nothing() -> None:

@@ -7,9 +7,7 @@ The workflow classes live in `workflows.generation` (`ManagedGenerationWorkflow`
 together turn a start with more than one argument into a typed failure instead of a workflow
 task that fails forever.
 
-This module imports nothing on purpose: the workflow sandbox executes it afresh for every
-workflow run (a workflow module's package is imported with it), so whatever it imported would
-be paid on every run. Every other module of the package is a deterministic helper passed
-through the sandbox (see `crux.plugin.PASSTHROUGH_MODULES`); only the three workflow modules
-are executed in it per run.
+The package is passed through the workflow sandbox (see `crux.plugin.PASSTHROUGH_MODULES`):
+loaded once per worker and shared by every run, so no module of it keeps state between runs.
+This module imports nothing, so that importing one workflow module loads no other.
 """

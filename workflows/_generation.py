@@ -7,10 +7,9 @@ constraints), commits the accepted turn and then runs the success hooks. A time 
 bounds everything before the commit. Every payload is ids, sizes and decisions; no message
 text enters history.
 
-It lives apart from the workflow definition (`workflows.generation`) because the workflow
-sandbox executes a workflow's own module afresh for every run: this module is passed
-through like the planner and is loaded once per worker, the workflow module stays a few
-handlers long.
+It lives apart from the workflow definition (`workflows.generation`), which stays a few
+handlers long. Like the whole package, it is passed through the workflow sandbox: loaded
+once per worker, it keeps no state between runs.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from vocabulary.errors import ErrorType
 # Storage outages are waited out by the workflow in a visible `storage_blocked` stage (with
 # a ceiling), not inside an activity's retry budget: retrying them here would hide the
 # outage and, for the provider call, spend attempts meant for provider failures.
-_WORKFLOW_HANDLES = [ErrorType.STORAGE_UNAVAILABLE.value]
+_WORKFLOW_HANDLES = (ErrorType.STORAGE_UNAVAILABLE.value,)
 
 # One indexed path read plus tokenizing only the messages not yet counted; also how long a
 # read lost with a crashed worker holds its generation up before a retry.

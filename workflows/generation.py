@@ -1,8 +1,7 @@
 """`ManagedGenerationWorkflow`: read, plan, invoke, commit.
 
 The workflow's definition: its queries, updates and entry point. The steps themselves are
-`workflows._generation.GenerationRun`; this module is what the workflow sandbox executes
-for every run, so it holds nothing else.
+`workflows._generation.GenerationRun`.
 """
 
 from __future__ import annotations
