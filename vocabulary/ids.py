@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from urllib.parse import quote
 
 from vocabulary.errors import ConfigurationError
@@ -28,9 +29,19 @@ MAX_TOKENS = 2**31 - 1
 """Largest accepted token or message count (what PostgreSQL's `integer` holds)."""
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def unstorable_text(value: str) -> bool:
     """Whether PostgreSQL cannot store `value` as text: a NUL byte or a lone surrogate."""
-    return "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+    # One scan in C: texts are whole messages, checked on every append and staging.
+    return _UNSTORABLE.search(value) is not None
+
+
+def has_control_character(value: str) -> bool:
+    """Whether `value` holds an ASCII control character (C0 or DEL)."""
+    return _CONTROL.search(value) is not None
 
 
 def check_wire_id(value: object, what: str, *, limit: int) -> str:
@@ -44,7 +55,7 @@ def check_wire_id(value: object, what: str, *, limit: int) -> str:
         raise ConfigurationError(f"{what} must be a non-empty string")
     if len(value) > limit:
         raise ConfigurationError(f"{what} is longer than {limit} characters")
-    if value != value.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if value != value.strip() or has_control_character(value):
         raise ConfigurationError(f"{what} has surrounding spaces or control characters")
     if unstorable_text(value):
         raise ConfigurationError(f"{what} contains a lone surrogate")

@@ -13,16 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vocabulary.errors import ThreadError
-from vocabulary.ids import unstorable_text
+from vocabulary.ids import has_control_character, unstorable_text
 from vocabulary.messages import FilePart, ImagePart, Message
 
 MAX_ID_LENGTH = 512
 MAIN_OWNER = "main"
 GENERATED_ID_PREFIX = "msg_"
-
-
-def _has_control_character(value: str) -> bool:
-    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
 
 
 def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
@@ -36,7 +32,7 @@ def check_id(value: object, what: str, *, thread_id: str | None = None) -> str:
         or not value
         or len(value) > MAX_ID_LENGTH
         or value != value.strip()
-        or _has_control_character(value)
+        or has_control_character(value)
         or unstorable_text(value)
     ):
         # An invalid Thread id is not carried on the error: it is the caller's raw value.
@@ -129,7 +125,7 @@ def prepare_message(message: Message, *, thread_id: str) -> PreparedMessage:
             thread_id=thread_id,
         )
     calls = [part.tool_call_id for part in message.tool_calls]
-    if any(not call or _has_control_character(call) for call in calls):
+    if any(not call or has_control_character(call) for call in calls):
         raise ThreadError(
             "invalid_message",
             f"message {message_id} has an invalid tool call id",
