@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contracts.generation import GenerationInput
 from planner import (
     MESSAGE_FORMATS,
     ExactHistory,
@@ -26,6 +28,7 @@ from planner.history import leading_system_prefix
 from planner.history_needs import cut_to_needs, first_needed_group
 from tests.planner.helpers import request, turns
 from tests.planner.test_properties import FAST, transcripts
+from workflows._inputs import read_input
 
 OPENAI = MESSAGE_FORMATS["openai"]
 
@@ -165,3 +168,30 @@ def test_managed_history_keeps_the_raw_groups_after_a_stale_summary() -> None:
     assert first_needed_group(policy, columns, HistoryAggregate(), strict_max=8_968) == 60
     without = ManagedHistory(recent_messages=10)
     assert first_needed_group(without, columns, HistoryAggregate(), strict_max=8_968) == 95
+
+
+@pytest.mark.parametrize(
+    ("changes", "uncut"),
+    [
+        ({}, False),
+        ({"tools": ["lookup"]}, True),
+        ({"prepare_step": "widen"}, True),
+        ({"prepare_invocation": "widen"}, True),
+    ],
+)
+def test_the_read_is_uncut_when_a_later_step_may_need_other_groups(
+    changes: dict[str, object], uncut: bool
+) -> None:
+    # A tool round grows the turn of later steps, and a hook may widen a step's budget:
+    # the plan of a later step may then use groups the first step's cut would drop.
+    request = GenerationInput.model_validate(
+        {
+            "generation_id": "g1",
+            "thread_id": "t1",
+            "model": "openai:gpt-4o",
+            "input": "hello",
+            "history": {"kind": "managed"},
+            **changes,
+        }
+    )
+    assert read_input(request).keep_listing is uncut
