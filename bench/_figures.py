@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import compileall
+import os
 import statistics
+import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+
+from crux.stack import EmbeddedPostgres, start_postgres_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +50,35 @@ async def new_bench_database(url: str) -> str:
     await admin.execute(f'CREATE DATABASE "{name}"')
     await admin.close()
     return url.replace("/postgres?", f"/{name}?")
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    """A fresh database for one benchmark run.
+
+    Attributes:
+        url: Its URL.
+        server: The embedded PostgreSQL started for the run; `None` on the server that
+            `CRUX_DATABASE_URL` names.
+    """
+
+    url: str
+    server: EmbeddedPostgres | None
+
+    def stop(self) -> None:
+        """Stop the server started for the run, if any."""
+        if self.server is not None:
+            self.server.stop()
+
+
+async def bench_database() -> BenchDatabase:
+    """An empty database on `CRUX_DATABASE_URL`'s server, or on an embedded one started now."""
+    server = None
+    base_url = os.environ.get("CRUX_DATABASE_URL")
+    if not base_url:
+        server = start_postgres_sync(Path(tempfile.mkdtemp(prefix="crux-bench-")) / "pgdata")
+        base_url = server.url
+    return BenchDatabase(url=await new_bench_database(base_url), server=server)
 
 
 def p50(values: list[float]) -> float:

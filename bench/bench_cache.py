@@ -21,18 +21,17 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._figures import compile_bytecode, new_bench_database, p50, p99
+from bench._figures import bench_database, compile_bytecode, p50, p99
 from crux import cache
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
-from crux.stack import start_postgres_sync, start_temporal
+from crux.stack import start_temporal
 from storage import CacheStore, create_pool, migrate
 from vocabulary.settings import Settings
 
@@ -44,13 +43,8 @@ HIT_TARGET = 0.3
 
 async def main(rounds: int) -> None:
     compile_bytecode()
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
-    server = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        server = start_postgres_sync(tmp / "pgdata")
-        base_url = server.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -89,8 +83,7 @@ async def main(rounds: int) -> None:
 
     await pool.close()
     await env.shutdown()
-    if server is not None:
-        server.stop()
+    database.stop()
 
     anchor = p50(timings["none"])
     print(f"response cache, offline provider, {rounds} rounds (each turn on a new Thread)")

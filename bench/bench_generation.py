@@ -38,15 +38,13 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
 
 import crux
-from bench._figures import compile_bytecode, new_bench_database, p50, p99
+from bench._figures import bench_database, compile_bytecode, p50, p99
 from bench._noop import (
     NOOP_WORKFLOW,
     PLAIN_TASK_QUEUE_PREFIX,
@@ -59,7 +57,7 @@ from bench._noop import (
 )
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
-from crux.stack import start_postgres_sync, start_temporal
+from crux.stack import start_temporal
 from providers import ChatRequest, OfflineChatProvider
 from storage import ThreadStore, create_pool, migrate
 from vocabulary.ids import workflow_id_for
@@ -90,13 +88,8 @@ def _verdict(ok: bool) -> str:
 
 async def main(turns: int) -> None:
     compile_bytecode()
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
-    server = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        server = start_postgres_sync(tmp / "pgdata")
-        base_url = server.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -212,8 +205,7 @@ async def main(turns: int) -> None:
 
     await pool.close()
     await env.shutdown()
-    if server is not None:
-        server.stop()
+    database.stop()
 
     floor_ratios = _round_ratios(durable, plain_floor)
     floor_ratio = statistics.median(floor_ratios)

@@ -35,17 +35,15 @@ import asyncio
 import math
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench._figures import compile_bytecode, new_bench_database, p50, p99
+from bench._figures import bench_database, compile_bytecode, p50, p99
 from bench._noop import PLAIN_TASK_QUEUE_PREFIX, plain_client, plain_worker, run_plain_floor
 from crux.runtime import Runtime
-from crux.stack import start_postgres_sync, start_temporal
+from crux.stack import start_temporal
 from crux.workers import Worker
 from storage import create_pool
 from vocabulary.settings import Settings
@@ -116,13 +114,8 @@ async def main(turns: int) -> None:
         tuple(int(n) for n in os.environ.get("CRUX_BENCH_CONCURRENCY", "").split(",") if n)
         or CONCURRENCY
     )
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
-    server = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        server = start_postgres_sync(tmp / "pgdata")
-        base_url = server.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     env = await start_temporal(ui=False)
     task_queue = f"bench-load-{uuid.uuid4().hex[:6]}"
     settings = Settings.model_validate(
@@ -176,8 +169,7 @@ async def main(turns: int) -> None:
 
     await pool.close()
     await env.shutdown()
-    if server is not None:
-        server.stop()
+    database.stop()
 
     print(
         "under load, offline provider, one Crux worker and one plain Worker in this process; "

@@ -38,7 +38,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -49,9 +48,9 @@ from typing import Any, Protocol
 from temporalio.client import Client, WorkflowHandle
 
 import crux
-from bench._figures import new_bench_database, p50, p99
+from bench._figures import bench_database, p50, p99
 from bench._peer_model import MODEL
-from crux.stack import start_postgres_sync, start_temporal
+from crux.stack import start_temporal
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest, TextReply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -423,15 +422,10 @@ def print_report(cells: list[Cell], turns: int, warmup: int) -> None:
 
 
 async def main(sizes: tuple[int, ...], turns: int, warmup: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-peers-"))
     logs = ROOT / "bench" / ".logs"
     logs.mkdir(exist_ok=True)
-    postgres = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        postgres = start_postgres_sync(tmp / "pgdata")
-        base_url = postgres.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     env = await start_temporal(ui=False)
     address = env.client.service_client.config.target_host
     workers: list[subprocess.Popen[bytes]] = []
@@ -525,8 +519,7 @@ async def main(sizes: tuple[int, ...], turns: int, warmup: int) -> None:
         for worker in workers:
             _stop(worker)
         await env.shutdown()
-        if postgres is not None:
-            postgres.stop()
+        database.stop()
     print_report(cells, turns, warmup)
     sys.stdout.flush()
 

@@ -23,18 +23,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 
 import crux
-from bench._figures import new_bench_database, p50, p99
+from bench._figures import bench_database, p50, p99
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
-from crux.stack import start_postgres_sync, start_temporal
+from crux.stack import start_temporal
 from providers import ChatRequest, OpenAIChatProvider, TextDelta
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest, TextReply
 from storage import create_pool, migrate
@@ -100,13 +98,8 @@ async def _managed_first_delta(runtime: Runtime, turn: int) -> tuple[float, floa
 
 
 async def main(calls: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-"))
-    server = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        server = start_postgres_sync(tmp / "pgdata")
-        base_url = server.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -156,8 +149,7 @@ async def main(calls: int) -> None:
 
     await pool.close()
     await env.shutdown()
-    if server is not None:
-        server.stop()
+    database.stop()
 
     print(f"streaming, OpenAI wire format over loopback HTTP, {calls} calls per row")
     print("  time to first text, ms          p50       p99   (each row interleaved call by call)")

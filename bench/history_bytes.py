@@ -27,11 +27,9 @@ import asyncio
 import os
 import random
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 from temporalio.client import Client
@@ -248,17 +246,12 @@ def print_history_bytes(rows: list[HistoryRow]) -> None:
 
 async def _main(lengths: tuple[int, ...]) -> None:
     # Deferred: only the standalone run starts its own servers.
-    from bench._figures import new_bench_database
-    from crux.stack import start_postgres_sync, start_temporal
+    from bench._figures import bench_database
+    from crux.stack import start_temporal
     from storage import create_pool, migrate
 
-    tmp = Path(tempfile.mkdtemp(prefix="crux-bench-history-"))
-    server = None
-    base_url = os.environ.get("CRUX_DATABASE_URL")
-    if not base_url:
-        server = start_postgres_sync(tmp / "pgdata")
-        base_url = server.url
-    url = await new_bench_database(base_url)
+    database = await bench_database()
+    url = database.url
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
@@ -271,8 +264,7 @@ async def _main(lengths: tuple[int, ...]) -> None:
     finally:
         await pool.close()
         await env.shutdown()
-        if server is not None:
-            server.stop()
+        database.stop()
     print_history_bytes(rows)
     sys.stdout.flush()
     os._exit(1 if bound_failures(rows) else 0)

@@ -99,16 +99,7 @@ class GenerationRun:
         return self._approvals
 
     async def run(self, raw: RawValue) -> GenerationOutcome:
-        """Run the generation and return its content-free outcome (ids and figures).
-
-        The input is taken raw and decoded and validated here rather than by the data
-        converter: whatever a client sends (a list, invalid UTF-8, lone surrogates, deep
-        nesting, `optimize_at > max`) fails the workflow promptly with a typed,
-        content-free `ConfigurationError` instead of retrying its first task forever; so
-        does a valid input started under another workflow id than `workflow_id_for(...)`.
-        A refused run ends `failed` (queries, current details, `CruxStage`) and touches
-        nothing staged.
-        """
+        """Run the generation from its raw input (see `ManagedGenerationWorkflow.run`)."""
         try:
             request = admitted(raw)
         except ApplicationError as refusal:
