@@ -7,11 +7,24 @@ ids and figures (`GenerationOutcome`) go back into Temporal history.
 
 from __future__ import annotations
 
+import asyncio
+
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
+from activities._local import uninterrupted
 from activities._reply import with_reply
-from contracts.activities import CommitTurnInput, CommitTurnResult
-from contracts.generation import GenerationOutcome, GenerationResult, StepRecord, Usage
+from contracts.activities import (
+    CommitTurnInput,
+    CommitTurnResult,
+    InvokeModelInput,
+    InvokeModelResult,
+)
+from contracts.generation import (
+    GenerationOutcome,
+    GenerationResult,
+    StepRecord,
+    Usage,
+)
 from planner import RequestReceipt
 from storage import GenerationStore, ReceiptStore, ThreadStore
 from telemetry.logs import get_logger
@@ -20,6 +33,13 @@ from vocabulary.ids import assistant_message_id
 from vocabulary.staging import StagingKind
 
 _log = get_logger(__name__)
+
+IN_ATTEMPT_COMMIT_SECONDS = 5.0
+"""How long an attempt waits for the commit it runs itself (a few milliseconds normally).
+
+Past it (a lock held, storage slow) the attempt reports its answer uncommitted and the
+workflow's own commit takes over, visibly `committing` or `commit_blocked`; the publication
+already under way finishes or rolls back on its own, and the commits are idempotent."""
 
 
 class TurnCommitter:
@@ -105,6 +125,51 @@ class TurnCommitter:
                 replayed=commit.replayed,
             )
         return CommitTurnResult.of(await self._outcome(request, stored), request)
+
+    async def publish_answer(
+        self, attempt: InvokeModelInput, invoked: InvokeModelResult
+    ) -> InvokeModelResult:
+        """Publish the turn `invoked` answered, within its attempt (`InvokeModelInput.commit`).
+
+        A commit that fails for any reason, or outlasts `IN_ATTEMPT_COMMIT_SECONDS`, leaves
+        the answer staged and says nothing of it: the workflow then commits as it always
+        does, waiting out storage visibly or failing typed, so nothing differs but where the
+        commit ran.
+        """
+        commit = attempt.answered_commit(invoked)
+        assert commit is not None
+        try:
+            committed = await asyncio.wait_for(
+                uninterrupted(self.commit(commit)),
+                IN_ATTEMPT_COMMIT_SECONDS,
+            )
+        except Exception as error:
+            _log.warning(
+                "thread.turn.commit_deferred",
+                generation_id=attempt.generation_id,
+                thread_id=attempt.thread_id,
+                error_type=type(error).__name__,
+            )
+            return invoked
+        return invoked.model_copy(update={"committed": committed})
+
+    async def published(self, attempt: InvokeModelInput) -> InvokeModelResult | None:
+        """The attempt's result when an earlier try of it published the turn already.
+
+        A try that committed and then lost its completion is retried by Temporal: the
+        retry reports that commit instead of calling the provider again.
+        """
+        assert attempt.commit is not None
+        existing = await self._generations.find_result(scoped_key(attempt))
+        if existing is None:
+            return None
+        outcome = await self._outcome(attempt.commit, existing)
+        return InvokeModelResult(
+            usage=outcome.usage,
+            finish_reason="committed",
+            output_tokens=0,
+            committed=CommitTurnResult.whole(outcome),
+        )
 
     async def _outcome(
         self, request: CommitTurnInput, stored: GenerationResult

@@ -182,8 +182,20 @@ class GenerationActivities:
     @implements(stubs.invoke_model)
     @maps_errors
     async def invoke_model(self, request: InvokeModelInput) -> InvokeModelResult:
-        """Re-check the pinned revision, call the provider once, stage the output."""
-        return await self._invoker.invoke(request)
+        """Re-check the pinned revision, call the provider once, stage the output.
+
+        With `request.commit`, an answer that ends the turn is published here as well.
+        """
+        if request.commit is not None:
+            # An earlier execution may have published the turn and lost its completion
+            # (Temporal retries it; a storage wait runs it again): report that commit.
+            published = await self._committer.published(request)
+            if published is not None:
+                return published
+        invoked = await self._invoker.invoke(request)
+        if request.commit is None or not invoked.ends_the_turn:
+            return invoked
+        return await self._committer.publish_answer(request, invoked)
 
     @implements(stubs.lookup_cache)
     @maps_errors

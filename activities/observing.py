@@ -1,7 +1,8 @@
 """Spans and metrics of the Crux activities, added by a worker interceptor.
 
 One interceptor sees every activity the worker runs (local ones too: the read, the plan record
-and the commit), so the activity code stays free of telemetry. Each known activity gets a span
+and the commit; a commit the provider attempt ran itself is observed from the attempt's
+result), so the activity code stays free of telemetry. Each known activity gets a span
 (`crux.plan`, `chat <model>`, `execute_tool`, `crux.commit`, ...) with GenAI semantic-convention
 attributes read from its typed input and result, and its metrics. Inputs and results are
 content-free by contract; the attributes take only ids, names, sizes and decisions from them.
@@ -13,7 +14,7 @@ without it pays nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -278,25 +279,44 @@ class _ObservingActivity(ActivityInboundInterceptor):
         if step is None or not input.args:
             return await self.next.execute_activity(input)
         arg = input.args[0]
-        started = time.monotonic()
-        name, before = _observed(lambda: (step.span(arg), step.before(arg)), (step.stage, {}))
-        with tracing.span(name, before) as current:
-            if current is not None:
-                # Temporal's retry of this step (the provider attempt counts planned calls).
-                current.set_attributes(
-                    {"crux.stage": step.stage, "crux.activity_attempt": info.attempt}
+        result = await _observing(step, arg, lambda: self.next.execute_activity(input))
+        if isinstance(arg, InvokeModelInput) and isinstance(result, InvokeModelResult):
+            committed = result.committed
+            commit = arg.answered_commit(result) if committed is not None else None
+            if commit is not None and committed is not None:
+                # The attempt published its turn itself: the commit gets its span and
+                # metrics as a commit activity would (the time it took is the attempt's).
+                await _observing(
+                    _STEPS[ACTIVITY_COMMIT_TURN], commit, partial(_returning, committed)
                 )
-            try:
-                result = await self.next.execute_activity(input)
-            except BaseException as error:
-                _observed(partial(step.failed, arg, error), None)
-                metrics.record_stage(step.stage, time.monotonic() - started, ok=False)
-                raise
-            after = _observed(lambda: tracing.clean(step.after(arg, result)), {})
-            if current is not None:
-                current.set_attributes(after)
-        metrics.record_stage(step.stage, time.monotonic() - started, ok=True)
         return result
+
+
+async def _observing(step: _Step, arg: Any, run: Callable[[], Awaitable[Any]]) -> Any:
+    """`run()` inside the step's span, with its attributes and metrics."""
+    started = time.monotonic()
+    name, before = _observed(lambda: (step.span(arg), step.before(arg)), (step.stage, {}))
+    with tracing.span(name, before) as current:
+        if current is not None:
+            # Temporal's retry of this step (the provider attempt counts planned calls).
+            current.set_attributes(
+                {"crux.stage": step.stage, "crux.activity_attempt": activity.info().attempt}
+            )
+        try:
+            result = await run()
+        except BaseException as error:
+            _observed(partial(step.failed, arg, error), None)
+            metrics.record_stage(step.stage, time.monotonic() - started, ok=False)
+            raise
+        after = _observed(lambda: tracing.clean(step.after(arg, result)), {})
+        if current is not None:
+            current.set_attributes(after)
+    metrics.record_stage(step.stage, time.monotonic() - started, ok=True)
+    return result
+
+
+async def _returning(value: _T) -> _T:
+    return value
 
 
 def _observed(read: Callable[[], _T], fallback: _T) -> _T:

@@ -165,6 +165,29 @@ class InvokeModelInput(CompactWireModel):
     """Model settings sent with the call (the adapter applies its provider's extras)."""
     request_id: str | None = None
     """The sealed plan's request id: a retried try stores its retry count on that receipt."""
+    commit: CommitTurnInput | None = None
+    """Publish the turn as soon as this attempt answers it, in the same activity.
+
+    Set when nothing but the answer itself decides whether it is accepted (no acceptance
+    gate, step hook or time budget): the commit as the workflow would run it after the
+    attempt, less the attempt's own step (`CommitTurnInput.answered_by`). A reply that does
+    not end the turn (tool calls, defects, a moved Thread) is staged only; a commit that
+    fails leaves the answer staged for the workflow's own commit, which waits out storage
+    visibly. `None`: the workflow commits."""
+
+    def answered_commit(self, invoked: InvokeModelResult) -> CommitTurnInput | None:
+        """The commit this attempt runs after `invoked` ended the turn (`None` without one)."""
+        if self.commit is None:
+            return None
+        return self.commit.answered_by(
+            StepFigures(
+                attempt=self.attempt,
+                request_id=self.request_id or "",
+                usage=invoked.usage,
+                finish_reason=invoked.finish_reason,
+                output_tokens=invoked.output_tokens,
+            )
+        )
 
 
 class InvokeModelResult(CompactWireModel):
@@ -189,6 +212,14 @@ class InvokeModelResult(CompactWireModel):
     retried: int = 0
     """Failed tries of this call that Temporal retried before this one answered (provider
     errors, timeouts, a lost worker); the Temporal UI counts them with the attempts."""
+    committed: CommitTurnResult | None = None
+    """The turn this attempt answered was published by the attempt itself
+    (`InvokeModelInput.commit`); `None` when the workflow still commits it."""
+
+    @property
+    def ends_the_turn(self) -> bool:
+        """A staged answer with no tool call and no defect: nothing but a commit remains."""
+        return not (self.revision_moved or self.defects or self.tool_call_ids)
 
     @classmethod
     def moved(cls) -> InvokeModelResult:
@@ -350,6 +381,20 @@ class CommitTurnInput(CompactWireModel):
     include_reply: bool = False
     """Return the reply text in the outcome (`GenerationInput.include_reply`)."""
 
+    def answered_by(self, step: StepFigures) -> CommitTurnInput:
+        """This commit completed by the attempt that answers the turn (its last step).
+
+        The workflow's commit after `step` is exactly this: the steps so far and then
+        `step`, the answer's content tokens after the turn's other messages.
+        """
+        return self.model_copy(
+            update={
+                "accepted_attempt": step.attempt,
+                "steps": [*self.steps, step],
+                "message_tokens": [*self.message_tokens, step.output_tokens],
+            }
+        )
+
 
 class CommitTurnResult(CompactWireModel):
     """The stored generation's outcome, less what the commit's input already says.
@@ -379,6 +424,11 @@ class CommitTurnResult(CompactWireModel):
                 if name not in implied or implied[name] != value
             }
         )
+
+    @classmethod
+    def whole(cls, outcome: GenerationOutcome) -> CommitTurnResult:
+        """The result standing for `outcome` whatever the commit's input implies."""
+        return cls(delta=outcome.model_dump(mode="json"))
 
     def outcome(self, request: CommitTurnInput) -> GenerationOutcome:
         """The whole outcome, given the commit's input."""

@@ -9,7 +9,8 @@ or to a `Replayer`; it owns everything the workflows need and nothing is listed 
   converter reads it, the built-in metadata query's current details included; extra start
   arguments are left raw so that a start with two arguments fails typed instead of wedging
   its first task);
-- the workflow sandbox with its passthrough modules;
+- the workflows run outside the SDK's workflow sandbox (they hold no code of yours; see
+  `CruxPlugin`), or inside it with `sandboxed=True`;
 - the failure types (`CruxError` fails a workflow, never its task);
 - the interceptors (single-argument check; tracing and metrics when telemetry is on);
 - with an announcement (`crux.Worker.plugin()` builds one), the registration check: the
@@ -27,7 +28,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import GenerationActivities, StagingCleanup, implementations
@@ -40,7 +41,14 @@ from workflows.generation import ManagedGenerationWorkflow
 from workflows.parallel import ParallelGenerationWorkflow
 from workflows.summary import SummaryWorkflow
 
-__all__ = ["PASSTHROUGH_MODULES", "PLUGIN_NAME", "WORKFLOWS", "CruxPlugin", "crux_data_converter"]
+__all__ = [
+    "PASSTHROUGH_MODULES",
+    "PLUGIN_NAME",
+    "WORKFLOWS",
+    "CruxPlugin",
+    "crux_data_converter",
+    "sandboxed_workflow_runner",
+]
 
 PLUGIN_NAME = "crux"
 """The plugin's name (`Plugin.name()`)."""
@@ -55,20 +63,17 @@ WORKFLOWS: tuple[type, ...] = (
 
 PASSTHROUGH_MODULES = (
     # Deterministic and side-effect-free at import, and all the workflow code imports (a test
-    # checks the closure in a fresh interpreter); sharing them avoids re-validating pydantic
-    # schemas and re-executing modules in every workflow sandbox, which a short turn would
-    # otherwise pay on each run. Nothing that does I/O is on this list.
+    # checks the closure in a fresh interpreter). When the workflows run in the sandbox
+    # (`CruxPlugin(sandboxed=True)`, and every replay of the test suite), they share the
+    # classes the data converter decodes into and spare each run re-validating pydantic
+    # schemas. The workflow modules themselves are not on the list: the sandbox executes
+    # them afresh per run, so that a non-deterministic call anywhere in them is refused.
+    # Nothing that does I/O is on this list.
     "pydantic",
     "pydantic_core",
     "vocabulary",
     "planner",
     "contracts",
-    # The workflow definitions and the steps they run. No module of the package keeps
-    # state between runs (a test checks it), so the sandbox need not compile and execute
-    # the definition module afresh for every run, which cost a short turn more worker CPU
-    # than any of its steps; each run still gets its own workflow instance, and the
-    # sandbox still restricts what runs inside it.
-    "workflows",
 )
 
 # Eager activity dispatch: the provider call is taken by this worker straight from the
@@ -91,7 +96,13 @@ def crux_data_converter(base: DataConverter | None = None) -> DataConverter:
     )
 
 
-def _sandbox(_existing: object) -> SandboxedWorkflowRunner:
+def sandboxed_workflow_runner() -> SandboxedWorkflowRunner:
+    """The SDK's workflow sandbox, passing Crux's workflow modules through.
+
+    Crux's workflows declare `sandboxed=False`; a worker or replayer that runs them with
+    this runner instead (`CruxPlugin(sandboxed=True)`) has the sandbox refuse any
+    non-deterministic call they might make (the clock, randomness, I/O, threads).
+    """
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
@@ -108,6 +119,14 @@ class CruxPlugin(SimplePlugin):
         announcement: Publishes the worker's registrations for its task queue and refuses a
             start beside a worker that registers something else (`crux.Worker.plugin()`
             passes one); no check when omitted.
+        sandboxed: Run Crux's workflows inside the SDK's workflow sandbox
+            (`sandboxed_workflow_runner`). Off by default: the workflows are this package's
+            own code, with none of yours inside (hooks, tools and policies run as
+            activities), and their determinism is proven by replaying every recorded
+            history inside the sandbox, so a worker need not pay the sandbox on every
+            activation and payload of every run (about a quarter of a short turn's workflow
+            task time). On, it applies to every workflow of the worker that opts out of the
+            sandbox, since the SDK has one runner for all of them.
     """
 
     def __init__(
@@ -117,8 +136,10 @@ class CruxPlugin(SimplePlugin):
         cleanup: StagingCleanup | None = None,
         extra_activities: Sequence[Callable[..., Any]] = (),
         announcement: WorkerAnnouncement | None = None,
+        sandboxed: bool = False,
     ) -> None:
         self._announcement = announcement
+        self._sandboxed = sandboxed
         implemented: list[Callable[..., Any]] = list(extra_activities)
         if activities is not None:
             cleanup = cleanup or StagingCleanup(activities.generations)
@@ -129,7 +150,6 @@ class CruxPlugin(SimplePlugin):
             data_converter=crux_data_converter,
             workflows=list(WORKFLOWS),
             activities=implemented or None,
-            workflow_runner=_sandbox,
             # A domain error raised in workflow code (an unknown model, an invalid budget)
             # can never succeed on a retried task: it fails the workflow, typed, instead.
             workflow_failure_exception_types=[CruxError],
@@ -149,6 +169,8 @@ class CruxPlugin(SimplePlugin):
                 client_config["data_converter"] = wanted
                 config["client"] = Client(**client_config)
         config = super().configure_worker(config)
+        if self._sandboxed:
+            config["unsandboxed_workflow_runner"] = sandboxed_workflow_runner()
         if "client" in config:
             telemetry = list(worker_interceptors(config["client"]))
             if telemetry:
@@ -168,6 +190,13 @@ class CruxPlugin(SimplePlugin):
                 identity=str(options.get("identity") or client.identity),
                 build_id=deployment.version.build_id if versioned and deployment else "",
             )
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """Add the workflows, converter and options, as on a worker."""
+        config = super().configure_replayer(config)
+        if self._sandboxed:
+            config["unsandboxed_workflow_runner"] = sandboxed_workflow_runner()
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

@@ -23,16 +23,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import LocalActivityConfig
 
-with workflow.unsafe.imports_passed_through():
-    from contracts import stubs
-    from contracts.activities import InvokeModelInput, InvokeModelResult
-    from contracts.cache_activities import LookupCacheInput, WriteCacheInput
-    from contracts.generation import GenerationInput
-    from vocabulary.errors import ErrorType
-    from vocabulary.stages import Stage
-    from workflows._progress import TurnProgress
-    from workflows._stages import StageReporter
-    from workflows._storage_wait import ActivityFailure, waiting_out_storage
+from contracts import stubs
+from contracts.activities import InvokeModelInput, InvokeModelResult
+from contracts.cache_activities import LookupCacheInput, WriteCacheInput
+from contracts.generation import GenerationInput
+from vocabulary.errors import ErrorType
+from vocabulary.stages import Stage
+from workflows._progress import TurnProgress
+from workflows._stages import StageReporter
+from workflows._storage_wait import ActivityFailure, waiting_out_storage
 
 LOOKUP_CACHE_LOCAL = LocalActivityConfig(
     # A few indexed reads, and for a semantic lookup one embedding request: a local

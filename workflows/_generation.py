@@ -8,8 +8,8 @@ bounds everything before the commit. Every payload is ids, sizes and decisions; 
 text enters history.
 
 It lives apart from the workflow definition (`workflows.generation`), which stays a few
-handlers long. Like the whole package, it is passed through the workflow sandbox: loaded
-once per worker, it keeps no state between runs.
+handlers long. Like the whole package, it is loaded once per worker and shared by every
+run, so it keeps no state between runs.
 """
 
 from __future__ import annotations
@@ -20,55 +20,53 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    # Passed through: pydantic models and the pure planner are deterministic and
-    # re-importing them per workflow run would only cost time.
-    from contracts import stubs
-    from contracts.activities import (
-        InvokeModelResult,
-        ReadRequestResult,
-    )
-    from contracts.generation import GenerationInput, GenerationOutcome
-    from contracts.operator import GenerationStatus
-    from contracts.planning import build_plan_request, can_count_authoritatively
-    from planner import SealedPlan, conservative_profile
-    from planner.steps import (
-        CountAuthoritatively,
-        Dispatched,
-        DispatchOutcome,
-        Fail,
-        Planning,
-        PrepareSummary,
-        RecoverOverflow,
-        Replan,
-        RetryRejected,
-        RetryValidation,
-        RunTools,
-        Seal,
-        next_action,
-    )
-    from planner.summary_choice import PreparationKey, needs_fresh_summary, preparation_key
-    from vocabulary.errors import ErrorType
-    from vocabulary.stages import Stage
-    from workflows import _inputs, _options, _ui
-    from workflows._approvals import Approvals
-    from workflows._budget import TimeBudget
-    from workflows._cache import CacheSteps
-    from workflows._commit import COMMIT_TURN, COMMIT_TURN_LOCAL, committing
-    from workflows._failures import (
-        admitted,
-        attempt_timed_out,
-        decision_failure,
-        discard_after,
-    )
-    from workflows._gate import AcceptanceGate
-    from workflows._hooks import StepHooks
-    from workflows._progress import TurnProgress
-    from workflows._stages import StageReporter
-    from workflows._storage_wait import waiting_out_storage
-    from workflows._success import run_success_hooks
-    from workflows._summaries import before_commit, prepare_summary, start_summary, summarisable
-    from workflows._tools import run_tools
+from contracts import stubs
+from contracts.activities import (
+    CommitTurnResult,
+    InvokeModelResult,
+    ReadRequestResult,
+)
+from contracts.generation import GenerationInput, GenerationOutcome
+from contracts.operator import GenerationStatus
+from contracts.planning import build_plan_request, can_count_authoritatively
+from planner import SealedPlan, conservative_profile
+from planner.steps import (
+    CountAuthoritatively,
+    Dispatched,
+    DispatchOutcome,
+    Fail,
+    Planning,
+    PrepareSummary,
+    RecoverOverflow,
+    Replan,
+    RetryRejected,
+    RetryValidation,
+    RunTools,
+    Seal,
+    next_action,
+)
+from planner.summary_choice import PreparationKey, needs_fresh_summary, preparation_key
+from vocabulary.errors import ErrorType
+from vocabulary.stages import Stage
+from workflows import _inputs, _options, _ui
+from workflows._approvals import Approvals
+from workflows._budget import TimeBudget
+from workflows._cache import CacheSteps
+from workflows._commit import COMMIT_TURN, COMMIT_TURN_LOCAL, committing
+from workflows._failures import (
+    admitted,
+    attempt_timed_out,
+    decision_failure,
+    discard_after,
+)
+from workflows._gate import AcceptanceGate
+from workflows._hooks import StepHooks
+from workflows._progress import TurnProgress
+from workflows._stages import StageReporter
+from workflows._storage_wait import waiting_out_storage
+from workflows._success import run_success_hooks
+from workflows._summaries import before_commit, prepare_summary, start_summary, summarisable
+from workflows._tools import run_tools
 
 
 class GenerationRun:
@@ -150,7 +148,13 @@ class GenerationRun:
             sealed = gate.receipted(
                 hooks.receipted(await self._seal(step, step_read, progress), progress)
             )
-            outcome, invoked, failure = await self._dispatch(step, step_read, sealed, progress)
+            outcome, invoked, failure = await self._dispatch(
+                step,
+                step_read,
+                sealed,
+                progress,
+                commit=_commits_with_attempt(request, gate, hooks, step_read, progress),
+            )
             if outcome == "revision-moved":
                 progress.supersede(sealed)
             action = next_action(
@@ -198,6 +202,7 @@ class GenerationRun:
                         hooks.reason = checked.reason
                         continue
                 progress.accept(sealed, invoked)
+                progress.committed = invoked.committed
                 return read, progress
             elif invoked is not None:
                 progress.accept(sealed, invoked)
@@ -328,13 +333,18 @@ class GenerationRun:
         read: ReadRequestResult,
         sealed: SealedPlan,
         progress: TurnProgress,
+        *,
+        commit: bool = False,
     ) -> tuple[DispatchOutcome, InvokeModelResult | None, ActivityError | None]:
-        """Hand the sealed plan to the provider; say what came of it."""
+        """Hand the sealed plan to the provider; say what came of it.
+
+        With `commit`, an answer that ends the turn is published by the attempt itself.
+        """
         self._stages.set(
             Stage.INVOKING, f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
         )
         await self._record(request, sealed)
-        arg = _inputs.invoke_input(request, read, sealed, progress)
+        arg = _inputs.invoke_input(request, read, sealed, progress, commit=commit)
         cached = await self._cache.look_up(self._stages, request, arg, sealed.request_id)
         if cached is not None:
             return ("revision-moved" if cached.revision_moved else "answered"), cached, None
@@ -352,6 +362,13 @@ class GenerationRun:
         except ActivityError as error:
             if _error_type(error) == ErrorType.CONTEXT_TOO_LONG:
                 return "overflow", None, error
+            if commit and not isinstance(error.cause, ApplicationError):
+                # The attempt may have published the turn before its completion was lost
+                # for good (its last try timed out): a committed turn is never reported
+                # as failed. A provider's error came before any commit.
+                published = await self._read(request, "after a failed attempt")
+                if published.existing is not None:
+                    return "answered", _published(published.existing), None
             timed_out = attempt_timed_out(request, error)
             if timed_out is not None:
                 raise timed_out from error
@@ -394,15 +411,17 @@ class GenerationRun:
         self._stages.set(Stage.COMMITTING)
         arg = _inputs.commit_input(request, read, progress, progress.steps)
         maintenance = await before_commit(self._stages, request, read, progress.maintenance)
-        if budget.set:
-            commit = lambda: workflow.execute_activity(stubs.commit_turn, arg, **COMMIT_TURN)  # noqa: E731
-        else:
-            commit = lambda: workflow.execute_local_activity(  # noqa: E731
-                stubs.commit_turn, arg, **COMMIT_TURN_LOCAL
+        committed = progress.committed  # by the accepted attempt itself
+        if committed is None:
+            if budget.set:
+                commit = lambda: workflow.execute_activity(stubs.commit_turn, arg, **COMMIT_TURN)  # noqa: E731
+            else:
+                commit = lambda: workflow.execute_local_activity(  # noqa: E731
+                    stubs.commit_turn, arg, **COMMIT_TURN_LOCAL
+                )
+            committed = await budget.awaiting_commit(
+                committing(self._stages, request, commit, local=not budget.set)
             )
-        committed = await budget.awaiting_commit(
-            committing(self._stages, request, commit, local=not budget.set)
-        )
         for need in maintenance:
             await start_summary(self._stages, request, read, need)
         # A reply the cache may reuse is written once its turn is committed, before the
@@ -417,6 +436,51 @@ class GenerationRun:
             raise late
         _ui.conclude_completed(self._stages, outcome, progress)
         return outcome
+
+
+def _commits_with_attempt(
+    request: GenerationInput,
+    gate: AcceptanceGate,
+    hooks: StepHooks,
+    read: ReadRequestResult,
+    progress: TurnProgress,
+) -> bool:
+    """Whether an attempt that answers the turn may publish it itself.
+
+    Only when nothing after the answer can change what is committed or when: no acceptance
+    gate judges the reply, no step hook runs, no time budget must be able to stop the run
+    before its commit, no transcript prefix is staged for maintenance first, and the attempt
+    has a retry left to report a commit whose completion was lost.
+    """
+    return (
+        not gate.checks_output
+        and not hooks.named
+        and request.time_budget_seconds is None
+        and (request.attempt_policy is None or request.attempt_policy.max_attempts > 1)
+        and not (read.history_source == "caller-messages" and progress.maintenance)
+    )
+
+
+def _published(existing: GenerationOutcome) -> InvokeModelResult:
+    """The attempt that published this run's turn before its completion was lost.
+
+    The read reports the stored outcome as a replay; it is this run's own commit.
+    """
+    commit = existing.thread_commit
+    outcome = existing.model_copy(
+        update={
+            "replayed": False,
+            "thread_commit": None
+            if commit is None
+            else commit.model_copy(update={"replayed": False}),
+        }
+    )
+    return InvokeModelResult(
+        usage=outcome.usage,
+        finish_reason="committed",
+        output_tokens=0,
+        committed=CommitTurnResult.whole(outcome),
+    )
 
 
 def _error_type(error: ActivityError) -> str | None:

@@ -78,9 +78,18 @@ def count_input(
 
 
 def invoke_input(
-    request: GenerationInput, read: ReadRequestResult, sealed: SealedPlan, progress: TurnProgress
+    request: GenerationInput,
+    read: ReadRequestResult,
+    sealed: SealedPlan,
+    progress: TurnProgress,
+    *,
+    commit: bool = False,
 ) -> InvokeModelInput:
-    """Send what the sealed plan chose, as this attempt."""
+    """Send what the sealed plan chose, as this attempt.
+
+    With `commit`, an answer that ends the turn is published by the attempt itself (see
+    `InvokeModelInput.commit`).
+    """
     summary = sealed.history_summary
     return InvokeModelInput(
         generation_id=request.generation_id,
@@ -103,6 +112,7 @@ def invoke_input(
         output_schema=request.output.json_schema if request.output else None,
         output_prompt_id=request.prompt_id if request.output else None,
         request_id=sealed.request_id,
+        commit=pending_commit(request, read, progress) if commit else None,
     )
 
 
@@ -155,6 +165,30 @@ def commit_input(
         message_tokens=[read.current_turn_tokens, *progress.turn_counts, steps[-1].output_tokens],
         encoding=read.encoding,
         steps=steps,
+        include_reply=request.include_reply,
+    )
+
+
+def pending_commit(
+    request: GenerationInput, read: ReadRequestResult, progress: TurnProgress
+) -> CommitTurnInput:
+    """The commit of the turn before the attempt that answers it: `commit_input` less that step.
+
+    `pending_commit(...).answered_by(step)` equals `commit_input(...)` once `progress` has
+    accepted `step`.
+    """
+    return CommitTurnInput(
+        generation_id=request.generation_id,
+        workflow_id=request.workflow_id(),
+        thread_id=request.thread_id,
+        owner=request.owner,
+        expected_head=read.head,
+        accepted_attempt=progress.attempt,
+        history_source=read.history_source,
+        turn_messages=progress.turn_messages,
+        message_tokens=[read.current_turn_tokens, *progress.turn_counts],
+        encoding=read.encoding,
+        steps=list(progress.steps),
         include_reply=request.include_reply,
     )
 

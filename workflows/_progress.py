@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from contracts.activities import InvokeModelResult
+from contracts.activities import CommitTurnResult, InvokeModelResult
 from contracts.generation import GenerationInput, StepFigures
 from planner import (
     EpochFloors,
@@ -41,6 +41,8 @@ class TurnProgress:
         """Representation of every adapted contributor of the calls sent so far."""
         self.retried = 0
         """Tries of answered calls that failed and were retried by Temporal."""
+        self.committed: CommitTurnResult | None = None
+        """The accepted attempt published the turn itself (`InvokeModelInput.commit`)."""
 
     @property
     def replans(self) -> int:

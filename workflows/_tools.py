@@ -9,21 +9,20 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from contracts import stubs
-    from contracts.activities import (
-        InvokeModelResult,
-        RunToolInput,
-        RunToolResult,
-    )
-    from contracts.generation import GenerationInput
-    from contracts.settings import ToolPolicySpec
-    from vocabulary.stages import Stage
-    from workflows import _inputs, _options
-    from workflows._approvals import Approvals
-    from workflows._progress import TurnProgress
-    from workflows._stages import StageReporter
-    from workflows._storage_wait import waiting_out_storage
+from contracts import stubs
+from contracts.activities import (
+    InvokeModelResult,
+    RunToolInput,
+    RunToolResult,
+)
+from contracts.generation import GenerationInput
+from contracts.settings import ToolPolicySpec
+from vocabulary.stages import Stage
+from workflows import _inputs, _options
+from workflows._approvals import Approvals
+from workflows._progress import TurnProgress
+from workflows._stages import StageReporter
+from workflows._storage_wait import waiting_out_storage
 
 
 async def run_tools(

@@ -9,28 +9,32 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.common import RawValue
 
-with workflow.unsafe.imports_passed_through():
-    from contracts.approvals import (
-        QUERY_PENDING_APPROVALS,
-        UPDATE_APPROVE,
-        UPDATE_DENY,
-        PendingApproval,
-    )
-    from contracts.decoding import NO_INPUT
-    from contracts.generation import GenerationOutcome
-    from contracts.operator import GenerationStatus
-    from vocabulary.errors import CruxError
-    from workflows import _search
-    from workflows._approvals import decision_of
-    from workflows._generation import GenerationRun
+from contracts.approvals import (
+    QUERY_PENDING_APPROVALS,
+    UPDATE_APPROVE,
+    UPDATE_DENY,
+    PendingApproval,
+)
+from contracts.decoding import NO_INPUT
+from contracts.generation import GenerationOutcome
+from contracts.operator import GenerationStatus
+from vocabulary.errors import CruxError
+from workflows import _search
+from workflows._approvals import decision_of
+from workflows._generation import GenerationRun
 
 # The stage attribute, kept current by the workflow (see `workflows._search`).
 STAGE = _search.STAGE
 
 
 # Domain errors raised in workflow code (an invalid budget found while planning, say) fail
-# the workflow, typed; they never fail the task, which Temporal would retry forever.
-@workflow.defn(name="ManagedGenerationWorkflow", failure_exception_types=[CruxError])
+# the workflow, typed; they never fail the task, which Temporal would retry forever. Outside
+# the SDK's sandbox, which would cost every activation and payload of every run: the code is
+# Crux's own, and the test suite replays every recorded history inside the sandbox
+# (`crux.plugin.CruxPlugin`, `sandboxed`).
+@workflow.defn(
+    name="ManagedGenerationWorkflow", failure_exception_types=[CruxError], sandboxed=False
+)
 class ManagedGenerationWorkflow:
     """One managed generation: read exact revision, plan, invoke, commit accepted turn."""
 

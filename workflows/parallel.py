@@ -24,23 +24,22 @@ from temporalio.exceptions import (
 )
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-with workflow.unsafe.imports_passed_through():
-    from contracts.decoding import NO_INPUT, decode_input
-    from contracts.failures import application_error, typed_cause
-    from contracts.generation import CompositionSpec, GenerationOutcome
-    from contracts.parallel import (
-        MemberFailure,
-        MemberOutcome,
-        ParallelInput,
-        ParallelMember,
-        ParallelOutcome,
-    )
-    from contracts.ui import generation_details, generation_summary
-    from vocabulary.details import decode_details
-    from vocabulary.errors import ConfigurationError, CruxError, ErrorType
-    from vocabulary.ids import member_workflow_id, parallel_workflow_id
-    from vocabulary.stages import Stage
-    from workflows import _ui
+from contracts.decoding import NO_INPUT, decode_input
+from contracts.failures import application_error, typed_cause
+from contracts.generation import CompositionSpec, GenerationOutcome
+from contracts.parallel import (
+    MemberFailure,
+    MemberOutcome,
+    ParallelInput,
+    ParallelMember,
+    ParallelOutcome,
+)
+from contracts.ui import generation_details, generation_summary
+from vocabulary.details import decode_details
+from vocabulary.errors import ConfigurationError, CruxError, ErrorType
+from vocabulary.ids import member_workflow_id, parallel_workflow_id
+from vocabulary.stages import Stage
+from workflows import _ui
 
 PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
 """The registered name of the parallel workflow."""
@@ -48,7 +47,8 @@ PARALLEL_WORKFLOW = "ParallelGenerationWorkflow"
 GENERATION_WORKFLOW = "ManagedGenerationWorkflow"
 
 
-@workflow.defn(name=PARALLEL_WORKFLOW, failure_exception_types=[CruxError])
+# Outside the SDK's sandbox, as `ManagedGenerationWorkflow` (see there).
+@workflow.defn(name=PARALLEL_WORKFLOW, failure_exception_types=[CruxError], sandboxed=False)
 class ParallelGenerationWorkflow:
     """Run every member as a child generation and report each one's outcome or failure."""
 

@@ -13,27 +13,24 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
-with workflow.unsafe.imports_passed_through():
-    # Passed through: pydantic models only, deterministic at import.
-    from contracts import stubs
-    from contracts.activities import (
-        PrepareSummaryInput,
-        PrepareSummaryResult,
-    )
-    from contracts.decoding import NO_INPUT, decode_input
-    from contracts.failures import application_error
-    from contracts.generation import DEFAULT_STORAGE_WAIT_SECONDS
-    from vocabulary.errors import (
-        ConfigurationError,
-        CruxError,
-        ErrorType,
-        StorageUnavailableError,
-    )
-    from vocabulary.ids import summary_key
-    from vocabulary.stages import Stage
-    from workflows import _options, _search, _ui
-    from workflows._storage_wait import INITIAL_BACKOFF, MAX_BACKOFF
-
+from contracts import stubs
+from contracts.activities import (
+    PrepareSummaryInput,
+    PrepareSummaryResult,
+)
+from contracts.decoding import NO_INPUT, decode_input
+from contracts.failures import application_error
+from contracts.generation import DEFAULT_STORAGE_WAIT_SECONDS
+from vocabulary.errors import (
+    ConfigurationError,
+    CruxError,
+    ErrorType,
+    StorageUnavailableError,
+)
+from vocabulary.ids import summary_key
+from vocabulary.stages import Stage
+from workflows import _options, _search, _ui
+from workflows._storage_wait import INITIAL_BACKOFF, MAX_BACKOFF
 
 SUMMARY_WORKFLOW = "SummaryWorkflow"
 """Workflow type name (children are started by name: the run takes a raw payload)."""
@@ -53,7 +50,8 @@ def summary_workflow_id(request: PrepareSummaryInput) -> str:
     )
 
 
-@workflow.defn(name=SUMMARY_WORKFLOW, failure_exception_types=[CruxError])
+# Outside the SDK's sandbox, as `ManagedGenerationWorkflow` (see there).
+@workflow.defn(name=SUMMARY_WORKFLOW, failure_exception_types=[CruxError], sandboxed=False)
 class SummaryWorkflow:
     """Prepare (or find) the summary of a Thread prefix; text stays in PostgreSQL."""
 

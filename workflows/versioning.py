@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from temporalio.common import VersioningBehavior
 
-COMMAND_VERSION = 2
+COMMAND_VERSION = 3
 """Bumped by every change to the workflows' command sequence (see the module docstring)."""
 
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED

@@ -9,13 +9,20 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 
-from contracts.activities import CommitTurnInput, CommitTurnResult, ReadRequestResult
-from contracts.generation import GenerationOutcome, StepFigures, Usage
+from contracts.activities import (
+    CommitTurnInput,
+    CommitTurnResult,
+    InvokeModelResult,
+    ReadRequestResult,
+)
+from contracts.generation import GenerationInput, GenerationOutcome, StepFigures, Usage
 from planner import HistoryAggregate, HistoryColumns, HistoryItem, PlanRequest, plan
 from planner.history import scan_history
 from tests.planner.helpers import request
 from tests.planner.test_properties import transcripts
 from vocabulary.commits import ThreadCommit
+from workflows._inputs import commit_input, pending_commit
+from workflows._progress import TurnProgress
 
 
 @given(transcripts())
@@ -140,3 +147,54 @@ def test_a_commit_result_recorded_whole_is_read_as_it_was() -> None:
     recorded = json.dumps({"result": outcome.model_dump(mode="json")})
     decoded = CommitTurnResult.model_validate_json(recorded)
     assert decoded.outcome(_commit_input(generation_id="elsewhere")) == outcome
+
+
+def test_a_whole_commit_result_stands_for_its_outcome_whatever_the_input() -> None:
+    outcome = _outcome(replayed=False, reply="the answer")
+    result = CommitTurnResult.whole(outcome)
+    decoded = CommitTurnResult.model_validate_json(result.model_dump_json())
+    assert decoded.outcome(_commit_input(generation_id="elsewhere", steps=[])) == outcome
+
+
+def test_the_pending_commit_completed_by_its_answer_is_the_workflows_commit() -> None:
+    """What an attempt commits itself is exactly what the workflow would have committed."""
+    request = GenerationInput.model_validate(
+        {"generation_id": "g1", "thread_id": "t1", "model": "openai:gpt-4o", "input": "hi"}
+    )
+    read = ReadRequestResult(
+        head="gen:g0:assistant", history_source="thread", current_turn_tokens=7, encoding="o200k"
+    )
+    progress = TurnProgress()
+    progress.steps.append(
+        StepFigures(attempt=1, request_id="r1", usage=Usage(input_tokens=5), finish_reason="x")
+    )
+    progress.add_turn_message(12)
+    progress.attempt = 2
+    pending = pending_commit(request, read, progress)
+    answer = StepFigures(
+        attempt=2,
+        request_id="r2",
+        usage=Usage(input_tokens=9, output_tokens=4),
+        finish_reason="stop",
+        output_tokens=4,
+    )
+    progress.steps.append(answer)
+    assert pending.answered_by(answer) == commit_input(request, read, progress, progress.steps)
+
+
+@pytest.mark.parametrize(
+    ("changes", "ends"),
+    [
+        ({}, True),
+        ({"tool_call_ids": ["c1"]}, False),
+        ({"defects": ["$.x: missing"]}, False),
+        ({"revision_moved": True}, False),
+    ],
+)
+def test_only_a_clean_answer_without_tool_calls_ends_the_turn(
+    changes: dict[str, object], ends: bool
+) -> None:
+    invoked = InvokeModelResult.model_validate(
+        {"usage": {}, "finish_reason": "stop", "output_tokens": 1, **changes}
+    )
+    assert invoked.ends_the_turn is ends

@@ -6,8 +6,10 @@ from collections import Counter
 
 import asyncpg
 import pytest
+from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import activity_name, implements
 from contracts import stubs
@@ -46,3 +48,22 @@ def test_an_implementation_with_other_types_is_refused_at_import() -> None:
 async def test_a_stub_reached_without_the_plugin_names_the_remedy() -> None:
     with pytest.raises(NotImplementedError, match="Crux plugin"):
         await stubs.discard_generation(DiscardGenerationInput(generation_id="g"))
+
+
+async def test_the_workflows_run_outside_the_sandbox_unless_the_plugin_is_asked(
+    client: Client,
+) -> None:
+    """Crux's workflows opt out of the sandbox; `sandboxed=True` runs them inside it."""
+    assert all(not workflow._Definition.must_from_class(w).sandboxed for w in WORKFLOWS)
+    plain = Worker(client, task_queue="crux-plugin-unsandboxed", plugins=[CruxPlugin()])
+    runner = plain.config(active_config=True).get("unsandboxed_workflow_runner")
+    assert isinstance(runner, UnsandboxedWorkflowRunner)
+    # The user's own runner for sandboxed workflows is left as it was.
+    assert isinstance(
+        plain.config(active_config=True).get("workflow_runner"), SandboxedWorkflowRunner
+    )
+    guarded = Worker(
+        client, task_queue="crux-plugin-sandboxed", plugins=[CruxPlugin(sandboxed=True)]
+    )
+    runner = guarded.config(active_config=True).get("unsandboxed_workflow_runner")
+    assert isinstance(runner, SandboxedWorkflowRunner)

@@ -1,4 +1,5 @@
-"""A plain turn costs two workflow tasks: local read, plan record and commit; one provider call."""
+"""A plain turn costs two workflow tasks: local read and plan record; one provider call that
+publishes the turn it answers."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and event.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
-    assert len(local) == 3  # the read, the record of the sealed plan, the commit
+    # The read and the record of the sealed plan; the provider attempt published the turn.
+    assert len(local) == 2
     stages: list[str] = []
     for event in events:
         if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
@@ -52,7 +54,7 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         upserted = event.upsert_workflow_search_attributes_event_attributes.search_attributes
         if "CruxStage" in upserted.indexed_fields:
             stages.append(json.loads(upserted.indexed_fields["CruxStage"].data))
-    # Published before each wait on the server and at the end, once per change (the read,
-    # the record and the commit are local activities within a workflow task); the first
-    # carries the run's identity too.
+    # Published before each wait on the server and at the end, once per change (the read and
+    # the record are local activities within a workflow task); the first carries the run's
+    # identity too.
     assert stages == ["invoking", "completed"]

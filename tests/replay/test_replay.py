@@ -43,15 +43,18 @@ def _recorded() -> list[Path]:
     return sorted(current_histories().glob("*.json"))
 
 
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["as-deployed", "in-sandbox"])
 @pytest.mark.parametrize("path", _recorded(), ids=lambda p: p.stem)
-async def test_recorded_history_replays(path: Path) -> None:
+async def test_recorded_history_replays(path: Path, sandboxed: bool) -> None:
     text = path.read_text(encoding="utf-8")
     # The run's own workflow id: a generation refuses to run under another one.
     started = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"]
     history = WorkflowHistory.from_json(started.get("workflowId", path.stem), text)
-    # The plugin brings the workflows, the converter, the sandbox, the failure types and the
-    # interceptors, as on a worker: nothing is listed here by hand.
-    replayer = Replayer(workflows=[], plugins=[CruxPlugin()])
+    # The plugin brings the workflows, the converter, the failure types and the interceptors,
+    # as on a worker: nothing is listed here by hand. The workflows run outside the SDK's
+    # sandbox on a worker; replayed inside it too, any non-deterministic call they made (the
+    # clock, randomness, I/O) on a recorded path would fail the replay.
+    replayer = Replayer(workflows=[], plugins=[CruxPlugin(sandboxed=sandboxed)])
     await replayer.replay_workflow(history)
 
 
