@@ -77,7 +77,8 @@ BENCHMARKS = (
         "bench_cache.py",
         "Response cache: a hit next to a miss",
         "a turn without a cache on the same worker and dev server, interleaved round by round; "
-        "a hit against a miss of the same round",
+        "a hit against a miss of the same round, with the offline provider (the cache's own "
+        "cost) and with a loopback model server answering after 250 ms",
         ("10",),
     ),
     Benchmark(
