@@ -163,13 +163,7 @@ class TurnCommitter:
         existing = await self._generations.find_result(scoped_key(attempt))
         if existing is None:
             return None
-        outcome = await self._outcome(attempt.commit, existing)
-        return InvokeModelResult(
-            usage=outcome.usage,
-            finish_reason="committed",
-            output_tokens=0,
-            committed=CommitTurnResult.whole(outcome),
-        )
+        return InvokeModelResult.published(await self._outcome(attempt.commit, existing))
 
     async def _outcome(
         self, request: CommitTurnInput, stored: GenerationResult

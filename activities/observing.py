@@ -280,15 +280,14 @@ class _ObservingActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         arg = input.args[0]
         result = await _observing(step, arg, lambda: self.next.execute_activity(input))
-        if isinstance(arg, InvokeModelInput) and isinstance(result, InvokeModelResult):
-            committed = result.committed
-            commit = arg.answered_commit(result) if committed is not None else None
-            if commit is not None and committed is not None:
-                # The attempt published its turn itself: the commit gets its span and
-                # metrics as a commit activity would (the time it took is the attempt's).
-                await _observing(
-                    _STEPS[ACTIVITY_COMMIT_TURN], commit, partial(_returning, committed)
-                )
+        committed = result.committed if isinstance(result, InvokeModelResult) else None
+        if isinstance(arg, InvokeModelInput) and committed is not None:
+            # The attempt published its turn itself: the commit gets its span and metrics
+            # as a commit activity would (the time it took is the attempt's).
+            commit = arg.answered_commit(result)
+            if commit is not None:
+                step = _STEPS[ACTIVITY_COMMIT_TURN]
+                await _observing(step, commit, partial(_returning, committed))
         return result
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import asyncpg
 
 from crux.stack import EmbeddedPostgres, start_postgres_sync
+from vocabulary.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,6 +80,19 @@ async def bench_database() -> BenchDatabase:
         server = start_postgres_sync(Path(tempfile.mkdtemp(prefix="crux-bench-")) / "pgdata")
         base_url = server.url
     return BenchDatabase(url=await new_bench_database(base_url), server=server)
+
+
+def loopback_settings(database_url: str, task_queue: str, base_url: str) -> Settings:
+    """A benchmark worker's settings, its OpenAI provider the loopback server at `base_url`."""
+    return Settings.model_validate(
+        {
+            "database_url": database_url,
+            "task_queue": task_queue,
+            "log_level": "error",
+            "openai_base_url": base_url,
+            "openai_api_key": "sk-bench-not-a-secret",
+        }
+    )
 
 
 def p50(values: list[float]) -> float:

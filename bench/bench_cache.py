@@ -35,7 +35,7 @@ from temporalio.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._figures import bench_database, compile_bytecode, p50, p99
+from bench._figures import bench_database, compile_bytecode, loopback_settings, p50, p99
 from crux import cache
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
@@ -81,15 +81,7 @@ async def main(rounds: int) -> None:
         return TextReply(text=REPLY, delay_seconds=THINK_SECONDS)
 
     async with LoopbackOpenAIServer(responder=respond) as loopback:
-        settings = Settings.model_validate(
-            {
-                "database_url": url,
-                "task_queue": "bench-cache",
-                "log_level": "error",
-                "openai_base_url": loopback.base_url,
-                "openai_api_key": "sk-bench-not-a-secret",
-            }
-        )
+        settings = loopback_settings(url, "bench-cache", loopback.base_url)
         offline = await _rounds(env.client, pool, settings, OFFLINE_MODEL, "offline", rounds)
         remote = await _rounds(env.client, pool, settings, LOOPBACK_MODEL, "loopback", rounds)
 

@@ -29,7 +29,7 @@ import uuid
 import httpx
 
 import crux
-from bench._figures import bench_database, p50, p99
+from bench._figures import bench_database, loopback_settings, p50, p99
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from crux.stack import start_temporal
@@ -37,7 +37,6 @@ from providers import ChatRequest, OpenAIChatProvider, TextDelta
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest, TextReply
 from storage import create_pool, migrate
 from vocabulary.messages import Message
-from vocabulary.settings import Settings
 
 THINK_TIMES = (0.0, 0.25)
 """The provider's time to first byte, in seconds, for each table row."""
@@ -111,15 +110,7 @@ async def main(calls: int) -> None:
 
     rows: list[tuple[float, dict[str, list[float]]]] = []
     async with LoopbackOpenAIServer(responder=respond) as loopback:
-        settings = Settings.model_validate(
-            {
-                "database_url": url,
-                "task_queue": "bench-stream",
-                "log_level": "error",
-                "openai_base_url": loopback.base_url,
-                "openai_api_key": "sk-bench-not-a-secret",
-            }
-        )
+        settings = loopback_settings(url, "bench-stream", loopback.base_url)
         async with (
             worker_resources(settings, pool=pool) as activities,
             httpx.AsyncClient(timeout=30) as http,

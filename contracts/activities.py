@@ -216,6 +216,16 @@ class InvokeModelResult(CompactWireModel):
     """The turn this attempt answered was published by the attempt itself
     (`InvokeModelInput.commit`); `None` when the workflow still commits it."""
 
+    @classmethod
+    def published(cls, outcome: GenerationOutcome) -> InvokeModelResult:
+        """An attempt standing for the commit an earlier execution of it made (`outcome`)."""
+        return cls(
+            usage=outcome.usage,
+            finish_reason="committed",
+            output_tokens=0,
+            committed=CommitTurnResult.whole(outcome),
+        )
+
     @property
     def ends_the_turn(self) -> bool:
         """A staged answer with no tool call and no defect: nothing but a commit remains."""

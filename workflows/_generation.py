@@ -21,11 +21,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from contracts import stubs
-from contracts.activities import (
-    CommitTurnResult,
-    InvokeModelResult,
-    ReadRequestResult,
-)
+from contracts.activities import InvokeModelResult, ReadRequestResult
 from contracts.generation import GenerationInput, GenerationOutcome
 from contracts.operator import GenerationStatus
 from contracts.planning import build_plan_request, can_count_authoritatively
@@ -475,12 +471,7 @@ def _published(existing: GenerationOutcome) -> InvokeModelResult:
             else commit.model_copy(update={"replayed": False}),
         }
     )
-    return InvokeModelResult(
-        usage=outcome.usage,
-        finish_reason="committed",
-        output_tokens=0,
-        committed=CommitTurnResult.whole(outcome),
-    )
+    return InvokeModelResult.published(outcome)
 
 
 def _error_type(error: ActivityError) -> str | None:

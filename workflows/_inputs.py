@@ -150,22 +150,15 @@ def commit_input(
 ) -> CommitTurnInput:
     """Publish the accepted turn after the head the read observed.
 
-    Steps name their receipts by request id: each was recorded before its attempt.
+    Steps name their receipts by request id: each was recorded before its attempt. The last
+    one is the answer's: its content tokens follow the turn's other messages.
     """
-    return CommitTurnInput(
-        generation_id=request.generation_id,
-        # A composition member runs under its parent's id, not the generation's own.
-        workflow_id=request.workflow_id(),
-        thread_id=request.thread_id,
-        owner=request.owner,
-        expected_head=read.head,
-        accepted_attempt=progress.attempt,
-        history_source=read.history_source,
-        turn_messages=progress.turn_messages,
-        message_tokens=[read.current_turn_tokens, *progress.turn_counts, steps[-1].output_tokens],
-        encoding=read.encoding,
-        steps=steps,
-        include_reply=request.include_reply,
+    pending = pending_commit(request, read, progress)
+    return pending.model_copy(
+        update={
+            "steps": steps,
+            "message_tokens": [*pending.message_tokens, steps[-1].output_tokens],
+        }
     )
 
 
@@ -179,6 +172,7 @@ def pending_commit(
     """
     return CommitTurnInput(
         generation_id=request.generation_id,
+        # A composition member runs under its parent's id, not the generation's own.
         workflow_id=request.workflow_id(),
         thread_id=request.thread_id,
         owner=request.owner,
