@@ -73,6 +73,7 @@ from contracts.cache_activities import (
     WriteCacheResult,
 )
 from contracts.hooks import PrepareStepInput, PrepareStepResult
+from contracts.planning import first_plan, plan_digest
 from planner import ModelCatalog
 from storage import CacheStore, GenerationStore, ReceiptStore, SummaryStore, ThreadStore
 from vocabulary.ids import assistant_message_id
@@ -177,7 +178,18 @@ class GenerationActivities:
         if request.include_reply:
             # Before anything is staged or sent: the reply would reach history in clear.
             check_reply_encrypted()
-        return await uninterrupted(self._reader.read(request))
+        read = await uninterrupted(self._reader.read(request))
+        ahead = request.plan_ahead
+        if ahead is None or read.existing is not None:
+            return read
+        # The first plan sealed and recorded here saves the workflow a local activity (and
+        # a workflow task activation) before its first provider call.
+        sealed = first_plan(ahead.generation, read, ahead.request_id)
+        if sealed is None:
+            return read
+        recorded = RecordPlanInput.of(ahead.generation, sealed)
+        await uninterrupted(self._record(recorded))
+        return read.with_recorded(recorded, plan_digest(sealed))
 
     @implements(stubs.invoke_model)
     @maps_errors
@@ -248,14 +260,16 @@ class GenerationActivities:
         sent (the Thread moved first) or that the provider rejects, so every request id a
         receipt or error names can be inspected.
         """
-        await uninterrupted(
-            self._receipts.record(
-                request.receipt.id,
-                generation_key=scoped_key(request),
-                thread_id=request.thread_id,
-                receipt=request.receipt.model_dump(mode="json"),
-                inspection=request.inspection.model_dump(mode="json"),
-            )
+        await uninterrupted(self._record(request))
+
+    async def _record(self, request: RecordPlanInput) -> None:
+        await self._receipts.record(
+            request.receipt.id,
+            generation_key=scoped_key(request),
+            thread_id=request.thread_id,
+            receipt=request.receipt.model_dump(mode="json"),
+            inspection=request.inspection.model_dump(mode="json"),
+            replace=request.replace,
         )
 
     @implements(stubs.resolve_history_ids)

@@ -1,11 +1,12 @@
 """Spans and metrics of the Crux activities, added by a worker interceptor.
 
 One interceptor sees every activity the worker runs (local ones too: the read, the plan record
-and the commit; a commit the provider attempt ran itself is observed from the attempt's
-result), so the activity code stays free of telemetry. Each known activity gets a span
-(`crux.plan`, `chat <model>`, `execute_tool`, `crux.commit`, ...) with GenAI semantic-convention
-attributes read from its typed input and result, and its metrics. Inputs and results are
-content-free by contract; the attributes take only ids, names, sizes and decisions from them.
+and the commit), so the activity code stays free of telemetry; a plan the read recorded ahead
+is observed from the read's result, a commit the provider attempt ran itself from the
+attempt's. Each known activity gets a span (`crux.plan`, `chat <model>`, `execute_tool`,
+`crux.commit`, ...) with GenAI semantic-convention attributes read from its typed input and
+result, and its metrics. Inputs and results are content-free by contract; the attributes take
+only ids, names, sizes and decisions from them.
 
 Installed by the worker only when telemetry is configured (`telemetry.setup`), so a worker
 without it pays nothing.
@@ -280,15 +281,31 @@ class _ObservingActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         arg = input.args[0]
         result = await _observing(step, arg, lambda: self.next.execute_activity(input))
-        committed = result.committed if isinstance(result, InvokeModelResult) else None
-        if isinstance(arg, InvokeModelInput) and committed is not None:
-            # The attempt published its turn itself: the commit gets its span and metrics
-            # as a commit activity would (the time it took is the attempt's).
-            commit = arg.answered_commit(result)
-            if commit is not None:
-                step = _STEPS[ACTIVITY_COMMIT_TURN]
-                await _observing(step, commit, partial(_returning, committed))
+        if isinstance(result, ReadRequestResult):
+            await _observe_plan_ahead(result)
+        elif isinstance(arg, InvokeModelInput) and isinstance(result, InvokeModelResult):
+            await _observe_commit_in_attempt(arg, result)
         return result
+
+
+async def _observe_plan_ahead(read: ReadRequestResult) -> None:
+    """The span and metrics of a first plan the read recorded ahead, as a record's would be.
+
+    The time it took is the read's.
+    """
+    if read.recorded is not None:
+        await _observing(_STEPS[ACTIVITY_RECORD_PLAN], read.recorded, partial(_returning, None))
+
+
+async def _observe_commit_in_attempt(arg: InvokeModelInput, result: InvokeModelResult) -> None:
+    """The span and metrics of a commit the attempt ran itself, as a commit activity's would be.
+
+    The time it took is the attempt's.
+    """
+    committed = result.committed
+    commit = arg.answered_commit(result) if committed is not None else None
+    if commit is not None:
+        await _observing(_STEPS[ACTIVITY_COMMIT_TURN], commit, partial(_returning, committed))
 
 
 async def _observing(step: _Step, arg: Any, run: Callable[[], Awaitable[Any]]) -> Any:

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, JsonValue, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    field_serializer,
+    model_validator,
+)
 
 from contracts._compact import CompactWireModel
 from contracts.generation import (
+    GenerationInput,
     GenerationOutcome,
     HistorySpec,
     InputBudgetSpec,
@@ -23,6 +31,7 @@ from planner import (
     ModelProfile,
     RequestInspection,
     RequestReceipt,
+    SealedPlan,
 )
 from vocabulary.commits import WireModel
 from vocabulary.ids import assistant_message_id
@@ -34,6 +43,23 @@ class SelectedSource(CompactWireModel):
 
     id: str
     placement: Literal["system", "message"] = "system"
+
+
+class PlanAhead(CompactWireModel):
+    """Plan the generation's first provider call right after the read, and record it.
+
+    The read is a local activity, so neither this input nor the recorded evidence enters
+    history. The workflow plans the same call from the read's result with the same request
+    id; when its plan's digest equals `ReadRequestResult.planned`, the receipt is already
+    stored and the workflow skips its own record.
+
+    Attributes:
+        request_id: The id the workflow gives its first plan.
+        generation: The generation input the plan is made for.
+    """
+
+    request_id: str
+    generation: GenerationInput
 
 
 class ReadRequestInput(CompactWireModel):
@@ -73,6 +99,8 @@ class ReadRequestInput(CompactWireModel):
     use: a step hook may plan a step under another model or budget (managed history's
     default suffix is a share of the budget), and a tool round grows the turn of later
     steps."""
+    plan_ahead: PlanAhead | None = None
+    """Plan the first call on the result and record its receipt (see `PlanAhead`)."""
 
 
 class ReadRequestResult(CompactWireModel):
@@ -121,6 +149,22 @@ class ReadRequestResult(CompactWireModel):
     profile: ModelProfile | None = None
     """The worker catalog's profile of the model: the workflow plans with it (custom
     profiles included), never with a module-global default."""
+    planned: str | None = None
+    """With `ReadRequestInput.plan_ahead`: the digest (`plan_digest`) of the first plan the
+    read sealed and recorded; `None` when it recorded none."""
+    _recorded: RecordPlanInput | None = PrivateAttr(default=None)
+    """What the read recorded, for the worker's telemetry only (never serialised)."""
+
+    def with_recorded(self, recorded: RecordPlanInput, digest: str) -> ReadRequestResult:
+        """This result, saying the read recorded `recorded` (whose plan has `digest`)."""
+        result = self.model_copy(update={"planned": digest})
+        result._recorded = recorded
+        return result
+
+    @property
+    def recorded(self) -> RecordPlanInput | None:
+        """The plan evidence this read recorded in this process (never sent over the wire)."""
+        return self._recorded
 
     @field_serializer("history", "older_history", "summary", when_used="json")
     def _history_stated(self, value: BaseModel | None) -> dict[str, Any] | None:
@@ -360,12 +404,29 @@ class RecordPlanInput(CompactWireModel):
         thread_id: Its Thread (`None` ad hoc), so deleting the Thread removes the receipt.
         receipt: The sealed plan's receipt.
         inspection: The sealed plan's inspection.
+        replace: Overwrite a record under the same request id (see the field).
     """
 
     generation_id: str
     thread_id: str | None = None
     receipt: RequestReceipt
     inspection: RequestInspection
+    replace: bool = False
+    """Overwrite a record under the same request id: the read recorded a plan ahead that
+    differs from the workflow's (no attempt was sent with it)."""
+
+    @classmethod
+    def of(
+        cls, request: GenerationInput, sealed: SealedPlan, *, replace: bool = False
+    ) -> RecordPlanInput:
+        """The record of `sealed`, a plan of the generation `request`."""
+        return cls(
+            generation_id=request.generation_id,
+            thread_id=request.thread_id,
+            receipt=sealed.receipt,
+            inspection=sealed.inspection,
+            replace=replace,
+        )
 
 
 class CommitTurnInput(CompactWireModel):

@@ -9,6 +9,7 @@ sit above the planner.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from contracts.activities import ReadRequestResult, SelectedSource
@@ -26,6 +27,7 @@ from planner import (
     SealedPlan,
     conservative_profile,
     derive_budget,
+    plan,
     with_source_tokens,
 )
 from planner.contributors import full_sources, sources
@@ -173,3 +175,41 @@ def can_count_authoritatively(request: GenerationInput, read: ReadRequestResult)
         and read.older_history.count == 0
         and read.history_source != "caller-messages"
     )
+
+
+def planning_profile(request: GenerationInput, read: ReadRequestResult) -> ModelProfile:
+    """The profile a generation plans with: the worker catalog's, as the reader resolved it."""
+    return read.profile or conservative_profile(request.model)
+
+
+def first_plan(
+    request: GenerationInput, read: ReadRequestResult, request_id: str
+) -> SealedPlan | None:
+    """The generation's first plan over `read`, as the workflow seals it, if it seals at once.
+
+    `None` when planning first asks for something else (a summary, an authoritative count)
+    or fails: the workflow then carries that out, or reports the failure, and records its
+    plan itself.
+    """
+    plan_request = build_plan_request(
+        request_id=request_id,
+        request=request,
+        read=read,
+        profile=planning_profile(request, read),
+        ceiling=None,
+        previous_request_id=None,
+    )
+    try:
+        return plan(plan_request)
+    except Exception:
+        # Planning ahead only saves the workflow a step: whatever stops it here, the
+        # workflow's own planning meets again and handles.
+        return None
+
+
+def plan_digest(sealed: SealedPlan) -> str:
+    """A digest of what recording `sealed` stores: its receipt and its inspection."""
+    digest = hashlib.sha256(sealed.receipt.model_dump_json().encode())
+    digest.update(b"\n")
+    digest.update(sealed.inspection.model_dump_json().encode())
+    return digest.hexdigest()[:32]

@@ -27,6 +27,14 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (request_id) DO NOTHING
 """
 
+# A plan recorded ahead (by the read) that the workflow's own plan replaces: no attempt was
+# sent under it yet, so nothing else was written to the row.
+_REPLACE = """
+INSERT INTO crux_request_receipts (request_id, generation_id, thread_id, receipt, inspection)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (request_id) DO UPDATE SET receipt = EXCLUDED.receipt, inspection = EXCLUDED.inspection
+"""
+
 # Monotone: a retry count only grows, whichever try of the call writes last.
 _RECORD_RETRIES = """
 UPDATE crux_request_receipts
@@ -80,6 +88,7 @@ class ReceiptStore:
         thread_id: str | None,
         receipt: dict[str, Any],
         inspection: dict[str, Any] | None,
+        replace: bool = False,
     ) -> None:
         """Record a receipt once; a repeated call leaves the first row unchanged.
 
@@ -89,9 +98,16 @@ class ReceiptStore:
             thread_id: The Thread, so deleting it removes the receipt too.
             receipt: The receipt JSON.
             inspection: The inspection JSON.
+            replace: Overwrite the row instead (a plan recorded ahead that the workflow's
+                own plan replaced before any attempt was sent under it).
         """
         await self._pool.execute(
-            _RECORD, request_id, generation_key, thread_id, receipt, inspection
+            _REPLACE if replace else _RECORD,
+            request_id,
+            generation_key,
+            thread_id,
+            receipt,
+            inspection,
         )
 
     @storage_errors()

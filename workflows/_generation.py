@@ -21,11 +21,16 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from contracts import stubs
-from contracts.activities import InvokeModelResult, ReadRequestResult
+from contracts.activities import InvokeModelResult, PlanAhead, ReadRequestResult
 from contracts.generation import GenerationInput, GenerationOutcome
 from contracts.operator import GenerationStatus
-from contracts.planning import build_plan_request, can_count_authoritatively
-from planner import SealedPlan, conservative_profile
+from contracts.planning import (
+    build_plan_request,
+    can_count_authoritatively,
+    plan_digest,
+    planning_profile,
+)
+from planner import SealedPlan
 from planner.steps import (
     CountAuthoritatively,
     Dispatched,
@@ -75,6 +80,10 @@ class GenerationRun:
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
         self._cache = CacheSteps()
+        # The request id of the first plan when the read plans it ahead (see `_ahead`), and
+        # whether the first plan is still to be made under it.
+        self._ahead_id: str | None = None
+        self._ahead_pending = False
 
     def describe(self) -> GenerationStatus:
         """The run's content-free status: stage, details, attempt, ids, model, wait."""
@@ -129,11 +138,11 @@ class GenerationRun:
         Returns the read the accepted turn commits after (its `existing` set when the
         generation was committed before) and the provider loop's record.
         """
-        read = await self._read(request)
+        hooks = StepHooks(request)
+        read = await self._read(request, plan_ahead=self._ahead(request, gate, hooks))
         if read.existing is None and gate.checks_input:
             read = await gate.check_input(self._stages, request, read)
         progress = self._progress = TurnProgress()
-        hooks = StepHooks(request)
         if hooks.named and read.existing is None:
             await hooks.prepare_invocation(self._stages)
         while read.existing is None:
@@ -215,12 +224,30 @@ class GenerationRun:
                 hooks.reason = "tool-round"
         return read, progress
 
+    def _ahead(
+        self, request: GenerationInput, gate: AcceptanceGate, hooks: StepHooks
+    ) -> PlanAhead | None:
+        """Let the read seal and record the first plan, when nothing between them shapes it.
+
+        Input safety and step hooks run between the read and the first plan, and an agent
+        is named on its receipt: their runs record their plans themselves.
+        """
+        if gate.checks_input or hooks.named or request.agent_id is not None:
+            return None
+        self._ahead_id = f"request_{workflow.uuid4().hex}"
+        self._ahead_pending = True
+        return PlanAhead(request_id=self._ahead_id, generation=request)
+
     async def _read(
-        self, request: GenerationInput, details: str | None = None
+        self,
+        request: GenerationInput,
+        details: str | None = None,
+        *,
+        plan_ahead: PlanAhead | None = None,
     ) -> ReadRequestResult:
         """Read the current revision, a local activity (waiting out a storage outage)."""
         self._stages.set(Stage.READING, details)
-        arg = _inputs.read_input(request)
+        arg = _inputs.read_input(request, plan_ahead)
         return await waiting_out_storage(
             self._stages,
             request,
@@ -277,12 +304,18 @@ class GenerationRun:
         """The planning state of the next call."""
         if progress.summary is not None:
             read = read.model_copy(update={"summary": progress.summary})
+        if self._ahead_pending and self._ahead_id is not None:
+            # The first plan: under the id the read planned it ahead with.
+            self._ahead_pending = False
+            request_id = self._ahead_id
+        else:
+            request_id = f"request_{workflow.uuid4().hex}"
         plan_request = build_plan_request(
-            request_id=f"request_{workflow.uuid4().hex}",
+            request_id=request_id,
             request=request,
             read=read,
             # The worker's catalog (custom profiles included), as the reader resolved it.
-            profile=read.profile or conservative_profile(request.model),
+            profile=planning_profile(request, read),
             ceiling=progress.ceiling,
             previous_request_id=progress.previous_request_id,
             epoch=progress.epoch,
@@ -339,7 +372,7 @@ class GenerationRun:
         self._stages.set(
             Stage.INVOKING, f"attempt {progress.attempt}: {sealed.input_tokens} input tokens"
         )
-        await self._record(request, sealed)
+        await self._record(request, read, sealed)
         arg = _inputs.invoke_input(request, read, sealed, progress, commit=commit)
         cached = await self._cache.look_up(self._stages, request, arg, sealed.request_id)
         if cached is not None:
@@ -373,14 +406,22 @@ class GenerationRun:
             return "revision-moved", invoked, None
         return ("invalid-output" if invoked.defects else "answered"), invoked, None
 
-    async def _record(self, request: GenerationInput, sealed: SealedPlan) -> None:
+    async def _record(
+        self, request: GenerationInput, read: ReadRequestResult, sealed: SealedPlan
+    ) -> None:
         """Store the plan's receipt and inspection before its attempt.
 
         A local activity, so the evidence enters PostgreSQL and never history; every later
         payload names it by request id. Plans that are then superseded or rejected by the
-        provider stay inspectable too.
+        provider stay inspectable too. The read recorded the first plan already when it
+        planned the same one ahead (equal digests).
         """
-        arg = _inputs.record_input(request, sealed)
+        ahead = read.planned is not None and sealed.request_id == self._ahead_id
+        if ahead and plan_digest(sealed) == read.planned:
+            return
+        # A plan recorded ahead that differs from this one is replaced: nothing was sent
+        # under its request id yet.
+        arg = _inputs.record_input(request, sealed, replace=ahead)
         await waiting_out_storage(
             self._stages,
             request,

@@ -11,6 +11,7 @@ from contracts.activities import (
     CommitTurnInput,
     CountRequestInput,
     InvokeModelInput,
+    PlanAhead,
     ReadRequestInput,
     ReadRequestResult,
     RecordPlanInput,
@@ -23,8 +24,11 @@ from planner import SealedPlan, source_ids
 from workflows._progress import TurnProgress
 
 
-def read_input(request: GenerationInput) -> ReadRequestInput:
-    """Read the current revision and size everything the plan needs."""
+def read_input(request: GenerationInput, plan_ahead: PlanAhead | None = None) -> ReadRequestInput:
+    """Read the current revision and size everything the plan needs.
+
+    With `plan_ahead`, the read also seals and records the first plan (see `PlanAhead`).
+    """
     return ReadRequestInput(
         generation_id=request.generation_id,
         thread_id=request.thread_id,
@@ -59,6 +63,7 @@ def read_input(request: GenerationInput) -> ReadRequestInput:
             or request.prepare_invocation is not None
             or bool(request.tools)
         ),
+        plan_ahead=plan_ahead,
     )
 
 
@@ -187,11 +192,8 @@ def pending_commit(
     )
 
 
-def record_input(request: GenerationInput, sealed: SealedPlan) -> RecordPlanInput:
+def record_input(
+    request: GenerationInput, sealed: SealedPlan, *, replace: bool = False
+) -> RecordPlanInput:
     """Store a sealed plan's receipt and inspection (a local activity: out of history)."""
-    return RecordPlanInput(
-        generation_id=request.generation_id,
-        thread_id=request.thread_id,
-        receipt=sealed.receipt,
-        inspection=sealed.inspection,
-    )
+    return RecordPlanInput.of(request, sealed, replace=replace)

@@ -1,5 +1,5 @@
-"""A plain turn costs two workflow tasks: local read and plan record; one provider call that
-publishes the turn it answers."""
+"""A plain turn costs two workflow tasks: a local read that also records the first plan; one
+provider call that publishes the turn it answers."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and event.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
-    # The read and the record of the sealed plan; the provider attempt published the turn.
-    assert len(local) == 2
+    # The read, which recorded the sealed plan too; the provider attempt published the turn.
+    assert len(local) == 1
     stages: list[str] = []
     for event in events:
         if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
@@ -54,7 +54,6 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
         upserted = event.upsert_workflow_search_attributes_event_attributes.search_attributes
         if "CruxStage" in upserted.indexed_fields:
             stages.append(json.loads(upserted.indexed_fields["CruxStage"].data))
-    # Published before each wait on the server and at the end, once per change (the read and
-    # the record are local activities within a workflow task); the first carries the run's
-    # identity too.
+    # Published before each wait on the server and at the end, once per change (the read is a
+    # local activity within a workflow task); the first carries the run's identity too.
     assert stages == ["invoking", "completed"]
