@@ -8,7 +8,8 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, FailureError
 
-from contracts.activities import AwaitSummaryInput, PrepareSummaryResult
+from contracts.activities import SUMMARY_RUN_LOST, AwaitSummaryInput, PrepareSummaryResult
+from contracts.losses import lost_with_its_worker
 from planner import HistorySummary, SupportRequestRecord
 from storage import SummaryArtifact
 from vocabulary.errors import ErrorType
@@ -26,7 +27,8 @@ async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryRes
 
     Raises:
         ApplicationError: Typed like the preparation's own failure (for example a
-            `ProviderError`), non-retryable: waiting again cannot change the outcome.
+            `ProviderError`), non-retryable: waiting again cannot change the outcome. A
+            preparation that timed out (lost with its workers) is `SUMMARY_RUN_LOST`.
     """
     handle = activity.client().get_workflow_handle(
         request.workflow_id, result_type=PrepareSummaryResult
@@ -40,6 +42,13 @@ async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryRes
             activity.heartbeat()
         result = waiting.result()
     except WorkflowFailureError as error:
+        if lost_with_its_worker(error.cause):
+            # Its tries timed out with their workers: the joiner prepares the summary again.
+            raise ApplicationError(
+                "the joined history summary preparation was lost",
+                type=SUMMARY_RUN_LOST,
+                non_retryable=True,
+            ) from None
         cause: BaseException | None = error.cause
         while isinstance(cause, FailureError) and not (
             isinstance(cause, ApplicationError) and cause.type is not None

@@ -588,6 +588,11 @@ ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
 ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"
 ACTIVITY_STAGE_SUMMARY_SOURCE = "crux.stage_summary_source"
 
+SUMMARY_RUN_LOST = "SummaryRunLost"
+"""`ApplicationError.type` of a joined summary preparation that timed out: its tries were
+lost with their workers, not refused. Internal: the joining generation prepares the summary
+again (`workflows._summaries.LOST_PREPARATION_ROUNDS`); it never reaches a caller."""
+
 
 class DiscardGenerationInput(CompactWireModel):
     """Remove what a failed or cancelled generation staged.

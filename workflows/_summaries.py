@@ -9,6 +9,7 @@ prefix is named by content and staged for the preparation first.
 from __future__ import annotations
 
 import contextlib
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -22,6 +23,7 @@ from temporalio.workflow import ParentClosePolicy
 
 from contracts import stubs
 from contracts.activities import (
+    SUMMARY_RUN_LOST,
     AwaitSummaryInput,
     PrepareSummaryInput,
     PrepareSummaryResult,
@@ -33,6 +35,7 @@ from contracts.activities import (
 )
 from contracts.failures import application_error
 from contracts.generation import GenerationInput
+from contracts.losses import lost_with_its_worker
 from contracts.ui import summary_run_details, summary_run_summary
 from planner import HistorySummary, Preparation
 from planner.summary_choice import summary_model, unprepared_summary
@@ -44,6 +47,10 @@ from workflows import _options
 from workflows._stages import StageReporter
 from workflows._storage_wait import waiting_out_storage
 from workflows.summary import SUMMARY_WORKFLOW, summary_workflow_id
+
+LOST_PREPARATION_ROUNDS = 3
+"""Rounds an inline summary preparation gets when each is lost with its workers (every try
+of its activity timed out): each round is a new preparation run with its own retries."""
 
 
 def summarisable(request: GenerationInput, read: ReadRequestResult) -> bool:
@@ -218,29 +225,45 @@ async def prepare_summary(
     child_id = summary_workflow_id(summary_input)
     stages.set(Stage.SUMMARISING, "inline history summary")
     stages.publish()
-    try:
+    rounds = 1
+    while True:
         try:
-            prepared = await workflow.execute_child_workflow(
-                SUMMARY_WORKFLOW,
-                summary_input,
-                id=child_id,
-                result_type=PrepareSummaryResult,
-                static_summary=summary_run_summary(summary_input, inline=True),
-                static_details=summary_run_details(summary_input),
-            )
-            origin = "joined" if prepared.reused else "inline"
-        except WorkflowAlreadyStartedError:
-            # An identical preparation is running (another generation, maintenance, or
-            # another worker): wait for that one, so its support calls are the only ones.
-            prepared = await workflow.execute_activity(
-                stubs.await_summary,
-                AwaitSummaryInput(workflow_id=child_id, request=summary_input),
-                **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
-            )
-            origin = "joined"
-    except (ChildWorkflowError, ActivityError) as error:
-        raise _preparation_failed(error) from None
-    return prepared.summary.model_copy(update={"origin": origin})
+            prepared, origin = await _prepared(summary_input, child_id)
+            return prepared.summary.model_copy(update={"origin": origin})
+        except (ChildWorkflowError, ActivityError) as error:
+            if rounds >= LOST_PREPARATION_ROUNDS or not lost_with_its_worker(error):
+                raise _preparation_failed(error) from None
+        # Every try of the preparation (or of the run this one joined) timed out with its
+        # worker: nothing refused the summary, and preparing it again is safe (an artifact
+        # already stored is found, not paid for twice).
+        rounds += 1
+        stages.set(Stage.SUMMARISING, f"inline history summary, round {rounds} after a lost run")
+        stages.publish()
+
+
+async def _prepared(
+    summary_input: PrepareSummaryInput, child_id: str
+) -> tuple[PrepareSummaryResult, Literal["inline", "joined"]]:
+    """Prepare the summary in a child run, or join the identical one already running."""
+    try:
+        prepared = await workflow.execute_child_workflow(
+            SUMMARY_WORKFLOW,
+            summary_input,
+            id=child_id,
+            result_type=PrepareSummaryResult,
+            static_summary=summary_run_summary(summary_input, inline=True),
+            static_details=summary_run_details(summary_input),
+        )
+        return prepared, "joined" if prepared.reused else "inline"
+    except WorkflowAlreadyStartedError:
+        # An identical preparation is running (another generation, maintenance, or
+        # another worker): wait for that one, so its support calls are the only ones.
+        prepared = await workflow.execute_activity(
+            stubs.await_summary,
+            AwaitSummaryInput(workflow_id=child_id, request=summary_input),
+            **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
+        )
+        return prepared, "joined"
 
 
 def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
@@ -257,7 +280,7 @@ def _preparation_failed(error: ChildWorkflowError | ActivityError) -> Applicatio
         isinstance(cause, ApplicationError) and cause.type is not None
     ):
         cause = cause.cause
-    if not isinstance(cause, ApplicationError):
+    if not isinstance(cause, ApplicationError) or cause.type == SUMMARY_RUN_LOST:
         cause = ApplicationError("the summary preparation failed", type=ErrorType.PROVIDER)
     unavailable = unprepared_summary(cause.type, decode_details(cause.details, cause.type))
     if unavailable is not None:

@@ -54,6 +54,7 @@ SCENARIOS = frozenset(
         "storage_faults_crash_read",
         "storage_faults_cut_staging",
         "storage_faults_summary_blocked",
+        "summary_join_lost",
         "summary_per_step",
         "tool_round",
     }
