@@ -49,6 +49,9 @@ async def follow_deltas(
         last = ""
         current: str | None = None
         while True:
+            # Cleared before the read, never after it: a notification that arrives while the
+            # caller handles the deltas read here must still wake the next wait.
+            wake.clear()
             finished = outcome.done()
             for delta_key, text in await generations.deltas_after(key, last):
                 stream_id, _, _ = delta_key.rpartition(":")
@@ -60,7 +63,6 @@ async def follow_deltas(
                 if current is not None and _failed(outcome):
                     yield StreamReset(attempt=int(current.split(":")[0]), withdrawn=True)
                 return
-            wake.clear()
             waiter = asyncio.ensure_future(wake.wait())
             await asyncio.wait(
                 {outcome, waiter}, timeout=STREAM_POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
