@@ -265,14 +265,16 @@ async def chaos(
 
 
 async def kill_during_commit(
-    database_url: str, thread_id: str, fleet: WorkerFleet, *, wait_seconds: float
+    database_url: str, thread_ids: Sequence[str], fleet: WorkerFleet, *, wait_seconds: float
 ) -> str:
-    """Hold a Thread's control row until a worker's commit waits for it, then SIGKILL that worker.
+    """Hold Threads' control rows until a worker's commit waits for one, then SIGKILL that worker.
 
     Every commit of a turn locks the Thread's control row inside its transaction
     (`storage/threads`), so a worker backend blocked by this lock is mid-commit: its
-    transaction is open and unfinished when its process dies. The lock is released right
-    after the kill (or after `wait_seconds` when no commit came).
+    transaction is open and unfinished when its process dies. Several busy Threads are held
+    at once, so that some commit comes within the wait even when each Thread commits only
+    now and then. The locks are released right after the kill (or after `wait_seconds` when
+    no commit came).
 
     Returns:
         `killed` when a worker was killed while its commit transaction was open; else why
@@ -285,9 +287,9 @@ async def kill_during_commit(
             locked = await connection.fetchval(
                 # The commit's own lock mode conflicts with this one; foreign-key checks of
                 # other writes (which take KEY SHARE) do not.
-                "SELECT count(*) FROM (SELECT 1 FROM crux_threads WHERE thread_id = $1"
-                " FOR NO KEY UPDATE) AS locked",
-                thread_id,
+                "SELECT count(*) FROM (SELECT 1 FROM crux_threads WHERE thread_id = ANY($1)"
+                " ORDER BY thread_id FOR NO KEY UPDATE) AS locked",
+                list(thread_ids),
             )
             if not locked:
                 return "no-thread"

@@ -19,9 +19,10 @@ Kills:
   request, before it answers, it SIGKILLs the worker process that owns the TCP connection
   the request came on (found by its port); the request is provably outstanding at the kill;
 - during a commit: the suite takes the row lock every commit of a Thread takes inside its
-  transaction (the Thread's control row), waits until a worker backend is blocked on it in
-  `pg_stat_activity` (its connection carries the worker's `application_name`), SIGKILLs
-  that worker while its commit transaction is open, then releases the lock. This is stronger
+  transaction (the Thread's control row, of a few busy Threads at once), waits until a
+  worker backend is blocked on one in `pg_stat_activity` (its connection carries the
+  worker's `application_name`), SIGKILLs that worker while its commit transaction is open,
+  then releases the locks. This is stronger
   than aiming at the `committing` stage, which a commit that runs as a local activity only
   makes visible once it has finished.
 
@@ -97,6 +98,8 @@ KILL_UNTIL_SECONDS = 240.0 if SOAK else 55.0
 AIMED_KILLS = 6 if SOAK else 2
 """Aimed kills of each kind (commit, summary) at most; spaced by `AIM_EVERY_SECONDS`."""
 AIM_EVERY_SECONDS = (4.0, 8.0)
+AIMED_THREADS = 4
+"""Busy Threads whose commits one aim holds at once (any of them committing is hit)."""
 RUN_TIMEOUT_SECONDS = 2_400.0 if SOAK else 300.0
 MODEL = "openai:gpt-4o"
 SUMMARY_MODEL = "openai:gpt-4o-mini"
@@ -265,7 +268,10 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
                     continue
                 try:
                     aimed = await kill_during_commit(
-                        database_url, aim_rng.choice(busy), fleet, wait_seconds=6.0
+                        database_url,
+                        aim_rng.sample(busy, min(AIMED_THREADS, len(busy))),
+                        fleet,
+                        wait_seconds=6.0,
                     )
                 except Exception as error:  # PostgreSQL may be away for a moment
                     aimed = type(error).__name__
