@@ -74,6 +74,15 @@ class TurnCommitter:
             key, [(request.accepted_attempt, StagingKind.OUTPUT), (0, StagingKind.USER)]
         )
         output = staged.get((request.accepted_attempt, StagingKind.OUTPUT))
+        user = staged.get((0, StagingKind.USER))
+        managed = request.history_source == "thread" and request.thread_id is not None
+        if output is None or (managed and user is None):
+            # Another try of this commit (one that outlived its attempt's wait, or a local
+            # activity whose workflow task moved on) may have finished since the lookup
+            # above: it records the result and drops the staging in one transaction.
+            existing = await self._generations.find_result(key)
+            if existing is not None:
+                return CommitTurnResult.of(await self._outcome(request, existing), request)
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
         steps = await self._step_records(request)
@@ -82,8 +91,7 @@ class TurnCommitter:
             output_tokens=sum(s.usage.output_tokens for s in request.steps),
         )
         commit = None
-        if request.history_source == "thread" and request.thread_id is not None:
-            user = staged.get((0, StagingKind.USER))
+        if managed and request.thread_id is not None:
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
             turn = await self._assembler.turn_messages(scoped_key(request), request.turn_messages)

@@ -11,6 +11,7 @@ PostgreSQL under it).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import uuid
@@ -29,6 +30,7 @@ from crux.prompts import PromptRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore
 from tests.helpers import new_worker, settings_for
+from vocabulary.ids import generation_key
 
 _COMMIT = "crux.commit_turn"
 
@@ -115,3 +117,62 @@ async def test_a_retried_attempt_reports_the_commit_of_its_lost_try_without_a_ca
             assert outcome.output_message_id == generation.message.id
             assert outcome.thread_commit == generation.thread_commit
             assert outcome.usage == generation.usage and not outcome.replayed
+
+
+async def test_a_commit_overtaken_by_another_try_of_it_reports_that_commit(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    """Two tries of one commit run at once: the later one sees the earlier one's result.
+
+    An in-attempt commit that outlives its wait keeps running while the workflow commits
+    (and a local activity keeps running when its workflow task moves on). The later try
+    may find no result yet and then no staging either, the earlier try having recorded the
+    one and dropped the other in between: it reports the recorded commit, never `not_found`.
+    """
+    thread_id = f"overtaken:{uuid.uuid4().hex[:6]}"
+    async with new_worker(client, pool, settings_for(database_url)) as worker:
+        generation = await worker.runtime.generate("a question", thread=thread_id)
+    key = generation_key(generation.generation_id, thread_id)
+    recorded = await pool.fetchrow("SELECT * FROM crux_generations WHERE generation_id = $1", key)
+    assert recorded is not None
+    # Back to the moment before the earlier try recorded its result (its staging is gone).
+    await pool.execute("DELETE FROM crux_generations WHERE generation_id = $1", key)
+    commit = CommitTurnInput(
+        generation_id=generation.generation_id,
+        workflow_id=workflow_id_for(generation.generation_id, thread_id),
+        thread_id=thread_id,
+        accepted_attempt=1,
+        history_source="thread",
+    )
+    settings = Settings.model_validate({"database_url": database_url})
+    async with httpx.AsyncClient() as http, pool.acquire() as earlier:
+        activities = GenerationActivities(
+            threads=ThreadStore(pool),
+            generations=GenerationStore(pool),
+            providers=ProviderRegistry(settings, http),
+            prompts=PromptRegistry(()),
+            catalog=ModelCatalog.default(),
+        )
+        async with earlier.transaction():
+            # The later try looks for the result (none yet), then waits to read the staging.
+            await earlier.execute("LOCK TABLE crux_generation_staging IN ACCESS EXCLUSIVE MODE")
+            later = asyncio.ensure_future(ActivityEnvironment().run(activities.commit_turn, commit))
+            while not await pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE '%crux_generation_staging%'"
+            ):
+                assert not later.done(), later
+                await asyncio.sleep(0.02)
+            # Meanwhile the earlier try records the result (its staging already dropped).
+            await earlier.execute(
+                "INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)"
+                " VALUES ($1, $2, $3, $4)",
+                key,
+                recorded["thread_id"],
+                recorded["workflow_id"],
+                recorded["result"],
+            )
+        result = await asyncio.wait_for(later, 30)
+    outcome = result.outcome(commit)
+    assert outcome.output_message_id == generation.message.id
+    assert outcome.thread_commit == generation.thread_commit
