@@ -83,9 +83,11 @@ def _failed(outcome: asyncio.Future[Any]) -> bool:
 def missing_tail(streamed: str, final: str) -> str:
     """What the follower did not deliver of the accepted text, given what it delivered.
 
-    Empty when everything arrived, or when the streamed text is not a prefix of the final
-    text (a reply that was not streamed, or an attempt that was replaced).
+    The whole text when nothing arrived (the commit removed every delta before the first
+    read, or the reply was not streamed: a cache hit), so that a successful stream's deltas
+    always add up to the committed text. Empty when everything arrived, or when the streamed
+    text is not a prefix of the final text (an attempt that was replaced).
     """
-    if streamed and final.startswith(streamed):
+    if final.startswith(streamed):
         return final[len(streamed) :]
     return ""

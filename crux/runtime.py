@@ -207,8 +207,9 @@ class Runtime:
         generation = await self._results.finished(outcome.result(), call.output)
         tail = missing_tail(streamed, generation.text)
         if tail:
-            # The commit removes staged deltas; the last ones can go with them before this
-            # follower read them. The committed text completes what was streamed.
+            # The commit removes staged deltas; the last ones (or all of them) can go with
+            # them before this follower read them. The committed text completes what was
+            # streamed, so the deltas of a stream add up to the committed text.
             yield StreamDelta(text=tail)
         yield StreamCommitted(generation=generation)
 

@@ -12,7 +12,7 @@ from crux._streaming import missing_tail
     [
         ("Strea", "Streamed reply", "med reply"),  # the commit removed the last deltas
         ("Streamed reply", "Streamed reply", ""),  # everything arrived
-        ("", "Streamed reply", ""),  # nothing streamed: the committed result carries it
+        ("", "Streamed reply", "Streamed reply"),  # nothing arrived: the whole text
         ("Other", "Streamed reply", ""),  # a replaced attempt is never patched up
     ],
 )

@@ -186,8 +186,12 @@ async def test_every_endpoint_refuses_strangers_and_hides_another_tenants_resour
             for call in sorted(calls, key=lambda c: c.creates):
                 for name, headers in strangers.items():
                     response = await _send(http, call, headers)
-                    expected = 200 if call.public else 401
-                    assert response.status_code == expected, (call.template, name, response.text)
+                    # A public endpoint answers without a credential; readiness may say 503
+                    # when a dependency is slow on a busy machine, which is its own answer.
+                    expected = {200, 503} if call.template == "/readyz" else {200}
+                    if not call.public:
+                        expected = {401}
+                    assert response.status_code in expected, (call.template, name, response.text)
                     if not call.public:
                         assert response.json()["error"]["code"] == "unauthenticated"
                         assert response.headers["www-authenticate"] == "Bearer"
