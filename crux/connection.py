@@ -298,11 +298,17 @@ def temporal_failure(target: TemporalTarget, error: BaseException) -> str:
             f"{target.address} answers, but not as a Temporal frontend; check "
             "TEMPORAL_ADDRESS (the gRPC port, 7233 by default, not the Web UI's)"
         )
-    if "transport error" in lowered or "broken pipe" in lowered or "eof" in lowered:
+    # A server that hangs up on the handshake surfaces in several ways, depending on who
+    # notices first: a transport error (an EOF or a reset), a broken pipe, or a request the
+    # client cancels because the connection closed under it.
+    if any(sign in lowered for sign in _HUNG_UP):
         return _closed(target)
     if "timed out" in lowered or "deadline" in lowered:
         return f"cannot reach {at} (no answer in time); check TEMPORAL_ADDRESS"
     return f"cannot connect to {at} (the connection failed); check TEMPORAL_ADDRESS"
+
+
+_HUNG_UP = ("transport error", "broken pipe", "eof", "connection closed", "connection reset")
 
 
 def _refused_credentials(target: TemporalTarget) -> str:

@@ -268,6 +268,18 @@ CORE = "Failed client connect: "
             "TEMPORAL_TLS_CLIENT_KEY_PATH",
         ),
         (
+            # The same refusal, when the client notices the closed connection first.
+            WITH_CERT,
+            RuntimeError(
+                CORE + "`get_system_info` call error after connection: Status { code: "
+                'Cancelled, message: "operation was canceled", source: Some(tonic::transport'
+                '::Error(Transport, hyper::Error(Canceled, "connection closed"))) }'
+            ),
+            "Temporal at temporal.example:7233 closed the TLS connection: it refused the client "
+            "certificate; check that TEMPORAL_TLS_CLIENT_CERT_PATH is signed by an authority the "
+            "server trusts",
+        ),
+        (
             WITH_CERT,
             RuntimeError(CORE + "transport error: UnexpectedEof"),
             "Temporal at temporal.example:7233 closed the TLS connection: it refused the client "
