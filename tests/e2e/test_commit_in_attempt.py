@@ -49,6 +49,30 @@ async def _activity_types(client: Client, workflow_id: str) -> tuple[list[str], 
     return local, scheduled
 
 
+def _commit_of(generation_id: str, thread_id: str) -> CommitTurnInput:
+    """The commit a plain turn's attempt runs (its answer is attempt 1's)."""
+    return CommitTurnInput(
+        generation_id=generation_id,
+        workflow_id=workflow_id_for(generation_id, thread_id),
+        thread_id=thread_id,
+        accepted_attempt=1,
+        history_source="thread",
+    )
+
+
+def _activities(
+    pool: asyncpg.Pool, settings: Settings, http: httpx.AsyncClient
+) -> GenerationActivities:
+    """The generation activities of a worker, run here outside one."""
+    return GenerationActivities(
+        threads=ThreadStore(pool),
+        generations=GenerationStore(pool),
+        providers=ProviderRegistry(settings, http),
+        prompts=PromptRegistry(()),
+        catalog=ModelCatalog.default(),
+    )
+
+
 async def test_a_plain_turn_is_published_by_its_attempt_and_a_budgeted_one_by_the_workflow(
     client: Client, pool: asyncpg.Pool, database_url: str
 ) -> None:
@@ -83,13 +107,7 @@ async def test_a_retried_attempt_reports_the_commit_of_its_lost_try_without_a_ca
     thread_id = f"lost-completion:{uuid.uuid4().hex[:6]}"
     async with new_worker(client, pool, settings_for(database_url)) as worker:
         generation = await worker.runtime.generate("a question", thread=thread_id)
-    commit = CommitTurnInput(
-        generation_id=generation.generation_id,
-        workflow_id=workflow_id_for(generation.generation_id, thread_id),
-        thread_id=thread_id,
-        accepted_attempt=1,
-        history_source="thread",
-    )
+    commit = _commit_of(generation.generation_id, thread_id)
     retry = InvokeModelInput(
         generation_id=generation.generation_id,
         attempt=1,
@@ -100,13 +118,7 @@ async def test_a_retried_attempt_reports_the_commit_of_its_lost_try_without_a_ca
     )
     settings = Settings.model_validate({"database_url": database_url})
     async with httpx.AsyncClient() as http:
-        activities = GenerationActivities(
-            threads=ThreadStore(pool),
-            generations=GenerationStore(pool),
-            providers=ProviderRegistry(settings, http),
-            prompts=PromptRegistry(()),
-            catalog=ModelCatalog.default(),
-        )
+        activities = _activities(pool, settings, http)
         # Temporal's retry of the try, and a new execution after a storage wait.
         for attempt in (2, 1):
             environment = ActivityEnvironment()
@@ -137,22 +149,10 @@ async def test_a_commit_overtaken_by_another_try_of_it_reports_that_commit(
     assert recorded is not None
     # Back to the moment before the earlier try recorded its result (its staging is gone).
     await pool.execute("DELETE FROM crux_generations WHERE generation_id = $1", key)
-    commit = CommitTurnInput(
-        generation_id=generation.generation_id,
-        workflow_id=workflow_id_for(generation.generation_id, thread_id),
-        thread_id=thread_id,
-        accepted_attempt=1,
-        history_source="thread",
-    )
+    commit = _commit_of(generation.generation_id, thread_id)
     settings = Settings.model_validate({"database_url": database_url})
     async with httpx.AsyncClient() as http, pool.acquire() as earlier:
-        activities = GenerationActivities(
-            threads=ThreadStore(pool),
-            generations=GenerationStore(pool),
-            providers=ProviderRegistry(settings, http),
-            prompts=PromptRegistry(()),
-            catalog=ModelCatalog.default(),
-        )
+        activities = _activities(pool, settings, http)
         async with earlier.transaction():
             # The later try looks for the result (none yet), then waits to read the staging.
             await earlier.execute("LOCK TABLE crux_generation_staging IN ACCESS EXCLUSIVE MODE")
