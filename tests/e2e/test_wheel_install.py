@@ -11,6 +11,7 @@ Temporal server, and a script of a user's commits one turn through `crux.connect
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,14 +80,33 @@ def _clean_environment(**extra: str) -> dict[str, str]:
     return {**environment, **extra}
 
 
+def _source_copy(target: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore), copied to `target`.
+
+    The build runs there, not in the checkout: the rest of the suite runs meanwhile, and
+    its processes write bytecode and documentation into the checkout, which a build that
+    lists the package files could see appear and vanish.
+    """
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT)
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if not source.is_symlink() and not source.exists():
+            continue  # deleted in the working tree, not yet in the index
+        destination = target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, destination, follow_symlinks=False)
+    return target
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and wheel, built as `make dist` builds them."""
     out = tmp_path_factory.mktemp("dist")
+    source = _source_copy(tmp_path_factory.mktemp("source"))
     _run(
         [str(BIN / "uv"), "build", "--quiet", "--no-build-isolation", "--python",
          sys.executable, "--out-dir", str(out)],
-        cwd=ROOT,
+        cwd=source,
     )  # fmt: skip
     return out
 

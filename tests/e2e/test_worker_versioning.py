@@ -38,11 +38,15 @@ async def _promote(client: Client, deployment: str, build_id: str) -> None:
                     namespace=client.namespace, deployment_name=deployment, build_id=build_id
                 )
             )
+            described = await client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(
+                    namespace=client.namespace, deployment_name=deployment
+                )
+            )
         except RPCError:
-            return False  # the version is not registered yet: its worker has not polled
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
-        )
+            # The version is not registered yet (its worker has not polled), or the server
+            # was too busy to answer in time: ask again.
+            return False
         info = described.worker_deployment_info
         current = info.routing_config.current_deployment_version
         # The change reaches the task queues asynchronously: new runs follow it once the
