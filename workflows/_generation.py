@@ -21,7 +21,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from contracts import stubs
-from contracts.activities import InvokeModelResult, PlanAhead, ReadRequestResult
+from contracts.activities import InvokeModelResult, PlanAhead, ReadRequestResult, RecordPlanInput
 from contracts.generation import GenerationInput, GenerationOutcome
 from contracts.operator import GenerationStatus
 from contracts.planning import (
@@ -80,10 +80,9 @@ class GenerationRun:
         self._request: GenerationInput | None = None
         self._progress: TurnProgress | None = None
         self._cache = CacheSteps()
-        # The request id of the first plan when the read plans it ahead (see `_ahead`), and
-        # whether the first plan is still to be made under it.
+        # The request id the read planned the first plan ahead with (see `_ahead`), until
+        # the first plan takes it.
         self._ahead_id: str | None = None
-        self._ahead_pending = False
 
     def describe(self) -> GenerationStatus:
         """The run's content-free status: stage, details, attempt, ids, model, wait."""
@@ -235,7 +234,6 @@ class GenerationRun:
         if gate.checks_input or hooks.named or request.agent_id is not None:
             return None
         self._ahead_id = f"request_{workflow.uuid4().hex}"
-        self._ahead_pending = True
         return PlanAhead(request_id=self._ahead_id, generation=request)
 
     async def _read(
@@ -304,12 +302,9 @@ class GenerationRun:
         """The planning state of the next call."""
         if progress.summary is not None:
             read = read.model_copy(update={"summary": progress.summary})
-        if self._ahead_pending and self._ahead_id is not None:
-            # The first plan: under the id the read planned it ahead with.
-            self._ahead_pending = False
-            request_id = self._ahead_id
-        else:
-            request_id = f"request_{workflow.uuid4().hex}"
+        # The first plan takes the id the read planned it ahead with; later ones new ids.
+        request_id = self._ahead_id or f"request_{workflow.uuid4().hex}"
+        self._ahead_id = None
         plan_request = build_plan_request(
             request_id=request_id,
             request=request,
@@ -416,12 +411,12 @@ class GenerationRun:
         provider stay inspectable too. The read recorded the first plan already when it
         planned the same one ahead (equal digests).
         """
-        ahead = read.planned is not None and sealed.request_id == self._ahead_id
+        ahead = read.planned is not None
         if ahead and plan_digest(sealed) == read.planned:
             return
-        # A plan recorded ahead that differs from this one is replaced: nothing was sent
-        # under its request id yet.
-        arg = _inputs.record_input(request, sealed, replace=ahead)
+        # A plan recorded ahead that differs from this one (same request id) is replaced:
+        # nothing was sent under it yet. Later plans of the run have ids of their own.
+        arg = RecordPlanInput.of(request, sealed, replace=ahead)
         await waiting_out_storage(
             self._stages,
             request,

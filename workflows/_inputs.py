@@ -14,7 +14,6 @@ from contracts.activities import (
     PlanAhead,
     ReadRequestInput,
     ReadRequestResult,
-    RecordPlanInput,
     RunToolInput,
 )
 from contracts.generation import GenerationInput, StepFigures, request_fingerprint
@@ -190,10 +189,3 @@ def pending_commit(
         steps=list(progress.steps),
         include_reply=request.include_reply,
     )
-
-
-def record_input(
-    request: GenerationInput, sealed: SealedPlan, *, replace: bool = False
-) -> RecordPlanInput:
-    """Store a sealed plan's receipt and inspection (a local activity: out of history)."""
-    return RecordPlanInput.of(request, sealed, replace=replace)
