@@ -24,7 +24,12 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from crux.stack import DEFAULT_UI_PORT, SEARCH_ATTRIBUTES, temporal_cli_path
+from crux.stack import (
+    DEFAULT_UI_PORT,
+    SEARCH_ATTRIBUTES,
+    dev_server_config_args,
+    temporal_cli_path,
+)
 from vocabulary.errors import ConfigurationError
 
 DEFAULT_FRONTEND_PORT = 7233
@@ -144,9 +149,7 @@ def _command(
         "--db-filename", str(db_path),
         "--log-format", "json",
         "--log-level", "warn",
-        # A worker in the same process as the workflow takes the activities it schedules
-        # straight from the workflow task's completion (eager dispatch), skipping a poll.
-        "--dynamic-config-value", "system.enableActivityEagerExecution=true",
+        *dev_server_config_args(),
     ]  # fmt: skip
     command += ["--headless"] if ui_port is None else ["--ui-port", str(ui_port)]
     for name in SEARCH_ATTRIBUTES:

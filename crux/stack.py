@@ -28,6 +28,26 @@ from contracts.search import NAMES
 from vocabulary.errors import ConfigurationError
 
 SEARCH_ATTRIBUTES = NAMES
+
+DEV_SERVER_SETTINGS = (
+    # A worker in the same process as the workflow takes the activities it schedules
+    # straight from the workflow task's completion (eager dispatch), skipping a poll.
+    "system.enableActivityEagerExecution=true",
+    # The dev server runs one history shard, and its transfer queue (which hands every new
+    # workflow and activity task to matching) reads at most 20 times a second per shard by
+    # default. Past a short burst, every dispatch then waits for the next 50 ms beat: two
+    # beats per turn whatever the turn does. Clusters with many shards rarely meet that
+    # limit; a single-shard server meets it at a few turns a second.
+    "history.transferProcessorMaxPollRPS=10000",
+)
+"""Dynamic config values every dev server started here runs with."""
+
+
+def dev_server_config_args() -> list[str]:
+    """`temporal server start-dev` arguments that apply `DEV_SERVER_SETTINGS`."""
+    return [arg for value in DEV_SERVER_SETTINGS for arg in ("--dynamic-config-value", value)]
+
+
 """Keyword search attributes the workflows set; registered on the dev server at start."""
 
 DEFAULT_UI_PORT = 8233
@@ -124,12 +144,7 @@ async def _start_local(
         ui=ui,
         ui_port=ui_port,
         dev_server_log_level=log_level,
-        # A worker in the same process as the workflow takes the activities it schedules
-        # straight from the workflow task's completion (eager dispatch), skipping a poll.
-        dev_server_extra_args=[
-            "--dynamic-config-value",
-            "system.enableActivityEagerExecution=true",
-        ],
+        dev_server_extra_args=dev_server_config_args(),
     )
 
 

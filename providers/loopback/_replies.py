@@ -44,6 +44,8 @@ class TextReply(_Reply):
         model: Reported model; the requested one when omitted.
         sse_chunk_size: When streaming, split the SSE bytes into pieces of this many bytes,
             regardless of event, line or UTF-8 boundaries.
+        sse_piece_delay_seconds: When streaming, pause between the pieces, so that a client
+            acts on the first events (a caller sees its first deltas, say) before the last.
     """
 
     text: str = ""
@@ -55,6 +57,7 @@ class TextReply(_Reply):
     cache_write_tokens: int = 0
     model: str | None = None
     sse_chunk_size: int | None = Field(default=None, ge=1)
+    sse_piece_delay_seconds: float = Field(default=0.0, ge=0)
 
 
 def tool_call_reply(*calls: ScriptedToolCall, text: str = "", **options: Any) -> TextReply:

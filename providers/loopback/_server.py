@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from providers.loopback._replies import DisconnectReply, ErrorReply, HangReply, Reply, ResetReply
+from providers.loopback._replies import (
+    DisconnectReply,
+    ErrorReply,
+    HangReply,
+    Reply,
+    ResetReply,
+    TextReply,
+)
 
 LOOPBACK_HOST = "127.0.0.1"
 _MAX_HEADER_LINES = 200
@@ -222,7 +229,8 @@ class LoopbackServer:
                         reply.piece_delay_seconds,
                     )
                     break
-                await _write_response(writer, self.render(request, reply))
+                piece_delay = reply.sse_piece_delay_seconds if isinstance(reply, TextReply) else 0.0
+                await _write_response(writer, self.render(request, reply), piece_delay)
                 if request.headers.get("connection", "").lower() == "close":
                     break
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
@@ -325,7 +333,9 @@ async def _write_cut(
     writer.transport.abort()
 
 
-async def _write_response(writer: asyncio.StreamWriter, response: HTTPResponse) -> None:
+async def _write_response(
+    writer: asyncio.StreamWriter, response: HTTPResponse, piece_delay: float = 0.0
+) -> None:
     writer.write(_head(response))
     if response.chunks is None:
         writer.write(response.body)
@@ -338,7 +348,7 @@ async def _write_response(writer: asyncio.StreamWriter, response: HTTPResponse) 
         writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
         await writer.drain()
         # Yield so pieces tend to leave as separate TCP segments, as a real stream would.
-        await asyncio.sleep(0)
+        await asyncio.sleep(piece_delay)
     writer.write(b"0\r\n\r\n")
     await writer.drain()
 

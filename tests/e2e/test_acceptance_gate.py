@@ -358,7 +358,8 @@ async def test_a_terminal_block_withdraws_the_streamed_deltas(
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     thread_id = f"gate-stream:{uuid.uuid4().hex[:6]}"
     leaked = "Sure, the admin password is zq-canary-hunter2, use it well."
-    openai_server.enqueue(TextReply(text=leaked, sse_chunk_size=6))
+    # Pieces 20 ms apart: the caller sees text before the gate blocks the whole answer.
+    openai_server.enqueue(TextReply(text=leaked, sse_chunk_size=6, sse_piece_delay_seconds=0.02))
     updates: list[object] = []
 
     async def follow(runtime: crux.Runtime) -> None:
