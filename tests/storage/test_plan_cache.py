@@ -12,10 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from storage.threads import ThreadStore
-from storage.threads._history import (
-    _MESSAGES,  # pyright: ignore[reportPrivateUsage]
-    load_stored_messages,
-)
+from storage.threads._history import _MESSAGES
 from tests.storage.conftest import assistant, user
 
 LOOKUP = "crux_plan_cache_lookup"
@@ -60,5 +57,5 @@ async def test_a_lookup_prepared_on_a_small_thread_keeps_the_primary_key_on_a_lo
         await connection.execute(f"DEALLOCATE {LOOKUP}")
         assert "crux_thread_messages_pkey" in plan, plan
         assert "Filter: (message_id" not in plan, plan
-        loaded = await load_stored_messages(connection, "long", long)
+    loaded = await store.load_messages("long", long)
     assert [message.id for message in loaded] == long
