@@ -283,6 +283,9 @@ async def test_commit_blocked_is_visible_and_recovers(
             return await handle.query("get_stage", result_type=str)
 
         await eventually(stage, lambda value: value == "invoking")
+        # The stage says the call is scheduled; the request reaching the provider says the
+        # attempt is past its own reads, so that the outage below meets the commit alone.
+        await eventually(lambda: _requests(openai_server), lambda count: count == 1)
         # While the provider answers, make the ledger unavailable: every commit attempt now
         # fails like a storage outage.
         await pool.execute("ALTER TABLE crux_generations RENAME TO crux_generations_offline")
@@ -293,6 +296,10 @@ async def test_commit_blocked_is_visible_and_recovers(
         result = await handle.result()
     assert result.thread_commit is not None
     assert len(openai_server.requests) == 1
+
+
+async def _requests(server: LoopbackOpenAIServer) -> int:
+    return len(server.requests)
 
 
 async def _row_counts(pool: asyncpg.Pool) -> dict[str, int]:
