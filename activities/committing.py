@@ -8,6 +8,7 @@ ids and figures (`GenerationOutcome`) go back into Temporal history.
 from __future__ import annotations
 
 import asyncio
+from typing import TypeVar
 
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
@@ -33,6 +34,16 @@ from vocabulary.ids import assistant_message_id
 from vocabulary.staging import StagingKind
 
 _log = get_logger(__name__)
+
+_T = TypeVar("_T")
+
+
+def _settled(outcome: _T | BaseException) -> _T:
+    """The value of one `gather(..., return_exceptions=True)` outcome, or its error raised."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
 
 IN_ATTEMPT_COMMIT_SECONDS = 5.0
 """How long an attempt waits for the commit it runs itself (a few milliseconds normally).
@@ -66,13 +77,22 @@ class TurnCommitter:
 
     async def commit(self, request: CommitTurnInput) -> CommitTurnResult:
         """Publish the turn (once: a retry returns the recorded outcome) and record it."""
-        existing = await self._generations.find_result(scoped_key(request))
+        key = scoped_key(request)
+        # Three independent reads at once, each on its own connection: the round trips of a
+        # commit are most of its time. Their outcomes are taken in the order the checks
+        # need them, so a failure reports as it would one read after another.
+        found, staged_or_error, steps_or_error = await asyncio.gather(
+            self._generations.find_result(key),
+            self._generations.get_staged_many(
+                key, [(request.accepted_attempt, StagingKind.OUTPUT), (0, StagingKind.USER)]
+            ),
+            self._step_records(request),
+            return_exceptions=True,
+        )
+        existing = _settled(found)
         if existing is not None:
             return CommitTurnResult.of(await self._outcome(request, existing), request)
-        key = scoped_key(request)
-        staged = await self._generations.get_staged_many(
-            key, [(request.accepted_attempt, StagingKind.OUTPUT), (0, StagingKind.USER)]
-        )
+        staged = _settled(staged_or_error)
         output = staged.get((request.accepted_attempt, StagingKind.OUTPUT))
         user = staged.get((0, StagingKind.USER))
         managed = request.history_source == "thread" and request.thread_id is not None
@@ -85,12 +105,13 @@ class TurnCommitter:
                 return CommitTurnResult.of(await self._outcome(request, existing), request)
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
-        steps = await self._step_records(request)
+        steps = _settled(steps_or_error)
         usage = Usage(
             input_tokens=sum(s.usage.input_tokens for s in request.steps),
             output_tokens=sum(s.usage.output_tokens for s in request.steps),
         )
         commit = None
+        counts: dict[str, int] = {}
         if managed and request.thread_id is not None:
             if user is None:
                 raise ThreadError("not_found", "staged input is missing")
@@ -102,11 +123,7 @@ class TurnCommitter:
                 owner=request.owner,
             )
             if request.encoding and len(request.message_tokens) == len(commit.message_ids):
-                await self._threads.store_token_counts(
-                    request.thread_id,
-                    request.encoding,
-                    dict(zip(commit.message_ids, request.message_tokens, strict=True)),
-                )
+                counts = dict(zip(commit.message_ids, request.message_tokens, strict=True))
         result = GenerationResult(
             generation_id=request.generation_id,
             thread_id=request.thread_id,
@@ -118,11 +135,19 @@ class TurnCommitter:
         )
         # The ledger keeps the complete result (receipts included) for the facade and for
         # replays; the workflow only ever sees its ids and figures.
-        stored = await self._generations.record_result(
-            result,
-            workflow_id=request.workflow_id,
-            keep_final=output.message if commit is None else None,
+        # The counts are a cache beside the result: both writes go out at once, and a
+        # failure of either fails this try (a retry finds the result and reports it).
+        recorded, counted = await asyncio.gather(
+            self._generations.record_result(
+                result,
+                workflow_id=request.workflow_id,
+                keep_final=output.message if commit is None else None,
+            ),
+            self._store_counts(request, counts),
+            return_exceptions=True,
         )
+        stored = _settled(recorded)
+        _settled(counted)
         if commit is not None:
             _log.info(
                 "thread.turn.committed",
@@ -133,6 +158,11 @@ class TurnCommitter:
                 replayed=commit.replayed,
             )
         return CommitTurnResult.of(await self._outcome(request, stored), request)
+
+    async def _store_counts(self, request: CommitTurnInput, counts: dict[str, int]) -> None:
+        """Cache the committed messages' token counts (nothing when there are none)."""
+        if counts and request.thread_id is not None and request.encoding:
+            await self._threads.store_token_counts(request.thread_id, request.encoding, counts)
 
     async def publish_answer(
         self, attempt: InvokeModelInput, invoked: InvokeModelResult
