@@ -6,6 +6,8 @@ back here, from any process and after restarts.
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import ValidationError
 
 from contracts.generation import GenerationResult
@@ -17,13 +19,21 @@ from vocabulary.errors import ConfigurationError, ThreadError
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
+    assistant_message_id,
     check_wire_id,
     generation_key,
 )
+from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
 
 MAX_REQUEST_ID_LENGTH = 256
 """Longest request id looked up (the workflow's ids are far shorter)."""
+
+
+def _generation(result: GenerationResult, message: Message, output: Output | None) -> Generation:
+    """The generation of `result` and its final `message`, parsed as `output` when asked."""
+    value = output.parse(message.text) if output is not None else None
+    return Generation(text=message.text, message=message, result=result, output=value)
 
 
 class StoredResults:
@@ -47,8 +57,24 @@ class StoredResults:
             ThreadError: `not_found` when the result or the reply is no longer stored.
             OutputValidationError: The stored reply does not parse as `output`.
         """
-        result = await stored_result(self._generations, finished)
-        return await self.generation(result, output, erase=erase)
+        if finished.thread_commit is None or finished.thread_id is None:
+            result = await stored_result(self._generations, finished)
+            return await self.generation(result, output, erase=erase)
+        # A committed turn's reply is the Thread message its generation id names: it is
+        # read beside the result, not after it. The result's outcome is taken first, so a
+        # missing result reports as it would alone.
+        stored, loaded = await asyncio.gather(
+            stored_result(self._generations, finished),
+            self._threads.load_messages(
+                finished.thread_id, [assistant_message_id(finished.generation_id)]
+            ),
+            return_exceptions=True,
+        )
+        if isinstance(stored, BaseException):
+            raise stored
+        if isinstance(loaded, BaseException) or loaded[0].id != stored.output_message_id:
+            return await self.generation(stored, output, erase=erase)
+        return _generation(stored, loaded[0], output)
 
     async def generation(
         self, result: GenerationResult, output: Output | None = None, *, erase: bool = True
@@ -73,8 +99,7 @@ class StoredResults:
                     " holds is erased once read, so read it once (or keep what you read)",
                 )
             message = staged.message
-        value = output.parse(message.text) if output is not None else None
-        generation = Generation(text=message.text, message=message, result=result, output=value)
+        generation = _generation(result, message, output)
         if erase and result.thread_commit is None:
             # Parsed first: a reply that fails its output schema raises before it is erased.
             await self._generations.erase_reply(

@@ -177,9 +177,9 @@ class Runtime:
         """
         timeout = checked_timeout(options.get("timeout"))
         call = await self._staged(prompt, options, "generate")
-        return await self._results.generation(
-            await self.run(call.request, wait_seconds=timeout), call.output
-        )
+        handle = await self._starter.start(call.request, wait_seconds=timeout)
+        finished = await self._waiter.result(handle, wait_seconds=timeout)
+        return await self._results.finished(finished, call.output)
 
     async def stream(
         self, prompt: Prompt | Agent | str, **options: Unpack[CallOptions]
