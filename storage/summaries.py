@@ -36,6 +36,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from storage._failures import storage_errors
+from vocabulary.errors import ThreadError
 from vocabulary.ids import encode_id_component
 from vocabulary.messages import Message
 from vocabulary.staging import SummarySource
@@ -70,10 +71,21 @@ SELECT payload FROM crux_derived_artifacts
 WHERE artifact_id = $1 AND thread_id = $2 AND kind = $3
 """
 
+# The Thread's control row is read FOR SHARE: a deletion (which updates that row, then
+# deletes the Thread's artifacts) either waits for this insert and removes the artifact with
+# the rest, or commits first and this insert is skipped. A preparation still running when
+# its Thread is deleted so never leaves a summary of deleted messages behind. Returns the
+# Thread's state (`live` when it has no control row: a transcript scope, an ad-hoc one).
 _PUT = """
-INSERT INTO crux_derived_artifacts (artifact_id, thread_id, kind, source_message_ids, payload)
-VALUES ($1, $2, $5, $3, $4)
-ON CONFLICT (artifact_id) DO NOTHING
+WITH control AS (
+    SELECT state FROM crux_threads WHERE thread_id = $2 FOR SHARE
+), stored AS (
+    INSERT INTO crux_derived_artifacts (artifact_id, thread_id, kind, source_message_ids, payload)
+    SELECT $1, $2, $5, $3, $4
+    WHERE NOT EXISTS (SELECT 1 FROM control WHERE state <> 'live')
+    ON CONFLICT (artifact_id) DO NOTHING
+)
+SELECT coalesce((SELECT state FROM control), 'live')
 """
 
 
@@ -227,9 +239,14 @@ class SummaryStore:
     async def put(
         self, scope: SummaryScope, artifact: SummaryArtifact, source_message_ids: Sequence[str]
     ) -> SummaryArtifact:
-        """Store an artifact once; a concurrent identical preparation keeps the first."""
+        """Store an artifact once; a concurrent identical preparation keeps the first.
+
+        Raises:
+            ThreadError: `deleted` when the scope's Thread was deleted (nothing is stored).
+            KeyError: The artifact was erased as soon as it was stored.
+        """
         async with self._pool.acquire() as connection:
-            await connection.execute(
+            state = await connection.fetchval(
                 _PUT,
                 artifact.artifact_id,
                 scope.thread_id,
@@ -237,6 +254,8 @@ class SummaryStore:
                 artifact.model_dump(mode="json"),
                 scope.kind,
             )
+            if state != "live":
+                raise ThreadError("deleted", "thread is deleted", thread_id=scope.thread_id)
             payload: Any = await connection.fetchval(
                 _GET, artifact.artifact_id, scope.thread_id, scope.kind
             )

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
 from storage import (
     GenerationStore,
     SummaryArtifact,
     SummaryScope,
     SummaryStore,
+    ThreadStore,
     transcript_ids,
     transcript_scope,
 )
+from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
 
@@ -68,3 +71,30 @@ async def test_the_retention_sweep_deletes_old_transcript_summaries_only(
     )
     assert await generations.sweep_orphans(3_600) >= 1
     assert await store.get(scope, artifact_id) is None
+
+
+async def test_a_summary_finished_after_its_thread_was_deleted_is_not_stored(
+    pool: asyncpg.Pool,
+) -> None:
+    # A preparation for later turns can outlive its generation: its Thread may be deleted
+    # before the summary is written, and the summary of deleted messages must not stay.
+    thread_id = "deleted-before-its-summary"
+    await ThreadStore(pool).append(thread_id, [Message(id="u", role="user", content="hi")])
+    await ThreadStore(pool).delete(thread_id)
+    store = SummaryStore(pool)
+    for scope in (SummaryScope.thread(thread_id), SummaryScope.transcript(thread_id)):
+        artifact = SummaryArtifact(
+            artifact_id=scope.artifact_id("u", "adaptive", "openai:m"),
+            through_id="u",
+            covers=1,
+            tokens=3,
+            strategy="adaptive",
+            model="openai:m",
+            text="a summary of deleted messages",
+        )
+        with pytest.raises(ThreadError) as raised:
+            await store.put(scope, artifact, ["u"])
+        assert raised.value.code == "deleted"
+    assert not await pool.fetchval(
+        "SELECT count(*) FROM crux_derived_artifacts WHERE thread_id = $1", thread_id
+    )
