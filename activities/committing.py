@@ -8,7 +8,6 @@ ids and figures (`GenerationOutcome`) go back into Temporal history.
 from __future__ import annotations
 
 import asyncio
-from typing import TypeVar
 
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
@@ -30,20 +29,11 @@ from planner import RequestReceipt
 from storage import GenerationStore, ReceiptStore, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
+from vocabulary.gathered import settled
 from vocabulary.ids import assistant_message_id
 from vocabulary.staging import StagingKind
 
 _log = get_logger(__name__)
-
-_T = TypeVar("_T")
-
-
-def _settled(outcome: _T | BaseException) -> _T:
-    """The value of one `gather(..., return_exceptions=True)` outcome, or its error raised."""
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
-
 
 IN_ATTEMPT_COMMIT_SECONDS = 5.0
 """How long an attempt waits for the commit it runs itself (a few milliseconds normally).
@@ -79,8 +69,7 @@ class TurnCommitter:
         """Publish the turn (once: a retry returns the recorded outcome) and record it."""
         key = scoped_key(request)
         # Three independent reads at once, each on its own connection: the round trips of a
-        # commit are most of its time. Their outcomes are taken in the order the checks
-        # need them, so a failure reports as it would one read after another.
+        # commit are most of its time (`vocabulary.gathered`).
         found, staged_or_error, steps_or_error = await asyncio.gather(
             self._generations.find_result(key),
             self._generations.get_staged_many(
@@ -89,10 +78,10 @@ class TurnCommitter:
             self._step_records(request),
             return_exceptions=True,
         )
-        existing = _settled(found)
+        existing = settled(found)
         if existing is not None:
             return CommitTurnResult.of(await self._outcome(request, existing), request)
-        staged = _settled(staged_or_error)
+        staged = settled(staged_or_error)
         output = staged.get((request.accepted_attempt, StagingKind.OUTPUT))
         user = staged.get((0, StagingKind.USER))
         managed = request.history_source == "thread" and request.thread_id is not None
@@ -105,7 +94,7 @@ class TurnCommitter:
                 return CommitTurnResult.of(await self._outcome(request, existing), request)
         if output is None:
             raise ThreadError("not_found", "the accepted attempt's output is not staged")
-        steps = _settled(steps_or_error)
+        steps = settled(steps_or_error)
         usage = Usage(
             input_tokens=sum(s.usage.input_tokens for s in request.steps),
             output_tokens=sum(s.usage.output_tokens for s in request.steps),
@@ -146,8 +135,8 @@ class TurnCommitter:
             self._store_counts(request, counts),
             return_exceptions=True,
         )
-        stored = _settled(recorded)
-        _settled(counted)
+        stored = settled(recorded)
+        settled(counted)
         if commit is not None:
             _log.info(
                 "thread.turn.committed",

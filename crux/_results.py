@@ -16,6 +16,7 @@ from crux.output import Output
 from planner import RequestInspection, RequestReceipt
 from storage import GenerationStore, ThreadStore
 from vocabulary.errors import ConfigurationError, ThreadError
+from vocabulary.gathered import settled
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
@@ -70,8 +71,7 @@ class StoredResults:
             ),
             return_exceptions=True,
         )
-        if isinstance(stored, BaseException):
-            raise stored
+        stored = settled(stored)
         if isinstance(loaded, BaseException) or loaded[0].id != stored.output_message_id:
             return await self.generation(stored, output, erase=erase)
         return _generation(stored, loaded[0], output)

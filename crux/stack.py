@@ -28,6 +28,7 @@ from contracts.search import NAMES
 from vocabulary.errors import ConfigurationError
 
 SEARCH_ATTRIBUTES = NAMES
+"""Keyword search attributes the workflows set; registered on the dev server at start."""
 
 DEV_SERVER_SETTINGS = (
     # A worker in the same process as the workflow takes the activities it schedules
@@ -47,8 +48,6 @@ def dev_server_config_args() -> list[str]:
     """`temporal server start-dev` arguments that apply `DEV_SERVER_SETTINGS`."""
     return [arg for value in DEV_SERVER_SETTINGS for arg in ("--dynamic-config-value", value)]
 
-
-"""Keyword search attributes the workflows set; registered on the dev server at start."""
 
 DEFAULT_UI_PORT = 8233
 

@@ -84,6 +84,34 @@ async def new_worker(
             yield RunningWorker(task_queue=task_queue, settings=settings, runtime=runtime)
 
 
+async def grow_thread(
+    runtime: Runtime,
+    thread_id: str,
+    model: str,
+    text: Callable[[int], str],
+    *,
+    turns: int = 6,
+    ids: str | None = "grow",
+) -> None:
+    """Run `turns` plain turns on `thread_id`, so that managed history has older turns to sum.
+
+    Args:
+        runtime: The runtime that runs them.
+        thread_id: The Thread.
+        model: The model of every turn.
+        text: The user text of turn `n`.
+        turns: How many turns.
+        ids: Generation ids are `<ids>-<n>`; `None` lets each turn draw its own.
+    """
+    for turn in range(turns):
+        await runtime.generate(
+            text(turn),
+            thread=thread_id,
+            model=model,
+            generation_id=None if ids is None else f"{ids}-{turn}",
+        )
+
+
 async def eventually(
     probe: Callable[[], Awaitable[T]],
     predicate: Callable[[T], bool],

@@ -1,7 +1,8 @@
 """Import rules: the layers, bottom to top, and what the workflow sandbox loads.
 
 ```
-vocabulary   errors, messages, ids, stages, staging kinds, the error-detail codec (the leaf)
+vocabulary   errors, messages, ids, stages, staging kinds, the error-detail codec, gathered
+             outcomes (the leaf)
 planner      pure planning                                   -> vocabulary
 contracts    shapes that cross Temporal                      -> planner, vocabulary
 storage      PostgreSQL        providers   HTTP wire formats -> contracts, planner, vocabulary

@@ -22,7 +22,7 @@ from crux.thread import thread
 from crux.tools import tool
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import grow_thread, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 PROMPT_TRANSCRIPT = [
@@ -207,10 +207,13 @@ async def test_the_receipt_says_the_portable_summary_path_ran(
     topic = "The logistics review covered warehouse capacity and carrier contracts, item"
     receipts = []
     async with new_worker(client, pool, settings) as worker:
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"{topic} {turn} with figures {turn * 17}.", thread=thread_id, model=MODEL
-            )
+        await grow_thread(
+            worker.runtime,
+            thread_id,
+            MODEL,
+            lambda turn: f"{topic} {turn} with figures {turn * 17}.",
+            ids=None,
+        )
         # Native summaries allowed (the default), then forbidden: the adapters offer no
         # native compaction, so the portable path runs either way, and the receipt says so.
         for allowed in (True, False):

@@ -39,7 +39,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from telemetry import setup, tracing
-from tests.helpers import new_worker, settings_for, workflow_metadata
+from tests.helpers import grow_thread, new_worker, settings_for, workflow_metadata
 from vocabulary.ids import workflow_id_for
 
 MODEL = "openai:gpt-4o"
@@ -251,13 +251,12 @@ async def test_an_inline_summary_counts_its_adaptation_and_preparation(
     thread_id = f"otel-sum:{uuid.uuid4().hex[:6]}"
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(traced, pool, settings) as worker:
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"Logistics review item {turn}: {CANARY} carrier contracts {turn * 17}.",
-                thread=thread_id,
-                model=MODEL,
-                generation_id=f"grow-{turn}",
-            )
+        await grow_thread(
+            worker.runtime,
+            thread_id,
+            MODEL,
+            lambda turn: f"Logistics review item {turn}: {CANARY} carrier contracts {turn * 17}.",
+        )
         await worker.runtime.generate(
             crux.prompt(id="managed", use=[crux.history(recent={"messages": 4})]),
             input=f"What did we decide? {CANARY}",

@@ -18,7 +18,7 @@ from crux._worker import worker_resources
 from planner import ModelCatalog, Preview, RequestReceipt
 from providers.loopback import LoopbackOpenAIServer
 from storage import GenerationStore, SummaryStore, ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import grow_thread, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 TOPIC = "The quarterly logistics review covered warehouse capacity, carrier contracts and "
@@ -75,13 +75,14 @@ async def test_preview_equals_the_first_receipt_with_tools_context_and_managed_h
     }
     async with new_worker(client, pool, settings, tools=[WEATHER]) as worker:
         runtime = worker.runtime
-        for turn in range(6):
-            await runtime.generate(
-                f"{TOPIC} item number {turn} with its own details and numbers {turn * 17}.",
-                thread=thread_id,
-                model=MODEL,
-                generation_id=f"grow-{turn}",
-            )
+        await grow_thread(
+            runtime,
+            thread_id,
+            MODEL,
+            lambda turn: (
+                f"{TOPIC} item number {turn} with its own details and numbers {turn * 17}."
+            ),
+        )
         # The first managed turn prepares the summary inline; the next one finds it ready.
         await runtime.generate(
             assistant, input="What did we decide?", generation_id="managed-0", **options
@@ -142,10 +143,9 @@ async def test_preview_reads_what_the_read_activity_reads(
         ],
     )
     async with new_worker(client, pool, settings, tools=[WEATHER]) as worker:
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"{TOPIC} item number {turn}.", thread=thread_id, model=MODEL
-            )
+        await grow_thread(
+            worker.runtime, thread_id, MODEL, lambda turn: f"{TOPIC} item number {turn}.", ids=None
+        )
         await worker.runtime.generate(
             assistant, input="Prepare.", thread=thread_id, model=MODEL, input_budget={"max": 300}
         )

@@ -30,7 +30,7 @@ from providers.loopback import (
     Reply,
     TextReply,
 )
-from tests.helpers import new_worker, record_history, settings_for
+from tests.helpers import grow_thread, new_worker, record_history, settings_for
 from vocabulary.errors import ErrorType
 from workflows.summary import SUMMARY_WORKFLOW
 
@@ -122,12 +122,15 @@ async def test_a_generation_prepares_its_summary_again_after_the_run_it_joined_w
     async with LoopbackOpenAIServer(responder=respond) as server:
         settings = settings_for(database_url, openai_base_url=server.base_url)
         async with new_worker(client, pool, settings) as worker:
-            for turn in range(6):
-                await worker.runtime.generate(
-                    f"Logistics review item {turn}: carrier contracts, capacity and numbers.",
-                    thread=thread_id,
-                    model=MODEL,
-                )
+            await grow_thread(
+                worker.runtime,
+                thread_id,
+                MODEL,
+                lambda turn: (
+                    f"Logistics review item {turn}: carrier contracts, capacity and numbers."
+                ),
+                ids=None,
+            )
             # A probe needs the same inline summary the turn will: it names the summary run.
             probe = f"probe-{uuid.uuid4().hex[:6]}"
             with pytest.raises(crux.ProviderError):

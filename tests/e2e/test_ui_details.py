@@ -18,7 +18,13 @@ import crux
 from crux.errors import CruxError
 from crux.models import workflow_id_for
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
-from tests.helpers import eventually, new_worker, settings_for, workflow_metadata
+from tests.helpers import (
+    eventually,
+    grow_thread,
+    new_worker,
+    settings_for,
+    workflow_metadata,
+)
 from vocabulary.ids import member_workflow_id, parallel_workflow_id
 
 MODEL = "openai:gpt-4o-mini"
@@ -136,13 +142,12 @@ async def test_a_summary_workflow_carries_the_crux_attributes_and_ends_completed
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     thread_id = f"ui-sum:{uuid.uuid4().hex[:6]}"
     async with new_worker(client, pool, settings) as worker:
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"{TOPIC} item {turn} {CANARY} with numbers {turn * 17}.",
-                thread=thread_id,
-                model=MODEL,
-                generation_id=f"grow-{turn}",
-            )
+        await grow_thread(
+            worker.runtime,
+            thread_id,
+            MODEL,
+            lambda turn: f"{TOPIC} item {turn} {CANARY} with numbers {turn * 17}.",
+        )
         result = await worker.runtime.generate(
             crux.prompt(id="managed", use=[crux.history(recent={"messages": 4})]),
             input="What did we decide about carriers?",

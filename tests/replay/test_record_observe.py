@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 import crux
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
-from tests.helpers import new_worker, record_history, settings_for
+from tests.helpers import grow_thread, new_worker, record_history, settings_for
 from tests.replay.test_replay import RECORD
 from vocabulary.ids import member_workflow_id, parallel_workflow_id, workflow_id_for
 
@@ -29,13 +29,14 @@ async def test_record_observe_histories(
     thread_id = f"replay-observe:{uuid.uuid4().hex[:6]}"
     settings = settings_for(database_url, openai_base_url=openai_server.base_url)
     async with new_worker(client, pool, settings) as worker:
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"Logistics review item {turn}: carrier contracts and numbers {turn * 17}.",
-                thread=thread_id,
-                model=MODEL,
-                generation_id=f"grow-{turn}",
-            )
+        await grow_thread(
+            worker.runtime,
+            thread_id,
+            MODEL,
+            lambda turn: (
+                f"Logistics review item {turn}: carrier contracts and numbers {turn * 17}."
+            ),
+        )
         await worker.runtime.generate(
             crux.prompt(id="managed", use=[crux.history(recent={"messages": 4})]),
             input="What did we decide?",

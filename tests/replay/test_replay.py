@@ -32,7 +32,7 @@ from providers.loopback import (
     TextReply,
     tool_call_reply,
 )
-from tests.helpers import new_worker, settings_for
+from tests.helpers import grow_thread, new_worker, settings_for
 from tests.replay.scenarios import HISTORIES, SCENARIOS, current_histories
 from workflows.versioning import COMMAND_VERSION
 
@@ -130,13 +130,15 @@ async def test_record_histories(
             generation_id="r6",
         )
         managed_thread = f"replay-managed:{uuid.uuid4().hex[:6]}"
-        for turn in range(6):
-            await worker.runtime.generate(
-                f"Logistics review item {turn}: carrier contracts, capacity and numbers {turn}.",
-                thread=managed_thread,
-                model="openai:gpt-4o-mini",
-                generation_id=f"m{turn}",
-            )
+        await grow_thread(
+            worker.runtime,
+            managed_thread,
+            "openai:gpt-4o-mini",
+            lambda turn: (
+                f"Logistics review item {turn}: carrier contracts, capacity and numbers {turn}."
+            ),
+            ids="m",
+        )
         await worker.runtime.generate(
             crux.prompt(id="managed", use=[crux.history(recent={"messages": 4})]),
             input="What did we decide?",
