@@ -137,6 +137,7 @@ class TurnCommitter:
         )
         stored = settled(recorded)
         settled(counted)
+        await self._announce(key)
         if commit is not None:
             _log.info(
                 "thread.turn.committed",
@@ -147,6 +148,17 @@ class TurnCommitter:
                 replayed=commit.replayed,
             )
         return CommitTurnResult.of(await self._outcome(request, stored), request)
+
+    async def _announce(self, key: str) -> None:
+        """Tell a caller waiting on this generation that its commit is done.
+
+        Only a shortcut: a caller that misses it is answered when the run closes, so a
+        failure to send it fails nothing.
+        """
+        try:
+            await self._generations.announce_result(key)
+        except Exception as error:
+            _log.warning("generation.result.unannounced", error_type=type(error).__name__)
 
     async def _store_counts(self, request: CommitTurnInput, counts: dict[str, int]) -> None:
         """Cache the committed messages' token counts (nothing when there are none)."""

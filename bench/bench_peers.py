@@ -160,6 +160,9 @@ class CruxSystem:
         handle = self.runtime.client.get_workflow_handle(
             crux.workflow_id_for(generation_id, self.thread_id)
         )
+        # `generate` returns once the turn is committed; the run closes just after. Its
+        # history is measured whole, and the next turn starts after it, as the peers' do.
+        await handle.result()
         return elapsed, await history_bytes(handle)
 
 

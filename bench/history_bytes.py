@@ -138,6 +138,7 @@ async def _generation_bytes(
             raise
         return None
     handle = client.get_workflow_handle(workflow_id_for(generation_id, thread_id))
+    await handle.result()  # measured once the run closed, a little after its commit
     described = await handle.describe()
     events = (await handle.fetch_history()).events
     return Run(

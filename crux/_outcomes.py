@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from contracts import failures
 from contracts.acceptance import SuccessHookOutcome
-from contracts.generation import GenerationResult, StepRecord, Usage
+from contracts.generation import GenerationInput, GenerationResult, StepRecord, Usage
 from storage import GenerationStore
 from vocabulary.commits import ThreadCommit
 from vocabulary.details import ErrorDetails
@@ -119,6 +119,8 @@ class Finished(BaseModel):
         thread_commit: The commit receipt as this run reported it (replay flags included).
         replayed: `True` when the generation had already completed.
         hooks: How each success hook of the run ended.
+        noticed: Learnt from the commit's notice (`crux._notices`) rather than from the
+            workflow's answer: the stored result stands as committed. Never on the wire.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -128,6 +130,12 @@ class Finished(BaseModel):
     thread_commit: ThreadCommit | None = None
     replayed: bool = False
     hooks: tuple[SuccessHookOutcome, ...] = ()
+    noticed: bool = Field(default=False, exclude=True)
+
+    @classmethod
+    def from_notice(cls, request: GenerationInput) -> Finished:
+        """The run of `request`, known to have committed from its commit's notice."""
+        return cls(generation_id=request.generation_id, thread_id=request.thread_id, noticed=True)
 
 
 async def await_result(handle: WorkflowHandle[Any, Finished]) -> Finished:
@@ -153,6 +161,8 @@ async def stored_result(generations: GenerationStore, finished: Finished) -> Gen
     )
     if stored is None:
         raise ThreadError("not_found", "the generation's result is no longer stored")
+    if finished.noticed:
+        return stored  # as committed: a fresh commit, no hooks (`settled_at_commit`)
     return stored.model_copy(
         update={
             "replayed": finished.replayed,

@@ -58,7 +58,7 @@ class StoredResults:
             ThreadError: `not_found` when the result or the reply is no longer stored.
             OutputValidationError: The stored reply does not parse as `output`.
         """
-        if finished.thread_commit is None or finished.thread_id is None:
+        if finished.thread_id is None or (finished.thread_commit is None and not finished.noticed):
             result = await stored_result(self._generations, finished)
             return await self.generation(result, output, erase=erase)
         # A committed turn's reply is the Thread message its generation id names: it is

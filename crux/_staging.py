@@ -64,8 +64,11 @@ class BuiltCall:
         )
 
 
-async def stage_call(call: BuiltCall, generations: GenerationStore) -> GenerationInput:
-    """Claim the generation id for this request and stage its texts; return the input.
+async def stage_call(call: BuiltCall, generations: GenerationStore) -> bool:
+    """Claim the generation id for this request and stage its texts.
+
+    Returns:
+        Whether the generation completed before: its run replays the stored result.
 
     Raises:
         ThreadError: `identity_conflict` when the id was used for a different request in
@@ -85,7 +88,7 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> Generatio
     if not claimed and await generations.find_result(key) is not None:
         # A completed generation asked again: the workflow replays its stored result;
         # staging its text again would only leave rows nobody drops.
-        return request
+        return True
     for kind, message in call.turn.staged():
         await generations.stage(key, 0, kind, message, thread_id=thread_id)
     if call.caller is not None:
@@ -96,4 +99,4 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> Generatio
         await generations.stage_messages(
             key, StagingKind.PROMPT_MESSAGES, call.declared, thread_id=thread_id
         )
-    return request
+    return False

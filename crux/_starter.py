@@ -7,6 +7,8 @@ ids, model names and counts: never content.
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import suppress
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
@@ -20,6 +22,9 @@ from crux._waiting import execution_timeout
 from vocabulary.ids import workflow_id_for
 
 WORKFLOW_NAME = "ManagedGenerationWorkflow"
+
+CLOSING_SECONDS = 5.0
+"""How long a repeated generation waits for the run that committed it to close."""
 
 
 class GenerationStarter:
@@ -42,7 +47,11 @@ class GenerationStarter:
         self._eager_start = eager_start
 
     async def start(
-        self, request: GenerationInput, *, wait_seconds: float | None = None
+        self,
+        request: GenerationInput,
+        *,
+        wait_seconds: float | None = None,
+        replay: bool = False,
     ) -> WorkflowHandle[Any, Finished]:
         """Start the run of `request`, or attach to the one already under its id.
 
@@ -50,7 +59,13 @@ class GenerationStarter:
             request: The generation.
             wait_seconds: The caller's `timeout=`: a new run gets the workflow execution
                 timeout that bounds it (`crux._waiting.execution_timeout`).
+            replay: The generation completed before (`crux._staging.stage_call`). Its
+                caller may have had the answer at the commit, before the run closed: a run
+                still closing is waited for, so that this call gets a run of its own, one
+                that reports the generation as replayed.
         """
+        if replay:
+            await self._closed(request, wait_seconds)
         return await self._client.start_workflow(
             WORKFLOW_NAME,
             request.start_payload(),
@@ -67,6 +82,16 @@ class GenerationStarter:
             # starts without a round trip through the server.
             request_eager_start=self._eager_start,
         )
+
+    async def _closed(self, request: GenerationInput, wait_seconds: float | None) -> None:
+        """Wait (briefly) for the generation's run to close, however it ends."""
+        handle = self._client.get_workflow_handle(
+            workflow_id_for(request.generation_id, request.thread_id)
+        )
+        limit = CLOSING_SECONDS if wait_seconds is None else min(wait_seconds, CLOSING_SECONDS)
+        # A run that does not close in time is attached to, as any run under the id is.
+        with suppress(Exception):
+            await asyncio.wait_for(handle.result(), limit)
 
     def _attributes(self, request: GenerationInput) -> TypedSearchAttributes | None:
         if not self._search_attributes:

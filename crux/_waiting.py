@@ -32,6 +32,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from crux._notices import Notice, follow_to_close
 from crux._outcomes import Finished, await_result
 from vocabulary.errors import CallTimeoutError, ConfigurationError, NoWorkerError
 
@@ -90,20 +91,30 @@ class RunWaiter:
         self._task_queue = task_queue
 
     async def result(
-        self, handle: WorkflowHandle[Any, Finished], *, wait_seconds: float | None = None
+        self,
+        handle: WorkflowHandle[Any, Finished],
+        *,
+        wait_seconds: float | None = None,
+        notice: Notice | None = None,
     ) -> Finished:
         """The run's result, or a typed error instead of waiting on.
 
         Args:
             handle: The started run.
             wait_seconds: The caller's `timeout=` (`None`: no limit).
+            notice: The run's commit notice (`crux._notices`): the run is known to have
+                committed as soon as it completes, before the workflow closes.
 
         Raises:
             NoWorkerError: No worker polls the task queue (the run was terminated).
             CallTimeoutError: `timeout` seconds passed (the run was asked to cancel).
             CruxError: The run's own typed failure.
         """
-        return await self.bounded(handle, lambda: await_result(handle), wait_seconds=wait_seconds)
+        if notice is None:
+            outcome = lambda: await_result(handle)  # noqa: E731
+        else:
+            outcome = lambda: _answer_or_notice(await_result(handle), notice)  # noqa: E731
+        return await self.bounded(handle, outcome, wait_seconds=wait_seconds)
 
     async def bounded(
         self,
@@ -199,6 +210,21 @@ class RunWaiter:
             else True
             for poller in described.pollers
         )
+
+
+async def _answer_or_notice(answer: Awaitable[Finished], notice: Notice) -> Finished:
+    """The workflow's answer, or the commit's notice when that comes first."""
+    answered = asyncio.ensure_future(answer)
+    try:
+        await asyncio.wait({answered, notice.committed}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        answered.cancel()
+        await asyncio.gather(answered, return_exceptions=True)
+        raise
+    if answered.done():
+        return answered.result()
+    follow_to_close(answered)
+    return Finished.from_notice(notice.request)
 
 
 async def _described(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription | None:

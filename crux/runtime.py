@@ -25,6 +25,7 @@ from contracts.generation import GenerationInput, GenerationResult
 from contracts.operator import GenerationStatus
 from contracts.settings import AttemptPolicySpec, as_attempt_policy
 from crux._approvals import ToolApprovals
+from crux._notices import CommitNotices
 from crux._operator import RunOperator
 from crux._outcomes import (
     Generation,
@@ -121,6 +122,7 @@ class Runtime:
         )
         self._waiter = RunWaiter(client, task_queue)
         self._results = StoredResults(self._generations, threads)
+        self._notices = CommitNotices(pool)
         self._previewer = Previewer(catalog or ModelCatalog.default(), threads, SummaryStore(pool))
         self._parallel = ParallelRunner(
             client,
@@ -158,6 +160,10 @@ class Runtime:
     ) -> Generation:
         """Run one managed generation and wait for its committed result.
 
+        The call returns once the turn is committed. A run with nothing left to do after
+        its commit (no success hooks, time budget, cache or managed history) answers from
+        the commit's PostgreSQL notice, and its workflow closes a moment later.
+
         Args:
             prompt: A `Prompt`, a `crux.agent(...)` (its model, budget, history, tools,
                 tool choice and hooks apply unless this call sets them), or a plain string
@@ -176,9 +182,10 @@ class Runtime:
             OutputValidationError: The reply did not validate as `output`, after retries.
         """
         timeout = checked_timeout(options.get("timeout"))
-        call = await self._staged(prompt, options, "generate")
-        handle = await self._starter.start(call.request, wait_seconds=timeout)
-        finished = await self._waiter.result(handle, wait_seconds=timeout)
+        call, replay = await self._staged(prompt, options, "generate")
+        async with self._notices.watching(call.request) as notice:
+            handle = await self._starter.start(call.request, wait_seconds=timeout, replay=replay)
+            finished = await self._waiter.result(handle, wait_seconds=timeout, notice=notice)
         return await self._results.finished(finished, call.output)
 
     async def stream(
@@ -194,16 +201,20 @@ class Runtime:
             RequestCompositionError | ThreadError | ThreadCommitError: As `generate`.
         """
         timeout = checked_timeout(options.get("timeout"))
-        call = await self._staged(prompt, options, "stream", stream=True)
+        call, replay = await self._staged(prompt, options, "stream", stream=True)
         request = call.request
-        handle = await self._starter.start(request, wait_seconds=timeout)
-        outcome = asyncio.ensure_future(self._waiter.result(handle, wait_seconds=timeout))
         key = generation_key(request.generation_id, request.thread_id)
         streamed = ""  # the current attempt's text as delivered so far
-        async with aclosing(follow_deltas(self._pool, self._generations, key, outcome)) as deltas:
-            async for update in deltas:
-                streamed = streamed + update.text if isinstance(update, StreamDelta) else ""
-                yield update
+        async with self._notices.watching(request) as notice:
+            handle = await self._starter.start(request, wait_seconds=timeout, replay=replay)
+            outcome = asyncio.ensure_future(
+                self._waiter.result(handle, wait_seconds=timeout, notice=notice)
+            )
+            following = follow_deltas(self._pool, self._generations, key, outcome)
+            async with aclosing(following) as deltas:
+                async for update in deltas:
+                    streamed = streamed + update.text if isinstance(update, StreamDelta) else ""
+                    yield update
         generation = await self._results.finished(outcome.result(), call.output)
         tail = missing_tail(streamed, generation.text)
         if tail:
@@ -459,8 +470,10 @@ class Runtime:
         """Release what the runtime owns: the pool `crux.connect` opened (idempotent).
 
         A runtime built from the caller's own pool leaves it open: the caller closes it.
-        The Temporal client holds no resources that need closing.
+        The connection that listens for commits goes back to the pool either way. The
+        Temporal client holds no resources that need closing.
         """
+        await self._notices.close()
         if self._owns_pool and not self._pool.is_closing():
             await self._pool.close()
 
@@ -482,9 +495,12 @@ class Runtime:
         method: str,
         *,
         stream: bool = False,
-    ) -> BuiltCall:
-        """Build the call and stage its text: options, text and identity are checked first."""
+    ) -> tuple[BuiltCall, bool]:
+        """Build the call and stage its text: options, text and identity are checked first.
+
+        Returns:
+            The call, and whether its generation completed before (`stage_call`).
+        """
         check_keywords(options, _CALL_KEYWORDS, f"Runtime.{method}")
         call = self._calls.build(prompt, options, stream=stream)
-        await stage_call(call, self._generations)
-        return call
+        return call, await stage_call(call, self._generations)

@@ -44,6 +44,7 @@ from crux._checks import (
     migrate_database,
 )
 from crux._health import readiness_file
+from crux._notices import serving
 from crux._worker import build_worker, deployment_config, worker_resources
 from crux.hooks import StepHook, SuccessHook
 from crux.plugin import CruxPlugin
@@ -61,6 +62,9 @@ from vocabulary.settings import Settings
 __all__ = ["Worker"]
 
 _log = get_logger(__name__)
+
+RUNS_CLOSING_SECONDS = 10.0
+"""How long a stopping worker lets runs this process was answered for close first."""
 
 
 class Worker:
@@ -329,7 +333,8 @@ class Worker:
                         namespace=settings.temporal_namespace,
                         **{kind: len(names) for kind, names in self._registrations.names().items()},
                     )
-                    yield
+                    async with serving(RUNS_CLOSING_SECONDS):
+                        yield
             finally:
                 self._temporal = None
                 await announcement.leave()

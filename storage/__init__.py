@@ -2,7 +2,7 @@
 
 from storage._pool import create_pool
 from storage.cache import CacheMatch, CacheStore, PendingEntry, ScopeStats, cache_entry_id
-from storage.generations import GenerationStore, StagedMessage
+from storage.generations import RESULT_CHANNEL, GenerationStore, StagedMessage
 from storage.migrate import available_migrations, migrate, migrate_url
 from storage.receipts import ReceiptStore, StoredReceipt
 from storage.summaries import (
@@ -40,6 +40,7 @@ __all__ = [
     "MessageEntry",
     "OwnerState",
     "PendingEntry",
+    "RESULT_CHANNEL",
     "ReceiptStore",
     "RedactedEntry",
     "RemovedEntry",

@@ -20,6 +20,15 @@ from vocabulary.staging import StagingKind
 
 _FIND_RESULT = "SELECT result FROM crux_generations WHERE generation_id = $1"
 
+RESULT_CHANNEL = "crux_results"
+"""`NOTIFY` channel on which a generation's key is sent once its commit is done.
+
+A listener that hears it can read the result at once (`crux._notices`). The payload is the
+key alone: ids, no content.
+"""
+
+_ANNOUNCE_RESULT = f"SELECT pg_notify('{RESULT_CHANNEL}', $1)"
+
 _RECORD_RESULT = """
 INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
 VALUES ($1, $2, $3, $4)
@@ -149,6 +158,15 @@ class GenerationLedger:
             await connection.execute(_DROP_STAGING, key)
             stored: Any = await connection.fetchval(_FIND_RESULT, key)
         return GenerationResult.model_validate(stored)
+
+    @storage_errors()
+    async def announce_result(self, generation_id: str) -> None:
+        """Wake the listeners of a generation whose result is recorded (`RESULT_CHANNEL`).
+
+        Sent once everything its commit writes is written; sent again (a retried commit),
+        it wakes them to the same stored result.
+        """
+        await self._pool.execute(_ANNOUNCE_RESULT, generation_id)
 
     @storage_errors()
     async def record_support_request(

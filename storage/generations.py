@@ -22,13 +22,19 @@ from typing import Any
 import asyncpg
 
 from storage._failures import storage_errors
-from storage._generation_ledger import GenerationLedger
+from storage._generation_ledger import RESULT_CHANNEL, GenerationLedger
 from storage._generation_stream import STREAM_CHANNEL, DeltaStream
 from storage.threads import check_storable
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
 
-__all__ = ["IDENTITY_KIND", "STREAM_CHANNEL", "GenerationStore", "StagedMessage"]
+__all__ = [
+    "IDENTITY_KIND",
+    "RESULT_CHANNEL",
+    "STREAM_CHANNEL",
+    "GenerationStore",
+    "StagedMessage",
+]
 
 _GET_STAGED_MANY = """
 SELECT attempt, kind, message, info, source_message_ids FROM crux_generation_staging

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RawValue
 
+from crux._notices import serving
 from crux._worker import build_worker, worker_resources
 from crux.config import Settings
 from crux.hooks import StepHook, SuccessHook
@@ -81,7 +83,8 @@ async def new_worker(
         worker = build_worker(client, task_queue=task_queue, activities=activities)
         async with worker:
             runtime = Runtime(client, pool, task_queue=task_queue, default_model=default_model)
-            yield RunningWorker(task_queue=task_queue, settings=settings, runtime=runtime)
+            async with serving():  # as `crux.Worker`: answered runs close before it stops
+                yield RunningWorker(task_queue=task_queue, settings=settings, runtime=runtime)
 
 
 async def grow_thread(
@@ -131,6 +134,18 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+async def closed_run(client: Client, workflow_id: str) -> WorkflowHandle[Any, Any]:
+    """The run, once it closed: `generate` returns at the commit, the run closes just after.
+
+    A test that inspects the run itself (its history, status, search attributes) reads it
+    once it ended, however it ended.
+    """
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    with contextlib.suppress(Exception):  # a failed run is closed too
+        await asyncio.wait_for(handle.result(), 30)
+    return handle
+
+
 async def record_history(client: Client, workflow_id: str, name: str) -> None:
     """Save a finished workflow's history for the replay suite (`CRUX_RECORD_HISTORIES=1`).
 
@@ -150,7 +165,7 @@ async def record_history(client: Client, workflow_id: str, name: str) -> None:
     target = folder / f"{name}.json"
     if target.exists():
         return
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     target.write_text(history.to_json(), encoding="utf-8")
 
 

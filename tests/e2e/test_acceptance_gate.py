@@ -22,7 +22,7 @@ import crux
 from contracts.generation import GenerationOutcome
 from providers.loopback import LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 from vocabulary.details import decode_details
 from vocabulary.ids import workflow_id_for
 
@@ -79,7 +79,7 @@ async def _database_text(pool: asyncpg.Pool) -> str:
 
 async def _step_summaries(client: Client, workflow_id: str) -> list[str]:
     """The UI summaries of a run's activities and local activities, in history order."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     converter = PayloadConverter.default
     return [
         str(converter.from_payload(event.user_metadata.summary, str))

@@ -22,7 +22,7 @@ from providers.loopback import (
 )
 from providers.loopback._server import RecordedRequest
 from storage import ThreadStore
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import closed_run, eventually, new_worker, settings_for
 
 SECRET = "s3cret-hook-detail"
 
@@ -178,7 +178,7 @@ async def test_prepare_step_switches_the_model_on_a_tool_round(
     assert stored.preparations == second.preparations
     # Temporal history holds ids, names and figures: no prompt, reply or tool argument text.
     workflow_id = crux.workflow_id_for(result.generation_id, thread_id)
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     recorded = history.to_json()
     assert "crux.prepare_step" in recorded
     for text in ("Weather in Lisbon?", "Lisbon", "Sunny.", "sunny"):

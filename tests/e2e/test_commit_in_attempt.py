@@ -29,7 +29,7 @@ from crux.models import workflow_id_for
 from crux.prompts import PromptRegistry
 from planner import ModelCatalog
 from storage import GenerationStore, ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 from vocabulary.ids import generation_key
 
 _COMMIT = "crux.commit_turn"
@@ -37,7 +37,7 @@ _COMMIT = "crux.commit_turn"
 
 async def _activity_types(client: Client, workflow_id: str) -> tuple[list[str], list[str]]:
     """The local activities (markers) and the activities scheduled by one run."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     local: list[str] = []
     scheduled: list[str] = []
     for event in history.events:

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from crux.logs import configure_logging
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, TextReply
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 
 SECRET_QUESTION = "My account number is 4242-SECRET-7777, can you check it?"
 SECRET_REPLY = "Account 4242-SECRET-7777 looks fine to me."
@@ -56,7 +56,7 @@ async def test_every_payload_of_a_generation_stays_small(
             await worker.runtime.generate(
                 long_text, thread=thread_id, model="openai:gpt-4o", generation_id=f"s{turn}"
             )
-    history = await client.get_workflow_handle(workflow_id_for("s4", thread_id)).fetch_history()
+    history = await (await closed_run(client, workflow_id_for("s4", thread_id))).fetch_history()
     for event in json.loads(history.to_json())["events"]:
         assert len(json.dumps(event)) < PAYLOAD_LIMIT_BYTES, event["eventType"]
     assert "lorem" not in history.to_json()

@@ -33,7 +33,7 @@ from crux.models import HistorySpec, generation_key, workflow_id_for
 from crux.runtime import Runtime
 from planner import ModelCatalog, ModelProfile
 from storage import GenerationStore, ThreadStore
-from tests.helpers import settings_for
+from tests.helpers import closed_run, settings_for
 from vocabulary.messages import Message
 
 MODEL = "offline:window-128k"
@@ -119,7 +119,7 @@ def _payload_text(node: object) -> str:
 
 async def _history_bytes(client: Client, generation_id: str, thread_id: str) -> tuple[int, str]:
     """Temporal's own count of the run's history bytes, and its payloads as text."""
-    handle = client.get_workflow_handle(workflow_id_for(generation_id, thread_id))
+    handle = await closed_run(client, workflow_id_for(generation_id, thread_id))
     described = await handle.describe()
     size = described.raw_description.workflow_execution_info.history_size_bytes
     history = await handle.fetch_history()

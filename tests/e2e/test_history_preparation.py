@@ -23,7 +23,7 @@ from planner import ModelCatalog, ModelProfile, derive_budget
 from providers.loopback import LoopbackOpenAIServer, Reply, TextReply
 from providers.loopback._server import RecordedRequest
 from providers.loopback._shared import echo_text, input_tokens_of
-from tests.helpers import RunningWorker, eventually, settings_for
+from tests.helpers import RunningWorker, closed_run, eventually, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 SUMMARY_MODEL = "openai:summary-small"
@@ -227,7 +227,7 @@ async def test_identical_preparations_share_one_set_of_support_calls(
     assert codes & {"HISTORY_SUMMARY_INLINE", "HISTORY_SUMMARY_JOINED"}
     # Exactly one of the two ran the preparation; the other waited for it.
     histories = [
-        (await client.get_workflow_handle(workflow_id_for(name, thread_id)).fetch_history())
+        (await (await closed_run(client, workflow_id_for(name, thread_id))).fetch_history())
         for name in ("first", "second")
     ]
     waited = ["crux.await_summary" in history.to_json() for history in histories]

@@ -21,7 +21,7 @@ from crux.stack import temporal_cli_path
 from providers import TokenCounter
 from providers.loopback import CountReply, ErrorReply, LoopbackOpenAIServer, TextReply
 from storage import ThreadStore
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import closed_run, eventually, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 
@@ -430,7 +430,7 @@ async def test_ui_facing_fields_show_stage_and_ids_but_no_content(
         await worker.runtime.generate(
             "a private question", thread=thread_id, model=MODEL, generation_id="ui-1"
         )
-        handle = client.get_workflow_handle(workflow_id_for("ui-1", thread_id))
+        handle = await closed_run(client, workflow_id_for("ui-1", thread_id))
         assert await handle.query("get_stage", result_type=str) == "completed"
 
     async def attributes_now() -> dict[str, object]:

@@ -12,7 +12,7 @@ import crux
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer
 from storage import ThreadStore
-from tests.helpers import eventually, new_worker, settings_for
+from tests.helpers import closed_run, eventually, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 TOPIC = "The quarterly logistics review covered warehouse capacity, carrier contracts and "
@@ -70,8 +70,8 @@ async def test_inline_summary_replaces_older_turns_and_is_linked(
         "SELECT artifact_id, source_message_ids FROM crux_derived_artifacts"
     )
     assert len(artifacts) == 1
-    history = await client.get_workflow_handle(
-        workflow_id_for("managed-1", thread_id)
+    history = await (
+        await closed_run(client, workflow_id_for("managed-1", thread_id))
     ).fetch_history()
     assert "item number" not in history.to_json()
     # The canonical Thread is untouched: 7 turns, 14 messages.

@@ -23,7 +23,7 @@ from providers.loopback import (
     TextReply,
     tool_call_reply,
 )
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 from vocabulary.ids import workflow_id_for
 
 STOP = "STOP-MARKER-7f3a"
@@ -31,7 +31,7 @@ STOP = "STOP-MARKER-7f3a"
 
 async def _history_json(client: Client, workflow_id: str) -> str:
     """Every payload of the workflow's history, decoded, as one string."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     found: list[str] = []
 
     def walk(node: object) -> None:

@@ -39,7 +39,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from telemetry import setup, tracing
-from tests.helpers import grow_thread, new_worker, settings_for, workflow_metadata
+from tests.helpers import closed_run, grow_thread, new_worker, settings_for, workflow_metadata
 from vocabulary.ids import workflow_id_for
 
 MODEL = "openai:gpt-4o"
@@ -161,7 +161,7 @@ async def test_a_turn_with_a_failed_attempt_and_a_tool_round_is_traced_and_count
             model=MODEL,
             generation_id="otel-1",
         )
-        handle = traced.get_workflow_handle(workflow_id_for("otel-1", thread_id))
+        handle = await closed_run(traced, workflow_id_for("otel-1", thread_id))
         metadata = await workflow_metadata(handle)
     assert result.thread_commit is not None
     # The UI counts the failed try with the attempts.

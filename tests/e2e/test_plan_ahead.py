@@ -22,7 +22,7 @@ import crux
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, ScriptedToolCall, TextReply, tool_call_reply
 from storage import ReceiptStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 
 _READ = "crux.read_request"
 _RECORD = "crux.record_plan"
@@ -30,7 +30,7 @@ _RECORD = "crux.record_plan"
 
 async def _local_activities(client: Client, workflow_id: str) -> list[str]:
     """The local activities one run recorded (its markers), in order."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     return [
         str(
             json.loads(event.marker_recorded_event_attributes.details["data"].payloads[0].data)[

@@ -158,7 +158,8 @@ async def test_preview_reads_what_the_read_activity_reads(
     previewed = await preview_read(
         call, profile, threads=ThreadStore(pool), summaries=SummaryStore(pool)
     )
-    request = await stage_call(call, GenerationStore(pool))
+    await stage_call(call, GenerationStore(pool))
+    request = call.request
     read_input = ReadRequestInput(
         generation_id=request.generation_id,
         thread_id=request.thread_id,

@@ -143,6 +143,7 @@ from tests.faults import (
     retryable_of,
     table,
 )
+from tests.helpers import closed_run
 from vocabulary.details import decode_details
 
 pytestmark = pytest.mark.durability
@@ -277,8 +278,8 @@ async def test_fault(row: Row, stack: Stack, capfd: pytest.CaptureFixture[str]) 
         if isinstance(error, ProviderError):
             assert error.provider == row.wire and error.model == MODELS[row.wire]
 
-    history = await stack.client.get_workflow_handle(
-        workflow_id_for("g1", thread_id)
+    history = await (
+        await closed_run(stack.client, workflow_id_for("g1", thread_id))
     ).fetch_history()
     assert CANARY not in history.to_json()
     logs = capfd.readouterr()

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, TextReply
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 
@@ -28,7 +28,7 @@ async def test_a_plain_turn_takes_two_workflow_tasks_and_publishes_each_stage_on
             "hello", thread=thread_id, model=MODEL, generation_id="t1"
         )
     assert result.thread_commit is not None
-    history = await client.get_workflow_handle(workflow_id_for("t1", thread_id)).fetch_history()
+    history = await (await closed_run(client, workflow_id_for("t1", thread_id))).fetch_history()
     events = list(history.events)
 
     completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED

@@ -11,7 +11,7 @@ import crux
 from crux.models import workflow_id_for
 from providers.loopback import LoopbackOpenAIServer, StreamErrorReply, TextReply
 from storage import ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 
 MODEL = "openai:gpt-4o-mini"
 REPLY = "Lisbon has seven hills, yellow trams and very good custard tarts near the river."
@@ -42,7 +42,7 @@ async def test_stream_yields_progress_then_the_committed_turn(
     # content-free identity fingerprint of the generation id.
     assert await pool.fetchval("SELECT count(*) FROM crux_generation_staging") == 1
     assert await pool.fetchval("SELECT kind FROM crux_generation_staging") == "identity"
-    history = await client.get_workflow_handle(workflow_id_for("s1", thread_id)).fetch_history()
+    history = await (await closed_run(client, workflow_id_for("s1", thread_id))).fetch_history()
     assert "custard" not in history.to_json()
     view = await ThreadStore(pool).read_history_view(thread_id)
     assert len(view.messages) == 2

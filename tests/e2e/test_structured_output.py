@@ -27,7 +27,7 @@ from providers.loopback import (
     tool_call_reply,
 )
 from storage import ThreadStore
-from tests.helpers import new_worker, settings_for
+from tests.helpers import closed_run, new_worker, settings_for
 from vocabulary.ids import workflow_id_for
 
 CANARY = "zq-canary-reject-5c1e"
@@ -49,7 +49,7 @@ def _rejected(variant: int) -> str:
 
 async def _history_text(client: Client, workflow_id: str) -> str:
     """Every payload of a workflow's history, decoded, plus the raw history JSON."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     raw = json.dumps(history.to_json_dict())
     decoded: list[str] = [raw]
 

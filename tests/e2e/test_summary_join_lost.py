@@ -30,7 +30,7 @@ from providers.loopback import (
     Reply,
     TextReply,
 )
-from tests.helpers import grow_thread, new_worker, record_history, settings_for
+from tests.helpers import closed_run, grow_thread, new_worker, record_history, settings_for
 from vocabulary.errors import ErrorType
 from workflows.summary import SUMMARY_WORKFLOW
 
@@ -46,7 +46,7 @@ BUDGET: dict[str, Any] = {"input_budget": {"max": 250}}
 
 async def _child_id(client: Client, workflow_id: str) -> str:
     """The id of the summary run a generation started."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await (await closed_run(client, workflow_id)).fetch_history()
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             return event.start_child_workflow_execution_initiated_event_attributes.workflow_id
@@ -159,7 +159,7 @@ async def test_a_generation_prepares_its_summary_again_after_the_run_it_joined_w
         assert result.thread_commit is not None and not result.thread_commit.replayed
         workflow_id = workflow_id_for(result.generation_id, thread_id)
         await record_history(client, workflow_id, "summary_join_lost")
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        history = await (await closed_run(client, workflow_id)).fetch_history()
         scheduled = [
             event.activity_task_scheduled_event_attributes.activity_type.name
             for event in history.events

@@ -27,6 +27,8 @@ import crux
 from crux._checks import connect_temporal
 from crux.runtime import Runtime
 from telemetry import setup
+from tests.helpers import closed_run
+from vocabulary.ids import workflow_id_for
 from vocabulary.settings import Settings
 
 
@@ -89,8 +91,11 @@ async def test_a_configured_worker_exports_over_otlp_and_serves_prometheus(
         # A client connected while telemetry is on traces its calls (and serves Prometheus).
         traced = await connect_temporal(settings)
         runtime = Runtime.from_settings(traced, pool, settings)
-        result = await runtime.generate("hello", thread=f"export:{uuid.uuid4().hex[:6]}")
+        thread_id = f"export:{uuid.uuid4().hex[:6]}"
+        result = await runtime.generate("hello", thread=thread_id)
         assert result.thread_commit is not None
+        # The run's own figures are counted as it closes, just after the commit answered.
+        await closed_run(traced, workflow_id_for(result.generation_id, thread_id))
         async with httpx.AsyncClient() as http:
             scraped = (await http.get(f"http://{prometheus}/metrics")).text
     assert not setup.enabled()  # the worker flushed and turned its own telemetry off

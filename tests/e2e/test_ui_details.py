@@ -19,6 +19,7 @@ from crux.errors import CruxError
 from crux.models import workflow_id_for
 from providers.loopback import ErrorReply, LoopbackOpenAIServer, TextReply
 from tests.helpers import (
+    closed_run,
     eventually,
     grow_thread,
     new_worker,
@@ -58,7 +59,7 @@ async def test_a_generation_names_its_kind_model_and_thread_and_ends_with_its_fi
         result = await worker.runtime.generate(
             f"question {CANARY}", thread=thread_id, model=MODEL, generation_id="ui-gen-1"
         )
-        handle = client.get_workflow_handle(workflow_id_for("ui-gen-1", thread_id))
+        handle = await closed_run(client, workflow_id_for("ui-gen-1", thread_id))
         summary, details, current, _ = await _visible(handle)
 
         updates = []
@@ -66,7 +67,7 @@ async def test_a_generation_names_its_kind_model_and_thread_and_ends_with_its_fi
             f"streamed {CANARY}", thread=thread_id, model=MODEL, generation_id="ui-stream-1"
         ):
             updates.append(update)
-        streamed = client.get_workflow_handle(workflow_id_for("ui-stream-1", thread_id))
+        streamed = await closed_run(client, workflow_id_for("ui-stream-1", thread_id))
         stream_summary, _, stream_current, _ = await _visible(streamed)
 
     assert summary == f"generate · {MODEL} · thread {thread_id}"

@@ -10,6 +10,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
+from tests.helpers import closed_run
 from tests.http.api import client
 from tests.http.conftest import Api
 from tests.leaks import LeakScan
@@ -163,7 +164,7 @@ async def test_a_plain_temporal_client_starts_a_staged_turn_and_reads_the_reply(
         assert (await http.delete("/v1/generations/never")).status_code == 404
     scan = LeakScan(marker)
     for workflow_id in (plan["workflow_id"], adhoc["workflow_id"]):
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        history = await (await closed_run(client, workflow_id)).fetch_history()
         scan.check(
             workflow_id, history.to_json(), b"".join(e.SerializeToString() for e in history.events)
         )
