@@ -47,6 +47,22 @@ FROM ctl LEFT JOIN path p ON true
 ORDER BY p.depth
 """
 
+# The same path, its ids alone, in one row: the control columns and the ids of the path's
+# complete groups in path order (no entry per message, no token counts).
+_PATH_IDS_READ = f"""
+WITH RECURSIVE ctl AS (
+    SELECT state, version, CASE WHEN state = 'live' THEN heads->>$2 END AS head
+    FROM crux_threads WHERE thread_id = $1
+), {chains_cte("(SELECT head FROM ctl)")},
+path AS ({path_rows("m.message_id, m.group_id, m.state, m.depth")})
+SELECT ctl.state, ctl.version,
+       (SELECT array_agg(p.message_id ORDER BY p.depth) FROM path p
+        WHERE NOT EXISTS (
+            SELECT FROM path q WHERE q.group_id = p.group_id AND q.state <> 'live'
+        )) AS ids
+FROM ctl
+"""
+
 # The Thread's state and the messages in one statement (one snapshot); the body gets its id
 # spliced in so that each message is parsed and validated in one call.
 _MESSAGES = """
@@ -104,6 +120,22 @@ async def read_history(
         if row[5] not in incomplete
     )
     return _view(thread_id, revision_of(first[1]), head, entries)
+
+
+async def read_path_ids(
+    connection: Connection, thread_id: str, *, owner: str
+) -> tuple[str, tuple[str, ...]]:
+    """The revision and the message ids of `read_history`'s view, in one statement.
+
+    Raises:
+        ThreadError: `deleted` after deletion.
+    """
+    row = await connection.fetchrow(_PATH_IDS_READ, thread_id, owner)
+    if row is None:
+        return EMPTY_REVISION, ()
+    if row[0] != "live":
+        raise ThreadError("deleted", "thread is deleted", thread_id=thread_id)
+    return revision_of(row[1]), tuple(row[2] or ())
 
 
 def _view(

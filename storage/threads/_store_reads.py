@@ -10,7 +10,7 @@ import asyncpg
 from storage.threads._control import EMPTY_REVISION, load_control
 from storage.threads._db import read_transaction, single_read, single_statement
 from storage.threads._full_read import read_full_path
-from storage.threads._history import load_stored_messages, read_history
+from storage.threads._history import load_stored_messages, read_history, read_path_ids
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
@@ -70,8 +70,10 @@ class ThreadReader:
         self, thread_id: str, *, owner: str = MAIN_OWNER
     ) -> tuple[str, tuple[str, ...]]:
         """The revision and the message ids of `read_history_view` (positions index them)."""
-        view = await self.read_history_view(thread_id, owner=owner)
-        return view.revision, view.message_ids
+        check_id(thread_id, "thread", thread_id=thread_id)
+        check_id(owner, "owner", thread_id=thread_id)
+        async with single_read(self._pool, thread_id) as connection:
+            return await read_path_ids(connection, thread_id, owner=owner)
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set."""
