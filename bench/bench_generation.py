@@ -42,6 +42,7 @@ import time
 import uuid
 
 from history_bytes import LENGTHS, measure_history_bytes, print_history_bytes
+from temporalio.client import Client
 
 import crux
 from bench._figures import bench_database, compile_bytecode, p50, p99
@@ -80,6 +81,14 @@ def _round_ratios(numerator: list[float], denominator: list[float]) -> list[floa
         if top and bottom:
             ratios.append(statistics.median(top) / statistics.median(bottom))
     return ratios
+
+
+async def closed(client: Client, generation_id: str, thread_id: str) -> None:
+    """Wait, untimed, for a run to close: `generate` answers at the commit, a moment before.
+
+    The next timed call then starts on a worker with nothing of the last run left to do.
+    """
+    await client.get_workflow_handle(workflow_id_for(generation_id, thread_id)).result()
 
 
 def _verdict(ok: bool) -> str:
@@ -135,6 +144,7 @@ async def main(turns: int) -> None:
                 started = time.perf_counter()
                 await runtime.generate(question, thread=thread_id, generation_id=f"b{turn}")
                 durable.append(time.perf_counter() - started)
+                await closed(env.client, f"b{turn}", thread_id)
                 started = time.perf_counter()
                 await runtime.generate(
                     question,
@@ -143,6 +153,7 @@ async def main(turns: int) -> None:
                     safety=crux.safety(),
                 )
                 empty_gate.append(time.perf_counter() - started)
+                await closed(env.client, f"e{turn}", f"{thread_id}-empty")
                 started = time.perf_counter()
                 await runtime.generate(
                     question,
@@ -151,6 +162,7 @@ async def main(turns: int) -> None:
                     safety=typical_gate,
                 )
                 input_gate.append(time.perf_counter() - started)
+                await closed(env.client, f"g{turn}", f"{thread_id}-gate")
                 started = time.perf_counter()
                 await env.client.execute_workflow(
                     NOOP_WORKFLOW,
