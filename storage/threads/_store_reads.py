@@ -14,7 +14,7 @@ from storage.threads._history import load_stored_messages, read_history, read_pa
 from storage.threads._models import HistoryView, ThreadSnapshot
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
-from storage.threads._validate import MAIN_OWNER, check_id
+from storage.threads._validate import MAIN_OWNER, check_id, check_ids
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
 
@@ -80,7 +80,7 @@ class ThreadReader:
         check_id(thread_id, "thread", thread_id=thread_id)
         if isinstance(ids, str) or not isinstance(ids, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ThreadError("invalid_message", "ids must be a list of ids", thread_id=thread_id)
-        checked = [check_id(value, "message", thread_id=thread_id) for value in ids]
+        checked = check_ids(ids, "message", thread_id=thread_id)
         async with single_read(self._pool, thread_id) as connection:
             return await load_stored_messages(connection, thread_id, checked)
 
