@@ -7,6 +7,7 @@ attempt), so a retried activity finds its own earlier work instead of repeating 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from activities._assembly import RequestAssembler
@@ -76,6 +77,7 @@ from contracts.hooks import PrepareStepInput, PrepareStepResult
 from contracts.planning import first_plan, plan_digest
 from planner import ModelCatalog
 from storage import CacheStore, GenerationStore, ReceiptStore, SummaryStore, ThreadStore
+from vocabulary.gathered import settled
 from vocabulary.ids import assistant_message_id
 
 __all__ = ["GenerationActivities", "assistant_message_id"]
@@ -198,13 +200,21 @@ class GenerationActivities:
 
         With `request.commit`, an answer that ends the turn is published here as well.
         """
-        if request.commit is not None:
+        if request.commit is None:
+            invoked = await self._invoker.invoke(request)
+        else:
             # An earlier execution may have published the turn and lost its completion
-            # (Temporal retries it; a storage wait runs it again): report that commit.
-            published = await self._committer.published(request)
+            # (Temporal retries it; a storage wait runs it again): report that commit. The
+            # attempt's own first read goes out beside that lookup.
+            found, staged = await asyncio.gather(
+                self._committer.published(request),
+                self._invoker.staged_output(request),
+                return_exceptions=True,
+            )
+            published = settled(found)
             if published is not None:
                 return published
-        invoked = await self._invoker.invoke(request)
+            invoked = await self._invoker.invoke(request, staged=settled(staged))
         if request.commit is None or not invoked.ends_the_turn:
             return invoked
         return await self._committer.publish_answer(request, invoked)

@@ -38,7 +38,7 @@ from providers import (
     StreamingChatProvider,
     TokenCounter,
 )
-from storage import GenerationStore, ReceiptStore, ThreadStore
+from storage import GenerationStore, ReceiptStore, StagedMessage, ThreadStore
 from telemetry.logs import get_logger
 from vocabulary.errors import StorageUnavailableError
 from vocabulary.ids import assistant_message_id, turn_message_id
@@ -61,6 +61,13 @@ class _Answer:
     result: InvokeModelResult
     sources: tuple[str, ...] = ()
     """Thread messages the request was built from (the redaction cascade follows them)."""
+
+
+class Unread:
+    """The type of `UNREAD`: an argument the callee reads for itself."""
+
+
+UNREAD = Unread()
 
 
 class ModelInvoker:
@@ -134,11 +141,23 @@ class ModelInvoker:
         )
         return CountRequestResult(input_tokens=tokens)
 
-    async def invoke(self, request: InvokeModelInput) -> InvokeModelResult:
-        """Re-check the pinned revision, call the provider once, stage the output."""
-        staged = await self._generations.get_staged(
+    async def staged_output(self, request: InvokeModelInput) -> StagedMessage | None:
+        """The output an earlier try of this attempt staged, if any (`invoke`'s first read)."""
+        return await self._generations.get_staged(
             scoped_key(request), request.attempt, StagingKind.OUTPUT
         )
+
+    async def invoke(
+        self, request: InvokeModelInput, *, staged: StagedMessage | None | Unread = UNREAD
+    ) -> InvokeModelResult:
+        """Re-check the pinned revision, call the provider once, stage the output.
+
+        Args:
+            request: The attempt.
+            staged: `staged_output(request)`, when the caller read it already.
+        """
+        if isinstance(staged, Unread):
+            staged = await self.staged_output(request)
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the

@@ -11,6 +11,7 @@ the first plan of the run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from storage import (
 from storage.threads import MAIN_OWNER
 from telemetry.logs import get_logger
 from vocabulary.errors import ThreadError
+from vocabulary.gathered import settled
 from vocabulary.messages import Message
 
 _log = get_logger(__name__)
@@ -271,7 +273,18 @@ class RequestReader:
     async def read(self, request: ReadRequestInput) -> ReadRequestResult:
         """Stage the user turn, read one exact Thread revision and size everything."""
         await self._inputs.check_identity(request)
-        existing = await self._generations.find_result(scoped_key(request))
+        staged: tuple[Message, Message | None] | BaseException | None = None
+        if request.input_ref == scoped_key(request):
+            # The facade staged the turn under this generation: reading it only reads, so it
+            # goes out beside the result lookup (and is dropped if that finds a result).
+            found, staged = await asyncio.gather(
+                self._generations.find_result(scoped_key(request)),
+                self._inputs.stage(request),
+                return_exceptions=True,
+            )
+            existing = settled(found)
+        else:
+            existing = await self._generations.find_result(scoped_key(request))
         if existing is not None:
             outcome = GenerationOutcome.of(replayed(existing))
             if request.include_reply:
@@ -285,7 +298,7 @@ class RequestReader:
         await self._check_owner(request)
         profile = self._catalog.resolve(request.model)
         ceiling = request_ceiling(request, profile)
-        user, system = await self._inputs.stage(request)
+        user, system = await self._inputs.stage(request) if staged is None else settled(staged)
         contexts = list(
             zip(
                 request.context_source_ids,
