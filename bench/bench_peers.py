@@ -16,7 +16,8 @@ nobody starts workflows eagerly, and the benchmark waits until each one polls.
 
 Per cell (prior messages), warm-up turns then timed turns, interleaved system by system (the
 order rotates every turn); every turn sees the same prior messages plus a new question (Crux
-puts the last prior turn on a fresh branch of its Thread before each turn, untimed). Printed:
+puts the last prior turn on a fresh branch of its Thread before each turn, untimed, with the
+token counts a generation's commit stores beside the messages it publishes). Printed:
 p50 and p99 latency per system, each peer's p50 over Crux's (above 1: Crux is faster), and
 Temporal's `history_size_bytes` of each turn's workflow, averaged. A peer that fails a cell
 (for example a transcript over Temporal's payload limit) is reported, not fatal.
@@ -48,10 +49,14 @@ from typing import Any, Protocol
 from temporalio.client import Client, WorkflowHandle
 
 import crux
+from activities.skeleton import content_tokens
 from bench._figures import bench_database, p50, p99
 from bench._peer_model import MODEL
 from crux.stack import start_temporal
+from planner import ModelCatalog
+from providers import TokenCounter
 from providers.loopback import LoopbackOpenAIServer, RecordedRequest, TextReply
+from storage import ThreadStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (10, 100, 1_000, 5_000)
@@ -144,6 +149,18 @@ class CruxSystem:
         )
         if commit.status != "selected":
             await thread.select(commit.message_ids[0])
+        # As the generation that committed this turn would have: its messages' token counts
+        # are stored beside them (a turn committed by a generation always has them).
+        store = ThreadStore(self.runtime.pool)
+        [user_message, assistant_message] = await store.load_messages(
+            self.thread_id, list(commit.message_ids)
+        )
+        encoding = ModelCatalog.default().resolve(f"openai:{MODEL}").encoding
+        counter = TokenCounter.for_encoding(encoding)
+        tokens = content_tokens(counter, [user_message, assistant_message])
+        await store.store_token_counts(
+            self.thread_id, encoding, dict(zip(commit.message_ids, tokens, strict=True))
+        )
 
     async def turn(self, index: int) -> tuple[float, int]:
         await self._last_prior_turn_on_a_new_branch()
