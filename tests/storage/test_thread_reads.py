@@ -12,6 +12,7 @@ from crux.errors import ThreadError
 from crux.thread import thread
 from storage.threads import EMPTY_REVISION, MessageEntry, ThreadStore
 from tests.storage.conftest import abc_def, assistant, ids, tool_call, tool_result, user
+from vocabulary.messages import Message
 
 BAD_IDS = ["", "x" * 513, " padded", "padded ", "a\x00b", "tab\tbed", "del\x7f"]
 
@@ -291,3 +292,12 @@ async def test_b15_b16_paging_a_long_path_returns_every_group_once(
         assert page.cursor == ids(page)[0]
         before = page.cursor
     assert [entry for page in reversed(pages) for entry in page] == everything
+
+
+async def test_loaded_messages_carry_their_ids_whatever_the_id_holds(store: ThreadStore) -> None:
+    quoted = 'msg "quoted" \\ back/slash é'
+    await store.append("ids", [Message(id=quoted, role="user", content="hi")])
+    await store.append("ids", [Message(id="bare", role="user", content=[])])
+    loaded = await store.load_messages("ids", ["bare", quoted, "bare"])
+    assert [message.id for message in loaded] == ["bare", quoted, "bare"]
+    assert loaded[1].text == "hi"
