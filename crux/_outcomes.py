@@ -159,6 +159,15 @@ async def stored_result(generations: GenerationStore, finished: Finished) -> Gen
     stored = await generations.find_result(
         generation_key(finished.generation_id, finished.thread_id)
     )
+    return as_finished(stored, finished)
+
+
+def as_finished(stored: GenerationResult | None, finished: Finished) -> GenerationResult:
+    """The stored result with what the run reported of it (replay flags, hooks).
+
+    Raises:
+        ThreadError: `not_found` when no result is stored (its Thread was deleted since).
+    """
     if stored is None:
         raise ThreadError("not_found", "the generation's result is no longer stored")
     if finished.noticed:

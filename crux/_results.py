@@ -6,17 +6,14 @@ back here, from any process and after restarts.
 
 from __future__ import annotations
 
-import asyncio
-
 from pydantic import ValidationError
 
 from contracts.generation import GenerationResult
-from crux._outcomes import Finished, Generation, stored_result
+from crux._outcomes import Finished, Generation, as_finished, stored_result
 from crux.output import Output
 from planner import RequestInspection, RequestReceipt
 from storage import GenerationStore, ThreadStore
 from vocabulary.errors import ConfigurationError, ThreadError
-from vocabulary.gathered import settled
 from vocabulary.ids import (
     MAX_GENERATION_ID_LENGTH,
     MAX_SCOPE_ID_LENGTH,
@@ -62,19 +59,18 @@ class StoredResults:
             result = await stored_result(self._generations, finished)
             return await self.generation(result, output, erase=erase)
         # A committed turn's reply is the Thread message its generation id names: it is
-        # read beside the result, not after it. The result's outcome is taken first, so a
-        # missing result reports as it would alone.
-        stored, loaded = await asyncio.gather(
-            stored_result(self._generations, finished),
-            self._threads.load_messages(
-                finished.thread_id, [assistant_message_id(finished.generation_id)]
-            ),
-            return_exceptions=True,
+        # read with the result, in one statement. Anything else (a reply no Thread holds,
+        # one redacted since) takes the result's own path, which says what is missing.
+        reply_id = assistant_message_id(finished.generation_id)
+        found, reply = await self._generations.find_result_and_reply(
+            generation_key(finished.generation_id, finished.thread_id),
+            finished.thread_id,
+            reply_id,
         )
-        stored = settled(stored)
-        if isinstance(loaded, BaseException) or loaded[0].id != stored.output_message_id:
+        stored = as_finished(found, finished)
+        if reply is None or reply_id != stored.output_message_id:
             return await self.generation(stored, output, erase=erase)
-        return _generation(stored, loaded[0], output)
+        return _generation(stored, reply, output)
 
     async def generation(
         self, result: GenerationResult, output: Output | None = None, *, erase: bool = True

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
+from pydantic import TypeAdapter
 
 from contracts.generation import GenerationResult
 from storage._failures import storage_errors
 from storage._staging_sql import STAGE
+from storage.threads import stored_message_json
 from vocabulary.ids import generation_key
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
@@ -28,6 +30,20 @@ key alone: ids, no content.
 """
 
 _ANNOUNCE_RESULT = f"SELECT pg_notify('{RESULT_CHANNEL}', $1)"
+
+# A finished generation's result and its reply on the Thread, in one statement (one
+# snapshot); the reply only while its Thread is live and the message is not redacted.
+_RESULT_AND_REPLY = """
+SELECT g.result, m.body::text AS body
+FROM crux_generations g
+LEFT JOIN crux_threads c ON c.thread_id = $2 AND c.state = 'live'
+LEFT JOIN crux_thread_messages m
+    ON c.thread_id IS NOT NULL AND m.thread_id = $2 AND m.message_id = $3
+    AND m.state <> 'redacted'
+WHERE g.generation_id = $1
+"""
+
+_MESSAGE_JSON = TypeAdapter(Message)
 
 _RECORD_RESULT = """
 INSERT INTO crux_generations (generation_id, thread_id, workflow_id, result)
@@ -158,6 +174,28 @@ class GenerationLedger:
             await connection.execute(_DROP_STAGING, key)
             stored: Any = await connection.fetchval(_FIND_RESULT, key)
         return GenerationResult.model_validate(stored)
+
+    @storage_errors()
+    async def find_result_and_reply(
+        self, generation_id: str, thread_id: str, message_id: str
+    ) -> tuple[GenerationResult | None, Message | None]:
+        """The stored result and the Thread message `message_id`, read at once.
+
+        Returns:
+            The result (`None` when none is stored) and the message (`None` when it is not
+            stored, is redacted, or its Thread is not live), as `load_messages` would
+            refuse it.
+        """
+        row: Any = await self._pool.fetchrow(
+            _RESULT_AND_REPLY, generation_id, thread_id, message_id
+        )
+        if row is None:
+            return None, None
+        result = GenerationResult.model_validate(row["result"])
+        body = row["body"]
+        if body is None:
+            return result, None
+        return result, _MESSAGE_JSON.validate_json(stored_message_json(message_id, body))
 
     @storage_errors()
     async def announce_result(self, generation_id: str) -> None:

@@ -76,6 +76,7 @@ digest):
 """
 
 from storage.threads._control import EMPTY_REVISION
+from storage.threads._history import stored_message_json
 from storage.threads._models import (
     HistoryEntry,
     HistoryView,
@@ -105,5 +106,6 @@ __all__ = [
     "ThreadStore",
     "VariantInfo",
     "check_storable",
+    "stored_message_json",
     "validate_id",
 ]

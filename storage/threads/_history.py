@@ -66,8 +66,8 @@ FROM ctl
 
 # The Thread's state and the messages in one statement (one snapshot). One primary-key probe
 # per id (`LIMIT 1` keeps a planner without statistics from scanning the Thread per id). The
-# body comes back as stored; its id is spliced in on the client (`_with_id`), which costs
-# less than building a new jsonb value per message here.
+# body comes back as stored; its id is spliced in on the client (`stored_message_json`),
+# which costs less than building a new jsonb value per message here.
 _MESSAGES = """
 SELECT c.state AS thread_state, m.message_id, m.state, m.body
 FROM (SELECT 1) AS one
@@ -174,13 +174,13 @@ async def load_stored_messages(
             )
         if row["state"] == "redacted":
             raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
-        bodies.append(_with_id(message_id, row["body"]))
+        bodies.append(stored_message_json(message_id, row["body"]))
     # One validation of the whole list: per-message calls cost more than the parsing itself
     # on long Threads.
     return _MESSAGES_JSON.validate_json(f"[{','.join(bodies)}]")
 
 
-def _with_id(message_id: str, body: str) -> str:
+def stored_message_json(message_id: str, body: str) -> str:
     """A stored body (a JSON object without `id`, see `_validate`) with its id spliced in."""
     if '"' in message_id or "\\" in message_id:
         quoted = json.dumps(message_id, ensure_ascii=False)
