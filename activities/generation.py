@@ -201,7 +201,8 @@ class GenerationActivities:
         With `request.commit`, an answer that ends the turn is published here as well.
         """
         if request.commit is None:
-            invoked = await self._invoker.invoke(request)
+            staged = await self._invoker.staged_output(request)
+            invoked = await self._invoker.invoke(request, staged)
         else:
             # An earlier execution may have published the turn and lost its completion
             # (Temporal retries it; a storage wait runs it again): report that commit. The
@@ -214,7 +215,7 @@ class GenerationActivities:
             published = settled(found)
             if published is not None:
                 return published
-            invoked = await self._invoker.invoke(request, staged=settled(staged))
+            invoked = await self._invoker.invoke(request, settled(staged))
         if request.commit is None or not invoked.ends_the_turn:
             return invoked
         return await self._committer.publish_answer(request, invoked)

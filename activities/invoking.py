@@ -63,13 +63,6 @@ class _Answer:
     """Thread messages the request was built from (the redaction cascade follows them)."""
 
 
-class Unread:
-    """The type of `UNREAD`: an argument the callee reads for itself."""
-
-
-UNREAD = Unread()
-
-
 class ModelInvoker:
     """Calls providers for a generation: attempts and authoritative counts.
 
@@ -148,16 +141,15 @@ class ModelInvoker:
         )
 
     async def invoke(
-        self, request: InvokeModelInput, *, staged: StagedMessage | None | Unread = UNREAD
+        self, request: InvokeModelInput, staged: StagedMessage | None
     ) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output.
 
         Args:
             request: The attempt.
-            staged: `staged_output(request)`, when the caller read it already.
+            staged: What `staged_output(request)` read (the caller reads it, beside its
+                own lookups).
         """
-        if isinstance(staged, Unread):
-            staged = await self.staged_output(request)
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
             # Its output is kept even if the Thread moved since (it is committed after the

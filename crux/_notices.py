@@ -69,6 +69,7 @@ def follow_to_close(answer: asyncio.Future[Any]) -> None:
     """
     if not _workers_here:
         answer.cancel()
+        return
     _closing.add(answer)
     timer = asyncio.get_running_loop().call_later(CLOSING_WATCH_SECONDS, answer.cancel)
 
