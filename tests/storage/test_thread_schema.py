@@ -64,6 +64,12 @@ _BULK = (
     "INSERT INTO crux_derived_artifacts (artifact_id, thread_id, kind, source_message_ids)"
     " SELECT 'a' || t || '_' || d, 't' || t, 'summary', ARRAY['m' || t || '_' || d]"
     " FROM generate_series(0, 499) t, generate_series(0, 39) d",
+    # Generations in flight: their staged rows are found through the Thread index alone.
+    "INSERT INTO crux_generation_staging"
+    " (generation_id, attempt, kind, thread_id, message, source_message_ids)"
+    " SELECT 'g' || t || '_' || a, a, 'output', 't' || t, '{}'::jsonb,"
+    "        ARRAY(SELECT 'm' || t || '_' || d FROM generate_series(0, 399) d)"
+    " FROM generate_series(0, 499) t, generate_series(1, 4) a",
     "ANALYZE",
 )
 
@@ -86,6 +92,7 @@ async def test_hot_paths_use_indexes(store: ThreadStore, pool: asyncpg.Pool) -> 
             (_tokens._UPSERT, ("t3", "enc", ["m3_1"], [3])),
             (_erasure._TOMBSTONE, ("t3", ["m3_1"])),
             (_erasure._REDACTION_CASCADE[1], ("t3", ["m3_1"])),
+            (_erasure._REDACTION_CASCADE[2], ("t3", ["m3_1"])),
             (_erasure._REMOVE_GROUP, ("t3", "m3_0")),
         ]
         for sql, args in statements:
