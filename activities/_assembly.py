@@ -76,12 +76,13 @@ class RequestAssembler:
         *,
         summary: tuple[str | None, int] = (None, 0),
         message_ranges: Sequence[tuple[int, int]] = (),
+        history: Sequence[Message] | None = None,
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL.
 
         A Thread's history arrives as `message_ids` (its positions mapped at the pinned
-        revision); call-site history as the plan's `message_ranges` over the staged
-        messages.
+        revision), or already read as `history` (the messages at those ids); call-site
+        history as the plan's `message_ranges` over the staged messages.
         """
         assembled = await self.request_parts(
             generation_id,
@@ -92,6 +93,7 @@ class RequestAssembler:
             turn_messages,
             summary=summary,
             message_ranges=message_ranges,
+            history=history,
         )
         return assembled.messages
 
@@ -106,6 +108,7 @@ class RequestAssembler:
         *,
         summary: tuple[str | None, int] = (None, 0),
         message_ranges: Sequence[tuple[int, int]] = (),
+        history: Sequence[Message] | None = None,
     ) -> AssembledRequest:
         """The same messages as `request_messages`, by part (the cache's key needs them)."""
         staged = await self._generations.get_staged_many(
@@ -115,8 +118,12 @@ class RequestAssembler:
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
         system = staged.get((0, StagingKind.SYSTEM))
-        history = await self._history_messages(
-            generation_id, thread_id, history_source, message_ids, message_ranges
+        read = (
+            list(history)
+            if history is not None
+            else await self._history_messages(
+                generation_id, thread_id, history_source, message_ids, message_ranges
+            )
         )
         artifact_id, position = summary
         scope = _summary_scope(history_source, thread_id)
@@ -125,13 +132,13 @@ class RequestAssembler:
             if artifact is None:
                 # Erased (a covered message was redacted) after the plan was sealed.
                 raise ThreadError("identity_conflict", "the planned summary no longer exists")
-            history.insert(position, render_summary(artifact.text))
+            read.insert(position, render_summary(artifact.text))
         leading = await self._leading_messages(
             generation_id, system.message if system else None, context
         )
         turn = await self.turn_messages(generation_id, turn_messages)
         return AssembledRequest(
-            leading=tuple(leading), history=tuple(history), user=user.message, turn=tuple(turn)
+            leading=tuple(leading), history=tuple(read), user=user.message, turn=tuple(turn)
         )
 
     async def turn_messages(self, generation_id: str, count: int) -> list[Message]:

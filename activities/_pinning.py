@@ -10,12 +10,14 @@ meanwhile drops it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from activities._inputs import scoped_key
 from activities.skeleton import thread_ids_at
 from contracts.activities import InvokeModelInput
 from storage import GenerationStore, ThreadStore
 from vocabulary.errors import ThreadError
+from vocabulary.messages import Message
 
 
 async def pinned_sources(threads: ThreadStore, request: InvokeModelInput) -> list[str] | None:
@@ -45,6 +47,41 @@ async def pinned_sources(threads: ThreadStore, request: InvokeModelInput) -> lis
         revision=request.revision or None,
         ranges=request.message_ranges,
     )
+
+
+@dataclass(frozen=True)
+class PinnedHistory:
+    """A sealed plan's Thread history, read at the pinned revision.
+
+    Attributes:
+        sources: The Thread message ids the plan's positions name.
+        messages: Those messages, in order (`None` when the plan's history is not a
+            Thread's: the assembler reads what the plan names).
+    """
+
+    sources: list[str]
+    messages: list[Message] | None
+
+
+async def pinned_history(threads: ThreadStore, request: InvokeModelInput) -> PinnedHistory | None:
+    """The plan's history messages and their ids, `None` if the Thread moved.
+
+    One walk of the path checks the pinned revision, maps the positions and returns the
+    messages at them, so the attempt reads the Thread once (`pinned_sources` then a load
+    by id would read it twice and look each message up again).
+    """
+    if request.history_source != "thread" or not request.thread_id or not request.message_ranges:
+        sources = await pinned_sources(threads, request)
+        return None if sources is None else PinnedHistory(sources=sources, messages=None)
+    selection = await threads.selected(
+        request.thread_id,
+        owner=request.owner,
+        ranges=request.message_ranges,
+        revision=request.revision or None,
+    )
+    if selection is None:
+        return None
+    return PinnedHistory(sources=list(selection.ids), messages=selection.messages)
 
 
 async def refuse_if_sources_redacted(

@@ -18,7 +18,7 @@ from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._output import reply_defects
-from activities._pinning import pinned_sources, refuse_if_sources_redacted
+from activities._pinning import pinned_history, refuse_if_sources_redacted
 from activities._providers import ProviderRegistry, sampling_fields
 from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
@@ -163,8 +163,8 @@ class ModelInvoker:
             result = await self._stage_answer(request, held)
             await self._refuse_if_sources_redacted(request, held.sources)
             return result.model_copy(update={"reused_staged_output": True})
-        sources = await self._pinned_sources(request)
-        if sources is None:
+        pinned = await pinned_history(self._threads, request)
+        if pinned is None:
             # Nothing was sent for this plan yet: sending it now would answer a stale view
             # of the Thread, so the workflow reads the new revision and plans again.
             _log.info(
@@ -173,6 +173,7 @@ class ModelInvoker:
                 attempt=request.attempt,
             )
             return InvokeModelResult.moved()
+        sources = pinned.sources
         messages = await self._assembler.request_messages(
             scoped_key(request),
             request.thread_id,
@@ -182,6 +183,7 @@ class ModelInvoker:
             request.turn_messages,
             summary=(request.summary_artifact_id, request.summary_position),
             message_ranges=request.message_ranges,
+            history=pinned.messages,
         )
         await self._record_retries(request)
         provider, model_name = self._providers.resolve(request.model)
@@ -333,10 +335,6 @@ class ModelInvoker:
             raise
         self._unstaged.staged(key)
         return answer.result
-
-    async def _pinned_sources(self, request: InvokeModelInput) -> list[str] | None:
-        """The Thread message ids the plan's positions name, `None` if the Thread moved."""
-        return await pinned_sources(self._threads, request)
 
     async def _refuse_if_sources_redacted(
         self, request: InvokeModelInput, sources: Sequence[str]

@@ -87,6 +87,7 @@ from storage.threads._models import (
     ThreadSnapshot,
     VariantInfo,
 )
+from storage.threads._pinned import PathSelection
 from storage.threads._validate import MAIN_OWNER, MAX_ID_LENGTH, check_storable
 from storage.threads._validate import check_id as validate_id
 from storage.threads.store import OwnerState, ThreadStore
@@ -99,6 +100,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MessageEntry",
     "OwnerState",
+    "PathSelection",
     "RedactedEntry",
     "RemovedEntry",
     "ThreadEntry",

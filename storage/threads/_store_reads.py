@@ -12,6 +12,7 @@ from storage.threads._db import read_transaction, single_read, single_statement
 from storage.threads._full_read import read_full_path
 from storage.threads._history import load_stored_messages, read_history, read_path_ids
 from storage.threads._models import HistoryView, ThreadSnapshot
+from storage.threads._pinned import PathSelection, read_selected
 from storage.threads._read import build_snapshot, check_page_options
 from storage.threads._tokens import upsert_token_counts
 from storage.threads._validate import MAIN_OWNER, check_id, check_ids
@@ -74,6 +75,22 @@ class ThreadReader:
         check_id(owner, "owner", thread_id=thread_id)
         async with single_read(self._pool, thread_id) as connection:
             return await read_path_ids(connection, thread_id, owner=owner)
+
+    async def selected(
+        self,
+        thread_id: str,
+        *,
+        owner: str = MAIN_OWNER,
+        ranges: Sequence[tuple[int, int]],
+        revision: str | None = None,
+    ) -> PathSelection | None:
+        """The ids and messages at position `ranges` of the path, if still at `revision`."""
+        check_id(thread_id, "thread", thread_id=thread_id)
+        check_id(owner, "owner", thread_id=thread_id)
+        async with single_read(self._pool, thread_id) as connection:
+            return await read_selected(
+                connection, thread_id, owner=owner, ranges=ranges, revision=revision
+            )
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import asyncpg
 
 from storage.threads._models import HistoryView, ThreadSnapshot
+from storage.threads._pinned import PathSelection
 from storage.threads._store_publication import ThreadPublisher
 from storage.threads._store_reads import ThreadReader
 from storage.threads._store_upkeep import OwnerState, ThreadUpkeep
@@ -145,6 +146,35 @@ class ThreadStore:
             ThreadError: `deleted` after deletion.
         """
         return await self._reads.path_ids(thread_id, owner=owner)
+
+    async def selected(
+        self,
+        thread_id: str,
+        *,
+        owner: str = MAIN_OWNER,
+        ranges: Sequence[tuple[int, int]],
+        revision: str | None = None,
+    ) -> PathSelection | None:
+        """The messages at position `ranges` of the selected path, in one read.
+
+        Positions index `path_ids`. One walk of the path checks the revision and returns
+        the ids at the positions with their messages, so a sealed plan's history is checked
+        and loaded without looking each message up by id.
+
+        Args:
+            thread_id: The Thread.
+            owner: Whose selected path.
+            ranges: Half-open position ranges, in the order the messages are wanted.
+            revision: The revision the positions were taken at (`None`: any).
+
+        Returns:
+            The selection, or `None` when the Thread is no longer at `revision`.
+
+        Raises:
+            ThreadError: `deleted` after deletion; `identity_conflict` for a range that
+                does not lie on the path.
+        """
+        return await self._reads.selected(thread_id, owner=owner, ranges=ranges, revision=revision)
 
     async def load_messages(self, thread_id: str, ids: Sequence[str]) -> list[Message]:
         """Canonical messages by id, in the order of `ids`, each with `id` set.
