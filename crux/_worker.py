@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -75,6 +76,7 @@ def build_worker(
     extra_activities: Sequence[Callable[..., Any]] = (),
     deployment: WorkerDeploymentConfig | None = None,
     announcement: WorkerAnnouncement | None = None,
+    shutdown_grace: timedelta | None = None,
 ) -> Worker:
     """Create a worker for the Crux workflows and their activities (`CruxPlugin`).
 
@@ -87,6 +89,9 @@ def build_worker(
         deployment: Worker versioning (see `deployment_config`); unversioned when `None`.
         announcement: Publish the registrations and refuse a task queue served with other
             ones (see `CruxPlugin`); no check when `None`.
+        shutdown_grace: How long a stopping worker lets its running activities finish
+            before cancelling them (`Settings.shutdown_grace_seconds`); the SDK's default,
+            none, when `None`.
     """
     return Worker(
         client,
@@ -95,6 +100,7 @@ def build_worker(
         activities=list(extra_activities),
         plugins=[CruxPlugin(activities, announcement=announcement)],
         deployment_config=deployment,
+        graceful_shutdown_timeout=shutdown_grace or timedelta(),
     )
 
 

@@ -74,6 +74,9 @@ ENVIRONMENT = {
     "CRUX_REGISTER_SEARCH_ATTRIBUTES": "auto, true or false (default: auto)",
     "CRUX_STAGING_RETENTION_SECONDS": "age of unfinished staged text to sweep (default: 86400)",
     "CRUX_SWEEP_INTERVAL_SECONDS": "how often a worker sweeps, 0 never (default: 3600)",
+    "CRUX_SHUTDOWN_GRACE_SECONDS": (
+        "how long a stopping worker lets running calls finish, 0 cancels at once (default: 25)"
+    ),
     "TEMPORAL_CLI_PATH": "the temporal binary of the embedded stack (default: .venv/bin/temporal)",
     "CRUX_HEALTH_FILE": "readiness file a worker refreshes while it polls (default: none)",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/HTTP collector for traces and metrics (default: off)",
@@ -97,7 +100,8 @@ _DATABASE = ("CRUX_DATABASE_URL", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PG
 _STACK_ENV = ("CRUX_TASK_QUEUE", *_PROVIDERS, *_LOGS, "TEMPORAL_CLI_PATH")
 _WORKER_ENV = (*_TEMPORAL, "CRUX_TASK_QUEUE", *_DATABASE, "CRUX_MIGRATE", *_PROVIDERS,
                *_LOGS, "CRUX_REGISTER_SEARCH_ATTRIBUTES", "CRUX_STAGING_RETENTION_SECONDS",
-               "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_HEALTH_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT",
+               "CRUX_SWEEP_INTERVAL_SECONDS", "CRUX_SHUTDOWN_GRACE_SECONDS", "CRUX_HEALTH_FILE",
+               "OTEL_EXPORTER_OTLP_ENDPOINT",
                "CRUX_PROMETHEUS_ADDRESS", "CRUX_DEPLOYMENT_NAME", "CRUX_BUILD_ID",
                "CRUX_CODEC_KEYS", "CRUX_CODEC_KEY_FILE")  # fmt: skip
 _STACK_DIR_HELP = (

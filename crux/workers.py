@@ -27,6 +27,7 @@ import signal
 import sys
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
 from types import TracebackType
 from typing import NoReturn, Self
 
@@ -206,7 +207,10 @@ class Worker:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Stop polling, let running activities finish, withdraw and close everything."""
+        """Stop polling, let running activities finish, withdraw and close everything.
+
+        Activities still running after `Settings.shutdown_grace_seconds` are cancelled.
+        """
         stack, self._running = self._running, None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, traceback)
@@ -304,6 +308,7 @@ class Worker:
                     activities=activities,
                     deployment=deployment,
                     announcement=announcement,
+                    shutdown_grace=timedelta(seconds=settings.shutdown_grace_seconds),
                 )
             except BaseException:
                 await announcement.leave()

@@ -84,6 +84,11 @@ class Settings(BaseModel):
             (`CRUX_STAGING_RETENTION_SECONDS`, default one day).
         sweep_interval_seconds: How often a worker sweeps (`CRUX_SWEEP_INTERVAL_SECONDS`;
             0 turns the periodic sweep off, `crux db sweep` still works).
+        shutdown_grace_seconds: How long a stopping worker lets the provider calls, tools
+            and commits it runs finish before cancelling them (`CRUX_SHUTDOWN_GRACE_SECONDS`,
+            default 25 s, inside Kubernetes' default 30 s termination grace). It polls for
+            nothing new meanwhile. A cancelled call is retried on another worker and paid
+            for twice; 0 cancels at once.
         health_file: Readiness file a worker writes once it polls and refreshes while it
             runs (`CRUX_HEALTH_FILE`); `crux health` checks it. Unset, no file is written.
         otel_endpoint: OTLP/HTTP collector base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`): when
@@ -133,6 +138,7 @@ class Settings(BaseModel):
     register_search_attributes: Literal["auto", "true", "false"] = "auto"
     staging_retention_seconds: float = Field(default=86_400.0, gt=0)
     sweep_interval_seconds: float = Field(default=3_600.0, ge=0)
+    shutdown_grace_seconds: float = Field(default=25.0, ge=0)
     health_file: str | None = None
     otel_endpoint: str | None = None
     prometheus_address: str | None = None
@@ -182,6 +188,7 @@ class Settings(BaseModel):
             "CRUX_REGISTER_SEARCH_ATTRIBUTES": "register_search_attributes",
             "CRUX_STAGING_RETENTION_SECONDS": "staging_retention_seconds",
             "CRUX_SWEEP_INTERVAL_SECONDS": "sweep_interval_seconds",
+            "CRUX_SHUTDOWN_GRACE_SECONDS": "shutdown_grace_seconds",
             "CRUX_HEALTH_FILE": "health_file",
             "OTEL_EXPORTER_OTLP_ENDPOINT": "otel_endpoint",
             "CRUX_PROMETHEUS_ADDRESS": "prometheus_address",

@@ -180,6 +180,8 @@ async def serve(
             task_queue=queue,
             database_url=stack.database_url(database),
             sweep_interval_seconds=0,
+            # A test's end cancels what is still running instead of waiting for it.
+            shutdown_grace_seconds=0,
         )
         client = await connect_temporal(settings)
         pool = await create_pool(settings.require_database_url())
