@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from contracts.search import NAMES as SEARCH_ATTRIBUTE_NAMES
 from crux.stack import temporal_cli_path
+from vocabulary.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "docker" / "temporal" / "register-search-attributes.sh"
@@ -111,6 +112,14 @@ def test_the_worker_is_healthy_only_while_it_polls() -> None:
     assert worker["healthcheck"]["test"] == ["CMD", "crux-health"]
     assert worker["environment"]["CRUX_HEALTH_FILE"]
     assert worker["image"] == _services()["migrate"]["image"]
+
+
+def test_the_worker_is_given_more_time_to_stop_than_its_shutdown_grace() -> None:
+    worker = _compose()["services"]["worker"]
+    grace = Settings.model_fields["shutdown_grace_seconds"].default
+    stop = worker.get("stop_grace_period", "10s")  # compose's default
+    assert stop.endswith("s") and float(stop[:-1]) > grace
+    assert "CRUX_SHUTDOWN_GRACE_SECONDS" not in worker["environment"]
 
 
 def test_the_api_is_an_optional_stateless_service_of_the_worker_image() -> None:
