@@ -175,9 +175,16 @@ async def load_stored_messages(
         if row["state"] == "redacted":
             raise ThreadError("redacted", f"message {message_id} is redacted", thread_id=thread_id)
         bodies.append(stored_message_json(message_id, row["body"]))
-    # One validation of the whole list: per-message calls cost more than the parsing itself
-    # on long Threads.
-    return _MESSAGES_JSON.validate_json(f"[{','.join(bodies)}]")
+    return messages_from_json(bodies)
+
+
+def messages_from_json(bodies: Sequence[str]) -> list[Message]:
+    """Messages from their JSON objects (`stored_message_json`), validated as one list.
+
+    One validation of the whole list: per-message calls cost more than the parsing itself on
+    long Threads.
+    """
+    return _MESSAGES_JSON.validate_json(f"[{','.join(bodies)}]") if bodies else []
 
 
 def stored_message_json(message_id: str, body: str) -> str:

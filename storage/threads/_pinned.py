@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter
-
 from storage.threads._control import EMPTY_REVISION, revision_of
 from storage.threads._db import Connection
-from storage.threads._history import stored_message_json
+from storage.threads._history import messages_from_json, stored_message_json
 from storage.threads._paths import chains_cte, path_rows
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
@@ -45,8 +43,6 @@ FROM ctl LEFT JOIN LATERAL (
 ) s ON true
 ORDER BY s.position
 """
-
-_MESSAGES_JSON = TypeAdapter(list[Message])
 
 
 @dataclass(frozen=True)
@@ -103,6 +99,4 @@ async def read_selected(
             row = by_position[position]
             ids.append(row[4])
             bodies.append(stored_message_json(row[4], row[5]))
-    # One validation of the whole list, as `load_stored_messages` does.
-    messages = _MESSAGES_JSON.validate_json(f"[{','.join(bodies)}]") if bodies else []
-    return PathSelection(revision=current, ids=tuple(ids), messages=messages)
+    return PathSelection(revision=current, ids=tuple(ids), messages=messages_from_json(bodies))

@@ -36,6 +36,37 @@ def _settings(
     )
 
 
+async def _stop_during_the_call(
+    client: Client,
+    pool: asyncpg.Pool,
+    settings: crux.Settings,
+    server: LoopbackOpenAIServer,
+    generation_id: str,
+) -> tuple[Runtime, asyncio.Task[crux.Generation], str, float]:
+    """Start a generation, stop its worker once the provider has the request.
+
+    Returns:
+        The runtime, the caller's task, the Thread and how long the stop took (seconds).
+    """
+    thread_id = f"shutdown:{uuid.uuid4().hex[:6]}"
+    runtime = Runtime.from_settings(client, pool, settings)
+    first = crux.Worker(settings=settings, client=client)
+    await first.__aenter__()
+    generation = asyncio.create_task(
+        runtime.generate("Hello?", thread=thread_id, model=MODEL, generation_id=generation_id)
+    )
+
+    async def sent() -> int:
+        return len(server.requests)
+
+    await eventually(sent, lambda count: count == 1)
+    loop = asyncio.get_running_loop()
+    stopping = loop.time()
+    await first.__aexit__(None, None, None)
+    assert not first.is_running
+    return runtime, generation, thread_id, loop.time() - stopping
+
+
 async def test_a_stopping_worker_lets_its_provider_call_finish_and_commit(
     client: Client, pool: asyncpg.Pool, database_url: str, openai_server: LoopbackOpenAIServer
 ) -> None:
@@ -45,24 +76,11 @@ async def test_a_stopping_worker_lets_its_provider_call_finish_and_commit(
         # Only a cancelled first call would reach this one.
         TextReply(text="paid for twice"),
     )
-    thread_id = f"shutdown:{uuid.uuid4().hex[:6]}"
-    runtime = Runtime.from_settings(client, pool, settings)
-    first = crux.Worker(settings=settings, client=client)
-    await first.__aenter__()
-    generation = asyncio.create_task(
-        runtime.generate("Hello?", thread=thread_id, model=MODEL, generation_id="g1")
+    runtime, generation, thread_id, stopped = await _stop_during_the_call(
+        client, pool, settings, openai_server, "g1"
     )
-
-    async def sent() -> int:
-        return len(openai_server.requests)
-
-    await eventually(sent, lambda count: count == 1)
-    loop = asyncio.get_running_loop()
-    stopping = loop.time()
-    await first.__aexit__(None, None, None)
     # The stop waited for the call (about 2 s), far less than the grace.
-    assert 1.0 < loop.time() - stopping < 15.0
-    assert not first.is_running
+    assert 1.0 < stopped < 15.0
 
     # The turn was committed by the attempt itself: the caller is answered with no worker.
     result = await asyncio.wait_for(generation, timeout=30)
@@ -90,22 +108,10 @@ async def test_a_zero_grace_cancels_the_call_and_the_next_worker_pays_again(
         TextReply(text="cut off by the stop", delay_seconds=5.0),
         TextReply(text="answered by the next worker"),
     )
-    thread_id = f"shutdown:{uuid.uuid4().hex[:6]}"
-    runtime = Runtime.from_settings(client, pool, settings)
-    first = crux.Worker(settings=settings, client=client)
-    await first.__aenter__()
-    generation = asyncio.create_task(
-        runtime.generate("Hello?", thread=thread_id, model=MODEL, generation_id="g2")
+    runtime, generation, _, stopped = await _stop_during_the_call(
+        client, pool, settings, openai_server, "g2"
     )
-
-    async def sent() -> int:
-        return len(openai_server.requests)
-
-    await eventually(sent, lambda count: count == 1)
-    loop = asyncio.get_running_loop()
-    stopping = loop.time()
-    await first.__aexit__(None, None, None)
-    assert loop.time() - stopping < 4.0  # it did not wait for the call
+    assert stopped < 4.0  # it did not wait for the call
     async with crux.Worker(settings=settings, client=client):
         result = await asyncio.wait_for(generation, timeout=60)
     assert result.text == "answered by the next worker"
