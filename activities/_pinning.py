@@ -13,40 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from activities._inputs import scoped_key
-from activities.skeleton import thread_ids_at
 from contracts.activities import InvokeModelInput
 from storage import GenerationStore, ThreadStore
 from vocabulary.errors import ThreadError
 from vocabulary.messages import Message
-
-
-async def pinned_sources(threads: ThreadStore, request: InvokeModelInput) -> list[str] | None:
-    """The Thread message ids the plan's positions name, `None` if the Thread moved.
-
-    One read of the path both checks the pinned revision and maps the positions: a plan
-    sealed on another revision would name other messages.
-    """
-    if request.history_source != "thread" or not request.thread_id:
-        return []
-    if not request.message_ranges:
-        if not request.revision:
-            return []
-        try:
-            await threads.validate_revision(
-                request.thread_id, request.revision, owner=request.owner
-            )
-        except ThreadError as moved:
-            if moved.code != "identity_conflict":
-                raise  # deleted: nothing can be committed any more
-            return None
-        return []
-    return await thread_ids_at(
-        threads,
-        request.thread_id,
-        owner=request.owner,
-        revision=request.revision or None,
-        ranges=request.message_ranges,
-    )
 
 
 @dataclass(frozen=True)
@@ -67,12 +37,22 @@ async def pinned_history(threads: ThreadStore, request: InvokeModelInput) -> Pin
     """The plan's history messages and their ids, `None` if the Thread moved.
 
     One walk of the path checks the pinned revision, maps the positions and returns the
-    messages at them, so the attempt reads the Thread once (`pinned_sources` then a load
-    by id would read it twice and look each message up again).
+    messages at them (a plan sealed on another revision would name other messages), so an
+    attempt or a cache lookup reads the Thread once and looks no message up by id.
     """
-    if request.history_source != "thread" or not request.thread_id or not request.message_ranges:
-        sources = await pinned_sources(threads, request)
-        return None if sources is None else PinnedHistory(sources=sources, messages=None)
+    if request.history_source != "thread" or not request.thread_id:
+        return PinnedHistory(sources=[], messages=None)
+    if not request.message_ranges:
+        if request.revision:
+            try:
+                await threads.validate_revision(
+                    request.thread_id, request.revision, owner=request.owner
+                )
+            except ThreadError as moved:
+                if moved.code != "identity_conflict":
+                    raise  # deleted: nothing can be committed any more
+                return None
+        return PinnedHistory(sources=[], messages=[])
     selection = await threads.selected(
         request.thread_id,
         owner=request.owner,

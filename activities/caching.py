@@ -32,7 +32,7 @@ from temporalio import activity
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._output import reply_defects
-from activities._pinning import pinned_sources, refuse_if_sources_redacted
+from activities._pinning import pinned_history, refuse_if_sources_redacted
 from activities._providers import ProviderRegistry
 from activities._registries import PromptLookup, ToolLookup
 from contracts.activities import InvokeModelInput, InvokeModelResult
@@ -95,14 +95,15 @@ class ResponseCache:
         repeated = await self._repeated(request, key)
         if repeated is not None:
             return repeated
-        sources = await pinned_sources(self._threads, invoke)
-        if sources is None:
+        pinned = await pinned_history(self._threads, invoke)
+        if pinned is None:
             _log.info(
                 "cache.lookup.revision_moved",
                 generation_id=invoke.generation_id,
                 attempt=invoke.attempt,
             )
             return LookupCacheResult(revision_moved=True)
+        sources = pinned.sources
         assembled = await self._assembler.request_parts(
             key,
             invoke.thread_id,
@@ -111,6 +112,7 @@ class ResponseCache:
             invoke.context,
             summary=(invoke.summary_artifact_id, invoke.summary_position),
             message_ranges=invoke.message_ranges,
+            history=pinned.messages,
         )
         keys = cache_keys(
             CacheKeyParts(
