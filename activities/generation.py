@@ -14,8 +14,9 @@ from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._heartbeat import heartbeating
 from activities._implements import implements
-from activities._inputs import InputStager, scoped_key
+from activities._inputs import InputStager
 from activities._local import uninterrupted
+from activities._plan_records import PlanRecorder
 from activities._providers import ProviderRegistry
 from activities._registries import (
     HookLookup,
@@ -141,6 +142,7 @@ class GenerationActivities:
             ],
         )
         self._receipts = receipts or ReceiptStore(threads.pool)
+        self._plans = PlanRecorder(self._receipts, summaries)
         self._invoker = ModelInvoker(
             threads=threads,
             generations=generations,
@@ -185,12 +187,15 @@ class GenerationActivities:
         if ahead is None or read.existing is not None:
             return read
         # The first plan sealed and recorded here saves the workflow a local activity (and
-        # a workflow task activation) before its first provider call.
-        sealed = first_plan(ahead.generation, read, ahead.request_id)
+        # a workflow task activation) before its first provider call; naming where the
+        # summaries it asks for end saves another.
+        first = first_plan(ahead.generation, read, ahead.request_id)
+        read = read.with_through_ids(first.summary_positions)
+        sealed = first.sealed
         if sealed is None:
             return read
         recorded = RecordPlanInput.of(ahead.generation, sealed)
-        await uninterrupted(self._record(recorded))
+        await uninterrupted(self._plans.record(recorded))
         return read.with_recorded(recorded, plan_digest(sealed))
 
     @implements(stubs.invoke_model)
@@ -271,17 +276,7 @@ class GenerationActivities:
         sent (the Thread moved first) or that the provider rejects, so every request id a
         receipt or error names can be inspected.
         """
-        await uninterrupted(self._record(request))
-
-    async def _record(self, request: RecordPlanInput) -> None:
-        await self._receipts.record(
-            request.receipt.id,
-            generation_key=scoped_key(request),
-            thread_id=request.thread_id,
-            receipt=request.receipt.model_dump(mode="json"),
-            inspection=request.inspection.model_dump(mode="json"),
-            replace=request.replace,
-        )
+        await uninterrupted(self._plans.record(request))
 
     @implements(stubs.resolve_history_ids)
     @maps_errors

@@ -186,7 +186,7 @@ async def read_skeleton(
             "older_history": older,
             "counted_messages": skeleton.counted,
         }
-    )
+    ).with_path(tuple(entry.id for entry in skeleton.view.messages))
 
 
 def _cut(

@@ -1,4 +1,4 @@
-"""Joining a summary preparation already running, and the planner's view of an artifact."""
+"""Starting or joining a summary preparation, and the planner's view of an artifact."""
 
 from __future__ import annotations
 
@@ -6,11 +6,17 @@ import asyncio
 
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
-from contracts.activities import SUMMARY_RUN_LOST, AwaitSummaryInput, PrepareSummaryResult
+from contracts.activities import (
+    SUMMARY_RUN_LOST,
+    SUMMARY_WORKFLOW,
+    AwaitSummaryInput,
+    PrepareSummaryResult,
+)
 from contracts.losses import lost_with_its_worker
-from planner import HistorySummary, SupportRequestRecord
+from contracts.ui import summary_run_details, summary_run_summary
+from planner import HistorySummary
 from storage import SummaryArtifact
 from vocabulary.errors import ErrorType
 
@@ -19,17 +25,19 @@ SUMMARY_WAIT_HEARTBEAT_SECONDS = 5.0
 
 
 async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryResult:
-    """Wait for the running `SummaryWorkflow` and return what it prepared.
+    """Wait for the `SummaryWorkflow` (started here with `request.start`) and return its work.
 
     An identical preparation (same prefix, strategy and model) already in flight is joined,
-    never repeated: its support calls are the only ones paid. The activity heartbeats while
-    it waits, so a lost worker is noticed and the wait resumed elsewhere.
+    never repeated: its support calls are the only ones paid, and the result says `reused`.
+    The activity heartbeats while it waits, so a lost worker is noticed and the wait resumed
+    elsewhere (where the run this try started is joined).
 
     Raises:
         ApplicationError: Typed like the preparation's own failure (for example a
             `ProviderError`), non-retryable: waiting again cannot change the outcome. A
             preparation that timed out (lost with its workers) is `SUMMARY_RUN_LOST`.
     """
+    started = request.start and await _started(request)
     handle = activity.client().get_workflow_handle(
         request.workflow_id, result_type=PrepareSummaryResult
     )
@@ -64,17 +72,38 @@ async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryRes
         ) from None
     finally:
         waiting.cancel()
+    if started:
+        return result
     return result.model_copy(update={"reused": True, "support_calls": 0})
 
 
+async def _started(request: AwaitSummaryInput) -> bool:
+    """Start the preparation; `False` when an identical one is already running.
+
+    Started by the worker's client on its own task queue, as the generation's inline
+    preparation: a run of its own in the Temporal UI, found by its workflow id.
+    """
+    try:
+        await activity.client().start_workflow(
+            SUMMARY_WORKFLOW,
+            request.request,
+            id=request.workflow_id,
+            task_queue=activity.info().task_queue,
+            static_summary=summary_run_summary(request.request, inline=True),
+            static_details=summary_run_details(request.request),
+        )
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
+
+
 def as_history_summary(artifact: SummaryArtifact) -> HistorySummary:
-    """The planner's content-free view of a stored summary."""
+    """The planner's content-free view of a stored summary, as workflows receive it.
+
+    Its id and size only: the support calls that wrote it (one per chunk of a long prefix)
+    are linked from the stored artifact when a plan sending it is recorded
+    (`activities._plan_records`), so no workflow payload grows with the prefix.
+    """
     return HistorySummary(
-        artifact_id=artifact.artifact_id,
-        tokens=artifact.tokens,
-        covers=artifact.covers,
-        support_request_ids=tuple(artifact.support_request_ids),
-        support_requests=tuple(
-            SupportRequestRecord.model_validate(record) for record in artifact.support_requests
-        ),
+        artifact_id=artifact.artifact_id, tokens=artifact.tokens, covers=artifact.covers
     )

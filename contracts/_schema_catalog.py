@@ -257,12 +257,7 @@ SCHEMAS: tuple[SchemaSpec, ...] = (
         PrepareSummaryResult,
         "Summary result",
         PrepareSummaryResult(
-            summary=HistorySummary(
-                artifact_id="summary_2b9d",
-                tokens=212,
-                covers=40,
-                support_request_ids=("request_9e8d7c6b",),
-            ),
+            summary=HistorySummary(artifact_id="summary_2b9d", tokens=212, covers=40),
             support_calls=1,
         ).model_dump(mode="json"),
         mode="serialization",

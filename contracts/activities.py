@@ -152,8 +152,31 @@ class ReadRequestResult(CompactWireModel):
     planned: str | None = None
     """With `ReadRequestInput.plan_ahead`: the digest (`plan_digest`) of the first plan the
     read sealed and recorded; `None` when it recorded none."""
+    through_ids: dict[int, str] = {}
+    """With `ReadRequestInput.plan_ahead`, on a Thread: the ids at the positions where the
+    summaries the first plan asks for end (inline, or maintenance after the response), so
+    the workflow names their prefixes without a local activity. Keyed by position on the
+    path read."""
     _recorded: RecordPlanInput | None = PrivateAttr(default=None)
     """What the read recorded, for the worker's telemetry only (never serialised)."""
+    _path_ids: tuple[str, ...] = PrivateAttr(default=())
+    """The ids of the Thread's path read, by position (in the read's process only)."""
+
+    def with_path(self, ids: tuple[str, ...]) -> ReadRequestResult:
+        """This result, knowing the ids of the path it read (never sent over the wire)."""
+        result = self.model_copy()
+        result._path_ids = ids
+        return result
+
+    def with_through_ids(self, positions: tuple[int, ...]) -> ReadRequestResult:
+        """This result naming the path's ids at `positions` (those on the path read)."""
+        ids = self._path_ids
+        named = {position: ids[position] for position in positions if 0 <= position < len(ids)}
+        if not named:
+            return self
+        result = self.model_copy(update={"through_ids": named})
+        result._path_ids = ids
+        return result
 
     def with_recorded(self, recorded: RecordPlanInput, digest: str) -> ReadRequestResult:
         """This result, saying the read recorded `recorded` (whose plan has `digest`)."""
@@ -348,15 +371,18 @@ class PrepareSummaryInput(CompactWireModel):
 
 
 class AwaitSummaryInput(WireModel):
-    """Wait for a running summary preparation and return its artifact.
+    """Wait for a summary preparation and return its artifact.
 
     Attributes:
-        workflow_id: The running `SummaryWorkflow`.
+        workflow_id: The `SummaryWorkflow`.
         request: What it prepares (to find the artifact once it is done).
+        start: Start the preparation under `workflow_id` unless an identical one is
+            already running (then join that one); `False` joins a running one only.
     """
 
     workflow_id: str
     request: PrepareSummaryInput
+    start: bool = False
 
 
 class PrepareSummaryResult(WireModel):
@@ -584,6 +610,8 @@ ACTIVITY_COUNT_REQUEST = "crux.count_request"
 ACTIVITY_RECORD_PLAN = "crux.record_plan"
 ACTIVITY_RESOLVE_HISTORY_IDS = "crux.resolve_history_ids"
 ACTIVITY_RUN_TOOL = "crux.run_tool"
+SUMMARY_WORKFLOW = "SummaryWorkflow"
+"""The summary preparation's workflow type (started by name: its run takes a raw payload)."""
 ACTIVITY_PREPARE_SUMMARY = "crux.prepare_summary"
 ACTIVITY_AWAIT_SUMMARY = "crux.await_summary"
 ACTIVITY_STAGE_SUMMARY_SOURCE = "crux.stage_summary_source"

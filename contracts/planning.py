@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from contracts.activities import ReadRequestResult, SelectedSource
 from contracts.generation import GenerationInput, HistorySpec, InputBudgetSpec
@@ -23,6 +24,7 @@ from planner import (
     ManagedHistory,
     ModelProfile,
     PlanRequest,
+    Preparation,
     RecentHistory,
     SealedPlan,
     conservative_profile,
@@ -33,6 +35,8 @@ from planner import (
 from planner.contributors import full_sources, sources
 from planner.ladder import Placement
 from planner.policies import DEFAULT_RECENT_MESSAGES
+from planner.summary_choice import background_preparations, inline_preparations
+from vocabulary.errors import RequestCompositionError
 
 # Lowest first: a fallback tokenizer can only lower the profile's counting confidence.
 _CONFIDENCE_RANK = ("conservative", "estimated", "exact")
@@ -182,15 +186,25 @@ def planning_profile(request: GenerationInput, read: ReadRequestResult) -> Model
     return read.profile or conservative_profile(request.model)
 
 
-def first_plan(
-    request: GenerationInput, read: ReadRequestResult, request_id: str
-) -> SealedPlan | None:
-    """The generation's first plan over `read`, as the workflow seals it, if it seals at once.
+@dataclass(frozen=True)
+class FirstPlan:
+    """What planning a generation's first call over its read found.
 
-    `None` when planning first asks for something else (a summary, an authoritative count)
-    or fails: the workflow then carries that out, or reports the failure, and records its
-    plan itself.
+    Attributes:
+        sealed: The plan, if it sealed at once; `None` when planning first asks for
+            something else (a summary, an authoritative count) or fails: the workflow
+            then carries that out, or reports the failure, and records its plan itself.
+        summary_positions: Where the summaries it asks for end, on the history source:
+            the one to prepare before it can seal, or the refreshes to start after the
+            response (or after its failure, under `on_miss="fail"`).
     """
+
+    sealed: SealedPlan | None
+    summary_positions: tuple[int, ...] = ()
+
+
+def first_plan(request: GenerationInput, read: ReadRequestResult, request_id: str) -> FirstPlan:
+    """The generation's first plan over `read`, as the workflow makes it."""
     plan_request = build_plan_request(
         request_id=request_id,
         request=request,
@@ -200,11 +214,19 @@ def first_plan(
         previous_request_id=None,
     )
     try:
-        return plan(plan_request)
+        sealed = plan(plan_request)
+    except RequestCompositionError as error:
+        needs = (*inline_preparations(error), *background_preparations(error))
+        return FirstPlan(None, _positions(needs))
     except Exception:
         # Planning ahead only saves the workflow a step: whatever stops it here, the
         # workflow's own planning meets again and handles.
-        return None
+        return FirstPlan(None)
+    return FirstPlan(sealed, _positions(sealed.preparations))
+
+
+def _positions(needs: Sequence[Preparation]) -> tuple[int, ...]:
+    return tuple(need.through_position for need in needs if need.through_position is not None)
 
 
 def plan_digest(sealed: SealedPlan) -> str:

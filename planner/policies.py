@@ -91,9 +91,11 @@ class HistorySummary(FrozenModel):
         origin: `stored` (found ready), `inline` (prepared before this dispatch) or
             `joined` (an identical preparation already in flight was awaited); the last
             two are receipted as `HISTORY_SUMMARY_INLINE` / `HISTORY_SUMMARY_JOINED`.
-        support_request_ids: Ids of the support calls that produced it.
+        support_request_ids: Ids of the support calls that produced it (empty as a worker
+            sends the summary through workflow payloads: the stored artifact names them,
+            and they are linked to an inspection when the plan sending it is recorded).
         support_requests: Their content-free receipts (listed in the inspection of a
-            request that sends the summary).
+            request that sends the summary; empty through payloads, like the ids).
         path: `portable` (core-managed support calls, the only path today: the adapters
             offer no native compaction) or `provider-native`.
     """

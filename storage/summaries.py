@@ -193,6 +193,16 @@ class SummaryScope:
         assert thread_id is not None, "a Thread summary names its Thread"
         return cls.thread(thread_id)
 
+    @classmethod
+    def holding(cls, artifact_id: str, thread_id: str | None) -> SummaryScope:
+        """The scope of the artifact `artifact_id` used by a generation naming `thread_id`.
+
+        The artifact's kind is its id's prefix (`summary:` or `transcript-summary:`).
+        """
+        if artifact_id.startswith(f"{TRANSCRIPT_SUMMARY_KIND}:"):
+            return cls.transcript(thread_id)
+        return cls(thread_id or "", THREAD_SUMMARY_KIND)
+
     def artifact_id(self, through_id: str, strategy: str, model: str) -> str:
         """The deterministic identity of the summary through `through_id`.
 

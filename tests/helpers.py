@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
@@ -144,6 +145,20 @@ async def closed_run(client: Client, workflow_id: str) -> WorkflowHandle[Any, An
     with contextlib.suppress(Exception):  # a failed run is closed too
         await asyncio.wait_for(handle.result(), 30)
     return handle
+
+
+def payload_text(node: object) -> str:
+    """Every payload of a history (`WorkflowHistory.to_json_dict()`), decoded and joined."""
+    if isinstance(node, dict):
+        items: dict[str, object] = node
+        data = items.get("data")
+        if isinstance(data, str) and "metadata" in items:
+            return base64.b64decode(data).decode("utf-8", "replace")
+        return "\n".join(payload_text(value) for value in items.values())
+    if isinstance(node, list):
+        values: list[object] = node
+        return "\n".join(payload_text(value) for value in values)
+    return ""
 
 
 async def record_history(client: Client, workflow_id: str, name: str) -> None:

@@ -15,7 +15,6 @@ from temporalio import workflow
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
-    ChildWorkflowError,
     FailureError,
     WorkflowAlreadyStartedError,
 )
@@ -65,18 +64,23 @@ def summarisable(request: GenerationInput, read: ReadRequestResult) -> bool:
 
 
 async def _through_id(
-    stages: StageReporter, request: GenerationInput, need: Preparation
+    stages: StageReporter, request: GenerationInput, read: ReadRequestResult, need: Preparation
 ) -> str | None:
     """The id of the last message a preparation covers, named by position in the plan.
 
-    The skeleton carries no ids, so the position is mapped on the owner's selected path
-    (this turn's commit only extends the path the read saw).
+    The skeleton carries no ids: the read names the path's ids where the summaries its
+    first plan asks for end (`through_ids`); any other position is mapped on the owner's
+    selected path by a local activity (this turn's commit only extends the path the read
+    saw).
     """
     if need.through_id is not None or request.thread_id is None:
         return need.through_id
     if need.through_position is None:
         return None
     thread_id, position = request.thread_id, need.through_position
+    named = read.through_ids.get(position)
+    if named is not None:
+        return named
     resolved: ResolveHistoryIdsResult = await waiting_out_storage(
         stages,
         request,
@@ -132,7 +136,7 @@ async def _summary_input(
         through_id = await _transcript_through_id(stages, request, need, model)
     else:
         source = "thread"
-        through_id = await _through_id(stages, request, need)
+        through_id = await _through_id(stages, request, read, need)
         if request.thread_id is None:
             return None
     if through_id is None:
@@ -222,15 +226,15 @@ async def prepare_summary(
     summary_input = await _summary_input(stages, request, read, need)
     if summary_input is None:
         return None
-    child_id = summary_workflow_id(summary_input)
+    run_id = summary_workflow_id(summary_input)
     stages.set(Stage.SUMMARISING, "inline history summary")
     stages.publish()
     rounds = 1
     while True:
         try:
-            prepared, origin = await _prepared(summary_input, child_id)
+            prepared, origin = await _prepared(summary_input, run_id)
             return prepared.summary.model_copy(update={"origin": origin})
-        except (ChildWorkflowError, ActivityError) as error:
+        except ActivityError as error:
             if rounds >= LOST_PREPARATION_ROUNDS or not lost_with_its_worker(error):
                 raise _preparation_failed(error) from None
         # Every try of the preparation (or of the run this one joined) timed out with its
@@ -242,31 +246,23 @@ async def prepare_summary(
 
 
 async def _prepared(
-    summary_input: PrepareSummaryInput, child_id: str
+    summary_input: PrepareSummaryInput, run_id: str
 ) -> tuple[PrepareSummaryResult, Literal["inline", "joined"]]:
-    """Prepare the summary in a child run, or join the identical one already running."""
-    try:
-        prepared = await workflow.execute_child_workflow(
-            SUMMARY_WORKFLOW,
-            summary_input,
-            id=child_id,
-            result_type=PrepareSummaryResult,
-            static_summary=summary_run_summary(summary_input, inline=True),
-            static_details=summary_run_details(summary_input),
-        )
-        return prepared, "joined" if prepared.reused else "inline"
-    except WorkflowAlreadyStartedError:
-        # An identical preparation is running (another generation, maintenance, or
-        # another worker): wait for that one, so its support calls are the only ones.
-        prepared = await workflow.execute_activity(
-            stubs.await_summary,
-            AwaitSummaryInput(workflow_id=child_id, request=summary_input),
-            **_options.with_summary(_options.AWAIT_SUMMARY, "join summary"),
-        )
-        return prepared, "joined"
+    """Prepare the summary in a run of its own, or join the identical one already running.
+
+    An activity starts the `SummaryWorkflow` (or finds it running: another generation,
+    maintenance, or another worker) and waits for it, so its support calls are the only
+    ones: one activity in this run's history rather than a child's start and result.
+    """
+    prepared = await workflow.execute_activity(
+        stubs.await_summary,
+        AwaitSummaryInput(workflow_id=run_id, request=summary_input, start=True),
+        **_options.with_summary(_options.AWAIT_SUMMARY, "prepare summary"),
+    )
+    return prepared, "joined" if prepared.reused else "inline"
 
 
-def _preparation_failed(error: ChildWorkflowError | ActivityError) -> ApplicationError:
+def _preparation_failed(error: ActivityError) -> ApplicationError:
     """A typed, content-free failure for a history summary that could not be prepared.
 
     A failure of the support calls makes the summary unavailable:

@@ -15,6 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 from contracts import stubs
 from contracts.activities import (
+    SUMMARY_WORKFLOW,
     PrepareSummaryInput,
     PrepareSummaryResult,
 )
@@ -32,8 +33,7 @@ from vocabulary.stages import Stage
 from workflows import _options, _search, _ui
 from workflows._storage_wait import INITIAL_BACKOFF, MAX_BACKOFF
 
-SUMMARY_WORKFLOW = "SummaryWorkflow"
-"""Workflow type name (children are started by name: the run takes a raw payload)."""
+__all__ = ["SUMMARY_WORKFLOW", "SummaryWorkflow", "summary_workflow_id"]
 
 
 def summary_workflow_id(request: PrepareSummaryInput) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from temporalio.common import VersioningBehavior
 
-COMMAND_VERSION = 4
+COMMAND_VERSION = 5
 """Bumped by every change to the workflows' command sequence (see the module docstring)."""
 
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
