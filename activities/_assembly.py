@@ -6,6 +6,7 @@ activity sends exactly what the plan measured.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +38,34 @@ class AssembledRequest:
     def messages(self) -> list[Message]:
         """Every message, in order."""
         return [*self.leading, *self.history, self.user, *self.turn]
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """A sealed plan's messages but its history (see `RequestAssembler.turn_parts`).
+
+    Attributes:
+        leading: System instructions with the context blocks, then context messages.
+        user: The rendered user turn.
+        turn: The tool-round messages of this turn so far.
+        summary: The rendered history summary the plan sends, if any.
+        summary_position: Where it goes among the history messages.
+    """
+
+    leading: tuple[Message, ...]
+    user: Message
+    turn: tuple[Message, ...] = ()
+    summary: Message | None = None
+    summary_position: int = 0
+
+    def assembled(self, history: Sequence[Message]) -> AssembledRequest:
+        """The whole request, `history` being the plan's history messages."""
+        read = list(history)
+        if self.summary is not None:
+            read.insert(self.summary_position, self.summary)
+        return AssembledRequest(
+            leading=self.leading, history=tuple(read), user=self.user, turn=self.turn
+        )
 
 
 class RequestAssembler:
@@ -111,6 +140,35 @@ class RequestAssembler:
         history: Sequence[Message] | None = None,
     ) -> AssembledRequest:
         """The same messages as `request_messages`, by part (the cache's key needs them)."""
+        if history is not None:
+            parts = await self.turn_parts(
+                generation_id, thread_id, history_source, context, turn_messages, summary=summary
+            )
+            return parts.assembled(history)
+        parts, read = await asyncio.gather(
+            self.turn_parts(
+                generation_id, thread_id, history_source, context, turn_messages, summary=summary
+            ),
+            self.history_messages(
+                generation_id, thread_id, history_source, message_ids, message_ranges
+            ),
+        )
+        return parts.assembled(read)
+
+    async def turn_parts(
+        self,
+        generation_id: str,
+        thread_id: str | None,
+        history_source: HistorySource,
+        context: list[SelectedSource],
+        turn_messages: int = 0,
+        *,
+        summary: tuple[str | None, int] = (None, 0),
+    ) -> TurnParts:
+        """Everything a sealed plan sends but its history, read from staging and storage.
+
+        Independent of the history read, so an attempt reads both at once.
+        """
         staged = await self._generations.get_staged_many(
             generation_id, [(0, StagingKind.USER), (0, StagingKind.SYSTEM)]
         )
@@ -118,27 +176,25 @@ class RequestAssembler:
         if user is None:
             raise ThreadError("not_found", "staged input is missing")
         system = staged.get((0, StagingKind.SYSTEM))
-        read = (
-            list(history)
-            if history is not None
-            else await self._history_messages(
-                generation_id, thread_id, history_source, message_ids, message_ranges
-            )
-        )
         artifact_id, position = summary
         scope = _summary_scope(history_source, thread_id)
+        rendered: Message | None = None
         if artifact_id is not None and scope is not None:
             artifact = await self._summaries.get(scope, artifact_id)
             if artifact is None:
                 # Erased (a covered message was redacted) after the plan was sealed.
                 raise ThreadError("identity_conflict", "the planned summary no longer exists")
-            read.insert(position, render_summary(artifact.text))
+            rendered = render_summary(artifact.text)
         leading = await self._leading_messages(
             generation_id, system.message if system else None, context
         )
         turn = await self.turn_messages(generation_id, turn_messages)
-        return AssembledRequest(
-            leading=tuple(leading), history=tuple(read), user=user.message, turn=tuple(turn)
+        return TurnParts(
+            leading=tuple(leading),
+            user=user.message,
+            turn=tuple(turn),
+            summary=rendered,
+            summary_position=position,
         )
 
     async def turn_messages(self, generation_id: str, count: int) -> list[Message]:
@@ -166,7 +222,7 @@ class RequestAssembler:
         head = [Message(role="system", content="\n\n".join(blocks))] if blocks else []
         return [*head, *own_messages]
 
-    async def _history_messages(
+    async def history_messages(
         self,
         generation_id: str,
         thread_id: str | None,
@@ -174,6 +230,7 @@ class RequestAssembler:
         message_ids: Sequence[str],
         message_ranges: Sequence[tuple[int, int]],
     ) -> list[Message]:
+        """The plan's history messages: Thread messages by id, or call-site ranges."""
         if history_source == "thread" and thread_id:
             if not message_ids:
                 return []

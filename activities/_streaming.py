@@ -14,6 +14,7 @@ from activities._inputs import scoped_key
 from contracts.activities import InvokeModelInput
 from providers import ChatRequest, ChatResponse, StreamDone, StreamingChatProvider, TextDelta
 from storage import GenerationStore
+from storage.generations import LOCAL_DELTA_FOLLOWERS
 from vocabulary.errors import ProviderResponseError, StorageUnavailableError
 
 STREAM_FLUSH_SECONDS = 0.05
@@ -35,8 +36,9 @@ async def stream_to_staging(
     Keys are `<attempt>:<activity attempt>:<seq>`, so a follower sees a retried call as
     a new stream (and resets) instead of concatenating partial and retried output.
     """
-    async with heartbeating(STREAM_HEARTBEAT_SECONDS):
-        return await _stream(provider, chat_request, request, generations, sources)
+    with LOCAL_DELTA_FOLLOWERS.staging(scoped_key(request)):
+        async with heartbeating(STREAM_HEARTBEAT_SECONDS):
+            return await _stream(provider, chat_request, request, generations, sources)
 
 
 @asynccontextmanager

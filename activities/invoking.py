@@ -163,7 +163,22 @@ class ModelInvoker:
             result = await self._stage_answer(request, held)
             await self._refuse_if_sources_redacted(request, held.sources)
             return result.model_copy(update={"reused_staged_output": True})
-        pinned = await pinned_history(self._threads, request)
+        # The pinned history and everything else the plan sends are read at once: an
+        # attempt's first provider byte waits on one storage round trip, not two.
+        pinned, parts = await asyncio.gather(
+            pinned_history(self._threads, request),
+            self._assembler.turn_parts(
+                scoped_key(request),
+                request.thread_id,
+                request.history_source,
+                request.context,
+                request.turn_messages,
+                summary=(request.summary_artifact_id, request.summary_position),
+            ),
+            return_exceptions=True,
+        )
+        if isinstance(pinned, BaseException):
+            raise pinned
         if pinned is None:
             # Nothing was sent for this plan yet: sending it now would answer a stale view
             # of the Thread, so the workflow reads the new revision and plans again.
@@ -173,18 +188,20 @@ class ModelInvoker:
                 attempt=request.attempt,
             )
             return InvokeModelResult.moved()
+        if isinstance(parts, BaseException):
+            raise parts
         sources = pinned.sources
-        messages = await self._assembler.request_messages(
-            scoped_key(request),
-            request.thread_id,
-            request.history_source,
-            sources,
-            request.context,
-            request.turn_messages,
-            summary=(request.summary_artifact_id, request.summary_position),
-            message_ranges=request.message_ranges,
-            history=pinned.messages,
-        )
+        history = pinned.messages
+        if history is None:
+            # Call-site messages: the plan's ranges over the staged transcript.
+            history = await self._assembler.history_messages(
+                scoped_key(request),
+                request.thread_id,
+                request.history_source,
+                sources,
+                request.message_ranges,
+            )
+        messages = parts.assembled(history).messages
         await self._record_retries(request)
         provider, model_name = self._providers.resolve(request.model)
         chat_request = ChatRequest(

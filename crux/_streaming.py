@@ -1,4 +1,7 @@
-"""Following a streamed generation: staged deltas, woken by PostgreSQL notifications."""
+"""Following a streamed generation: staged deltas, woken by PostgreSQL notifications.
+
+Deltas this process staged itself (its own worker runs the attempt) are handed over at once.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import asyncpg
 
 from crux._outcomes import StreamDelta, StreamReset
 from storage import GenerationStore
-from storage.generations import STREAM_CHANNEL
+from storage.generations import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL
 
 STREAM_POLL_SECONDS = 0.25
 """Followers re-check staged deltas at least this often, notifications or not."""
@@ -38,11 +41,27 @@ async def follow_deltas(
         outcome: The run's result (not awaited here; cancelled if still pending on exit).
     """
     wake = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Deltas staged in this process (its own worker runs the attempt), handed over as soon
+    # as their rows commit: no notification delivery and no catch-up read before they show.
+    handed: list[tuple[str, str]] = []
 
     def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
-        if payload == key:
+        # A delta this process stages is handed over as its row commits: reading it again
+        # on its notification would only hold the hand-over up behind a round trip.
+        if payload == key and not LOCAL_DELTA_FOLLOWERS.stages_here(key):
             wake.set()
 
+    def on_local(delta_key: str, text: str) -> None:
+        handed.append((delta_key, text))
+        wake.set()
+
+    # Subscribed before the first read: a delta committed earlier is found by that read,
+    # every later one is handed over, so none is missed between the two.
+    def hand_over(delta_key: str, text: str) -> None:
+        loop.call_soon_threadsafe(on_local, delta_key, text)
+
+    unsubscribe = LOCAL_DELTA_FOLLOWERS.subscribe(key, hand_over)
     connection = await pool.acquire()
     await connection.add_listener(STREAM_CHANNEL, on_notify)
     try:
@@ -53,7 +72,14 @@ async def follow_deltas(
             # caller handles the deltas read here must still wake the next wait.
             wake.clear()
             finished = outcome.done()
-            for delta_key, text in await generations.deltas_after(key, last):
+            if handed and not finished:
+                # Committed rows, in staging order; those a read already returned are skipped.
+                rows = sorted(row for row in handed if row[0] > last)
+                handed.clear()
+            else:
+                handed.clear()
+                rows = await generations.deltas_after(key, last)
+            for delta_key, text in rows:
                 stream_id, _, _ = delta_key.rpartition(":")
                 if current is not None and stream_id != current:
                     yield StreamReset(attempt=int(stream_id.split(":")[0]))
@@ -69,6 +95,7 @@ async def follow_deltas(
             )
             waiter.cancel()
     finally:
+        unsubscribe()
         if not outcome.done():
             outcome.cancel()
         await connection.remove_listener(STREAM_CHANNEL, on_notify)

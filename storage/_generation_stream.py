@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import asyncpg
@@ -23,6 +24,77 @@ SELECT pg_notify($8, $1)
 """Stage a delta and wake followers in one statement: one round trip, and the notification
 is delivered with the row's commit (a data-modifying `WITH` runs whether or not it is read;
 a repeated key, an activity retry, wakes followers to no new row, which is harmless)."""
+
+
+DeltaListener = Callable[[str, str], None]
+"""Told `(key, text)` of each delta of one generation staged in this process."""
+
+
+class LocalDeltaFollowers:
+    """Followers in this process, told of each delta as soon as its row is committed.
+
+    The `NOTIFY` reaches followers anywhere, but it costs two more round trips before text
+    shows (its delivery, then the catch-up read). A caller streaming from the process whose
+    worker runs the attempt (an embedded worker, eager start) is handed the committed text
+    directly instead; the rows and the notification stay the record every other follower
+    reads. Listeners are called on the staging task's thread: they must hand the delta over
+    to their own loop themselves.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, set[DeltaListener]] = {}
+        self._staging: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def staging(self, generation_id: str) -> Generator[None]:
+        """Mark `generation_id` as streamed into staging by this process while the block runs.
+
+        Its followers here are handed every delta the block stages, so they need not read
+        on the `NOTIFY` that each one also sends.
+        """
+        self._staging[generation_id] = self._staging.get(generation_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._staging[generation_id] - 1
+            if left:
+                self._staging[generation_id] = left
+            else:
+                del self._staging[generation_id]
+
+    def stages_here(self, generation_id: str) -> bool:
+        """Whether this process is streaming `generation_id` into staging right now."""
+        return generation_id in self._staging
+
+    def subscribe(self, generation_id: str, listener: DeltaListener) -> Callable[[], None]:
+        """Tell `listener` of the deltas of `generation_id` staged from now on.
+
+        Returns:
+            The unsubscribe call.
+        """
+        listeners = self._listeners.setdefault(generation_id, set())
+        listeners.add(listener)
+
+        def unsubscribe() -> None:
+            listeners.discard(listener)
+            if not listeners and self._listeners.get(generation_id) is listeners:
+                del self._listeners[generation_id]
+
+        return unsubscribe
+
+    def publish(self, generation_id: str, key: str, text: str) -> None:
+        """Tell the listeners of `generation_id` of a committed delta.
+
+        A listener that fails (its loop closed as it left) is skipped: deltas are progress
+        only, and staging them must not fail for a follower.
+        """
+        for listener in tuple(self._listeners.get(generation_id, ())):
+            with contextlib.suppress(Exception):
+                listener(key, text)
+
+
+LOCAL_DELTA_FOLLOWERS = LocalDeltaFollowers()
+"""This process's followers of staged deltas (see `LocalDeltaFollowers`)."""
 
 
 class DeltaStream:
@@ -60,6 +132,7 @@ class DeltaStream:
             None,
             STREAM_CHANNEL,
         )
+        LOCAL_DELTA_FOLLOWERS.publish(generation_id, key, text)
 
     @storage_errors()
     async def drop_deltas(self, generation_id: str, attempt: int) -> None:

@@ -23,7 +23,7 @@ import asyncpg
 
 from storage._failures import storage_errors
 from storage._generation_ledger import RESULT_CHANNEL, GenerationLedger
-from storage._generation_stream import STREAM_CHANNEL, DeltaStream
+from storage._generation_stream import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL, DeltaStream
 from storage.threads import check_storable
 from vocabulary.messages import Message
 from vocabulary.staging import StagingKind
@@ -31,6 +31,7 @@ from vocabulary.staging import StagingKind
 __all__ = [
     "IDENTITY_KIND",
     "RESULT_CHANNEL",
+    "LOCAL_DELTA_FOLLOWERS",
     "STREAM_CHANNEL",
     "GenerationStore",
     "StagedMessage",

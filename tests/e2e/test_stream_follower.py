@@ -17,6 +17,7 @@ import pytest
 from crux import _streaming
 from crux._outcomes import StreamDelta
 from storage import GenerationStore
+from storage.generations import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL
 
 
 async def test_a_notification_during_the_callers_turn_is_not_lost(
@@ -44,3 +45,62 @@ async def test_a_notification_during_the_callers_turn_is_not_lost(
     assert isinstance(second, StreamDelta) and second.text == "second"
     outcome.set_result(None)
     await follower.aclose()
+
+
+async def test_deltas_staged_in_this_process_are_handed_over_once_in_order(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While this process streams a generation, its notifications wake nobody here."""
+    monkeypatch.setattr(_streaming, "STREAM_POLL_SECONDS", 3600.0)
+    generations = GenerationStore(pool)
+    key = f"handed:{uuid.uuid4().hex[:8]}"
+    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    follower = _streaming.follow_deltas(pool, generations, key, outcome)
+    texts = ["one ", "two ", "three"]
+    received: list[object] = []
+    with LOCAL_DELTA_FOLLOWERS.staging(key):
+        for sequence, text in enumerate(texts):
+            pending = asyncio.ensure_future(anext(follower))
+            await asyncio.sleep(0.2)  # the follower has read and waits for the next delta
+            await generations.stage_delta(
+                key, f"001:001:{sequence:06d}", text, thread_id=None, source_message_ids=()
+            )
+            received.append(await asyncio.wait_for(pending, 30))
+    assert [d.text for d in received if isinstance(d, StreamDelta)] == texts
+    # The run ends: the last catch-up read finds nothing the hand-over did not bring.
+    outcome.set_result(None)
+    assert [item async for item in follower] == []
+    assert not LOCAL_DELTA_FOLLOWERS.stages_here(key)
+
+
+async def test_a_delta_staged_elsewhere_is_caught_up_while_this_process_streams(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker's delta (notified, not handed over) still reaches the follower."""
+    monkeypatch.setattr(_streaming, "STREAM_POLL_SECONDS", 0.05)
+    generations = GenerationStore(pool)
+    key = f"elsewhere:{uuid.uuid4().hex[:8]}"
+    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    follower = _streaming.follow_deltas(pool, generations, key, outcome)
+    with LOCAL_DELTA_FOLLOWERS.staging(key):
+        pending = asyncio.ensure_future(anext(follower))
+        # Staged as another process's store stages it: the row and its notification only.
+        await pool.execute(
+            """
+            INSERT INTO crux_generation_staging (generation_id, attempt, kind, message)
+            VALUES ($1, 0, $2, $3);
+            """,
+            key,
+            "delta:002:001:000000",
+            {"role": "assistant", "content": "from elsewhere"},
+        )
+        await pool.execute("SELECT pg_notify($1, $2)", STREAM_CHANNEL, key)
+        remote = await asyncio.wait_for(pending, 30)
+        await generations.stage_delta(
+            key, "002:001:000001", " and here", thread_id=None, source_message_ids=()
+        )
+        local = await asyncio.wait_for(anext(follower), 30)
+    assert isinstance(remote, StreamDelta) and remote.text == "from elsewhere"
+    assert isinstance(local, StreamDelta) and local.text == " and here"
+    outcome.set_result(None)
+    assert [item async for item in follower] == []
