@@ -205,22 +205,27 @@ class GenerationActivities:
 
         With `request.commit`, an answer that ends the turn is published here as well.
         """
+        # The attempt's reads go out at once: its lookups of an earlier try's staged output
+        # (and, with a commit, of the turn that try published) beside the plan's own reads,
+        # which a first try needs next (a retry that finds its answer discards them).
         if request.commit is None:
-            staged = await self._invoker.staged_output(request)
-            invoked = await self._invoker.invoke(request, staged)
+            staged, reads = await asyncio.gather(
+                self._invoker.staged_output(request), self._invoker.plan_reads(request)
+            )
+            invoked = await self._invoker.invoke(request, staged, reads)
         else:
             # An earlier execution may have published the turn and lost its completion
-            # (Temporal retries it; a storage wait runs it again): report that commit. The
-            # attempt's own first read goes out beside that lookup.
-            found, staged = await asyncio.gather(
+            # (Temporal retries it; a storage wait runs it again): report that commit.
+            found, staged, reads = await asyncio.gather(
                 self._committer.published(request),
                 self._invoker.staged_output(request),
+                self._invoker.plan_reads(request),
                 return_exceptions=True,
             )
             published = settled(found)
             if published is not None:
                 return published
-            invoked = await self._invoker.invoke(request, settled(staged))
+            invoked = await self._invoker.invoke(request, settled(staged), settled(reads))
         if request.commit is None or not invoked.ends_the_turn:
             return invoked
         return await self._committer.publish_answer(request, invoked)
