@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncGenerator
 
 import asyncpg
 import pytest
 
 from crux import _streaming
-from crux._outcomes import StreamDelta
+from crux._outcomes import StreamDelta, StreamReset
 from storage import GenerationStore
 from storage.generations import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL
 
@@ -47,15 +48,27 @@ async def test_a_notification_during_the_callers_turn_is_not_lost(
     await follower.aclose()
 
 
+def _following(
+    pool: asyncpg.Pool, name: str
+) -> tuple[
+    GenerationStore,
+    str,
+    asyncio.Future[None],
+    AsyncGenerator[StreamDelta | StreamReset],
+]:
+    """A follower of a new generation key, and the run outcome that ends it."""
+    generations = GenerationStore(pool)
+    key = f"{name}:{uuid.uuid4().hex[:8]}"
+    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    return generations, key, outcome, _streaming.follow_deltas(pool, generations, key, outcome)
+
+
 async def test_deltas_staged_in_this_process_are_handed_over_once_in_order(
     pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While this process streams a generation, its notifications wake nobody here."""
     monkeypatch.setattr(_streaming, "STREAM_POLL_SECONDS", 3600.0)
-    generations = GenerationStore(pool)
-    key = f"handed:{uuid.uuid4().hex[:8]}"
-    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    follower = _streaming.follow_deltas(pool, generations, key, outcome)
+    generations, key, outcome, follower = _following(pool, "handed")
     texts = ["one ", "two ", "three"]
     received: list[object] = []
     with LOCAL_DELTA_FOLLOWERS.staging(key):
@@ -78,10 +91,7 @@ async def test_a_delta_staged_elsewhere_is_caught_up_while_this_process_streams(
 ) -> None:
     """Another worker's delta (notified, not handed over) still reaches the follower."""
     monkeypatch.setattr(_streaming, "STREAM_POLL_SECONDS", 0.05)
-    generations = GenerationStore(pool)
-    key = f"elsewhere:{uuid.uuid4().hex[:8]}"
-    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    follower = _streaming.follow_deltas(pool, generations, key, outcome)
+    generations, key, outcome, follower = _following(pool, "elsewhere")
     with LOCAL_DELTA_FOLLOWERS.staging(key):
         pending = asyncio.ensure_future(anext(follower))
         # Staged as another process's store stages it: the row and its notification only.
