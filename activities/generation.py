@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from temporalio.common import WorkerDeploymentVersion
+
 from activities._assembly import RequestAssembler
 from activities._errors import maps_errors
 from activities._heartbeat import heartbeating
@@ -101,6 +103,8 @@ class GenerationActivities:
         policies: Custom safety policy functions generations may name, by name.
         success_hooks: Success hooks generations may name (`on_success`), run here after
             their turn was committed.
+        version: This worker's deployment version (`None` unversioned): a summary run an
+            inline preparation starts is pinned to it.
     """
 
     def __init__(
@@ -118,7 +122,9 @@ class GenerationActivities:
         cache: CacheStore | None = None,
         policies: Mapping[str, CustomPolicy] | None = None,
         success_hooks: SuccessHookLookup | None = None,
+        version: WorkerDeploymentVersion | None = None,
     ) -> None:
+        self._version = version
         self._generations = generations
         self._threads = threads
         offered: ToolLookup = tools or NoTools()
@@ -264,7 +270,7 @@ class GenerationActivities:
     @maps_errors
     async def await_summary(self, request: AwaitSummaryInput) -> PrepareSummaryResult:
         """Wait for an identical summary preparation already running and return its artifact."""
-        return await await_running_summary(request)
+        return await await_running_summary(request, version=self._version)
 
     @implements(stubs.count_request)
     @maps_errors

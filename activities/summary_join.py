@@ -6,6 +6,7 @@ import asyncio
 
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
+from temporalio.common import PinnedVersioningOverride, WorkerDeploymentVersion
 from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
 from contracts.activities import (
@@ -24,7 +25,9 @@ SUMMARY_WAIT_HEARTBEAT_SECONDS = 5.0
 """How often a joining wait heartbeats."""
 
 
-async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryResult:
+async def await_running_summary(
+    request: AwaitSummaryInput, *, version: WorkerDeploymentVersion | None = None
+) -> PrepareSummaryResult:
     """Wait for the `SummaryWorkflow` (started here with `request.start`) and return its work.
 
     An identical preparation (same prefix, strategy and model) already in flight is joined,
@@ -32,12 +35,17 @@ async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryRes
     The activity heartbeats while it waits, so a lost worker is noticed and the wait resumed
     elsewhere (where the run this try started is joined).
 
+    Args:
+        request: The run, and whether to start it.
+        version: The worker deployment version of this worker (`None` unversioned): a run
+            started here is pinned to it, as a child run would inherit its parent's build.
+
     Raises:
         ApplicationError: Typed like the preparation's own failure (for example a
             `ProviderError`), non-retryable: waiting again cannot change the outcome. A
             preparation that timed out (lost with its workers) is `SUMMARY_RUN_LOST`.
     """
-    started = request.start and await _started(request)
+    started = request.start and await _started(request, version)
     handle = activity.client().get_workflow_handle(
         request.workflow_id, result_type=PrepareSummaryResult
     )
@@ -77,7 +85,7 @@ async def await_running_summary(request: AwaitSummaryInput) -> PrepareSummaryRes
     return result.model_copy(update={"reused": True, "support_calls": 0})
 
 
-async def _started(request: AwaitSummaryInput) -> bool:
+async def _started(request: AwaitSummaryInput, version: WorkerDeploymentVersion | None) -> bool:
     """Start the preparation; `False` when an identical one is already running.
 
     Started by the worker's client on its own task queue, as the generation's inline
@@ -91,6 +99,7 @@ async def _started(request: AwaitSummaryInput) -> bool:
             task_queue=activity.info().task_queue,
             static_summary=summary_run_summary(request.request, inline=True),
             static_details=summary_run_details(request.request),
+            versioning_override=PinnedVersioningOverride(version) if version else None,
         )
     except WorkflowAlreadyStartedError:
         return False

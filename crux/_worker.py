@@ -167,6 +167,7 @@ async def worker_resources(
             hooks=HookRegistry(served.hooks),
             policies=PolicyRegistry(served.policies).functions(),
             success_hooks=SuccessHookRegistry(served.success_hooks),
+            version=deployment.version if (deployment := deployment_config(settings)) else None,
         )
     finally:
         await http.aclose()

@@ -8,9 +8,12 @@ generation runs on the second. This is how a command-changing release ships.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import uuid
 
 import asyncpg
+import pytest
 from temporalio.api.enums.v1 import RoutingConfigUpdateState
 from temporalio.api.enums.v1 import VersioningBehavior as VersioningBehaviorProto
 from temporalio.api.workflowservice.v1 import (
@@ -18,8 +21,13 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentCurrentVersionRequest,
 )
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
+from temporalio.testing import ActivityEnvironment
 
+from activities.summary_join import await_running_summary
+from contracts.activities import AwaitSummaryInput, PrepareSummaryInput
 from crux._worker import build_worker, deployment_config, worker_resources
 from crux.models import workflow_id_for
 from crux.runtime import Runtime
@@ -128,3 +136,57 @@ async def test_a_run_in_flight_finishes_on_its_build_and_new_runs_take_the_new_o
 
 async def _requests(server: LoopbackOpenAIServer) -> int:
     return len(server.requests)
+
+
+async def test_a_summary_run_started_inline_stays_on_the_starting_build(
+    client: Client, pool: asyncpg.Pool, database_url: str
+) -> None:
+    """Like a child run inheriting its parent's build, whatever the current version is."""
+    deployment = f"crux-test-{uuid.uuid4().hex[:8]}"
+    task_queue = f"crux-test-{uuid.uuid4().hex[:10]}"
+    base = settings_for(database_url).model_copy(
+        update={"task_queue": task_queue, "deployment_name": deployment}
+    )
+    first = base.model_copy(update={"build_id": "build-a"})
+    second = base.model_copy(update={"build_id": "build-b"})
+    summary_input = PrepareSummaryInput(
+        thread_id=f"versioning-summary:{uuid.uuid4().hex[:6]}",
+        owner="main",
+        through_id="gen:missing:assistant",
+        strategy="adaptive",
+        model="offline:echo",
+        counting_model="offline:echo",
+        generation_id="g",
+    )
+    run_id = f"crux/summary/versioning-{uuid.uuid4().hex[:8]}"
+    async with (
+        worker_resources(first, pool=pool) as activities_a,
+        worker_resources(second, pool=pool) as activities_b,
+        build_worker(
+            client,
+            task_queue=task_queue,
+            activities=activities_a,
+            deployment=deployment_config(first),
+        ),
+        build_worker(
+            client,
+            task_queue=task_queue,
+            activities=activities_b,
+            deployment=deployment_config(second),
+        ),
+    ):
+        await _promote(client, deployment, "build-b")
+        start = functools.partial(
+            await_running_summary,
+            version=WorkerDeploymentVersion(deployment_name=deployment, build_id="build-a"),
+        )
+        # The preparation refuses (its Thread does not exist): what matters is where it ran.
+        environment = ActivityEnvironment(client=client)
+        # As the generation's activity runs it: on the task queue both builds serve.
+        environment.info = dataclasses.replace(environment.info, task_queue=task_queue)
+        with pytest.raises(ApplicationError):
+            await environment.run(
+                start, AwaitSummaryInput(workflow_id=run_id, request=summary_input, start=True)
+            )
+    pinned = int(VersioningBehaviorProto.VERSIONING_BEHAVIOR_PINNED)
+    assert await _pinned_build(client, run_id) == (pinned, "build-a")
