@@ -105,47 +105,14 @@ class RequestAssembler:
         *,
         summary: tuple[str | None, int] = (None, 0),
         message_ranges: Sequence[tuple[int, int]] = (),
-        history: Sequence[Message] | None = None,
     ) -> list[Message]:
         """Rebuild the provider-facing messages of a sealed plan from PostgreSQL.
 
         A Thread's history arrives as `message_ids` (its positions mapped at the pinned
-        revision), or already read as `history` (the messages at those ids); call-site
-        history as the plan's `message_ranges` over the staged messages.
+        revision); call-site history as the plan's `message_ranges` over the staged
+        messages. Its history and the rest of the request are read at once.
         """
-        assembled = await self.request_parts(
-            generation_id,
-            thread_id,
-            history_source,
-            message_ids,
-            context,
-            turn_messages,
-            summary=summary,
-            message_ranges=message_ranges,
-            history=history,
-        )
-        return assembled.messages
-
-    async def request_parts(
-        self,
-        generation_id: str,
-        thread_id: str | None,
-        history_source: HistorySource,
-        message_ids: Sequence[str],
-        context: list[SelectedSource],
-        turn_messages: int = 0,
-        *,
-        summary: tuple[str | None, int] = (None, 0),
-        message_ranges: Sequence[tuple[int, int]] = (),
-        history: Sequence[Message] | None = None,
-    ) -> AssembledRequest:
-        """The same messages as `request_messages`, by part (the cache's key needs them)."""
-        if history is not None:
-            parts = await self.turn_parts(
-                generation_id, thread_id, history_source, context, turn_messages, summary=summary
-            )
-            return parts.assembled(history)
-        parts, read = await asyncio.gather(
+        parts, history = await asyncio.gather(
             self.turn_parts(
                 generation_id, thread_id, history_source, context, turn_messages, summary=summary
             ),
@@ -153,7 +120,7 @@ class RequestAssembler:
                 generation_id, thread_id, history_source, message_ids, message_ranges
             ),
         )
-        return parts.assembled(read)
+        return parts.assembled(history).messages
 
     async def turn_parts(
         self,

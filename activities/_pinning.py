@@ -9,9 +9,11 @@ meanwhile drops it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from activities._assembly import AssembledRequest, RequestAssembler, TurnParts
 from activities._inputs import scoped_key
 from contracts.activities import InvokeModelInput
 from storage import GenerationStore, ThreadStore
@@ -62,6 +64,82 @@ async def pinned_history(threads: ThreadStore, request: InvokeModelInput) -> Pin
     if selection is None:
         return None
     return PinnedHistory(sources=list(selection.ids), messages=selection.messages)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """A sealed plan's request, rebuilt at the pinned revision.
+
+    Attributes:
+        sources: The Thread message ids the plan's positions name.
+        assembled: The messages it sends, by part.
+    """
+
+    sources: list[str]
+    assembled: AssembledRequest
+
+
+@dataclass(frozen=True)
+class PlanReads:
+    """What a sealed plan sends, read at once (each part, or why its read failed).
+
+    Attributes:
+        pinned: The plan's history at the pinned revision (`None`: the Thread moved).
+        parts: Everything else the plan sends.
+    """
+
+    pinned: PinnedHistory | None | BaseException
+    parts: TurnParts | BaseException
+
+    async def planned(
+        self, assembler: RequestAssembler, request: InvokeModelInput
+    ) -> PlannedRequest | None:
+        """The plan's request, `None` if the Thread moved (that wins over a failed read).
+
+        Raises:
+            Exception: Whatever failed a read.
+        """
+        pinned, parts = self.pinned, self.parts
+        if isinstance(pinned, BaseException):
+            raise pinned
+        if pinned is None:
+            return None
+        if isinstance(parts, BaseException):
+            raise parts
+        history = pinned.messages
+        if history is None:
+            # Call-site messages: the plan's ranges over the staged transcript.
+            history = await assembler.history_messages(
+                scoped_key(request),
+                request.thread_id,
+                request.history_source,
+                pinned.sources,
+                request.message_ranges,
+            )
+        return PlannedRequest(sources=pinned.sources, assembled=parts.assembled(history))
+
+
+async def plan_reads(
+    threads: ThreadStore, assembler: RequestAssembler, request: InvokeModelInput
+) -> PlanReads:
+    """Read the plan's history at the pinned revision and everything else it sends, at once.
+
+    Read only, so an attempt starts it beside its lookups of an earlier try, before it
+    knows whether it still calls the provider; failures are kept for `PlanReads.planned`.
+    """
+    pinned, parts = await asyncio.gather(
+        pinned_history(threads, request),
+        assembler.turn_parts(
+            scoped_key(request),
+            request.thread_id,
+            request.history_source,
+            request.context,
+            request.turn_messages,
+            summary=(request.summary_artifact_id, request.summary_position),
+        ),
+        return_exceptions=True,
+    )
+    return PlanReads(pinned=pinned, parts=parts)
 
 
 async def refuse_if_sources_redacted(

@@ -32,7 +32,7 @@ from temporalio import activity
 from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._output import reply_defects
-from activities._pinning import pinned_history, refuse_if_sources_redacted
+from activities._pinning import plan_reads, refuse_if_sources_redacted
 from activities._providers import ProviderRegistry
 from activities._registries import PromptLookup, ToolLookup
 from contracts.activities import InvokeModelInput, InvokeModelResult
@@ -95,25 +95,18 @@ class ResponseCache:
         repeated = await self._repeated(request, key)
         if repeated is not None:
             return repeated
-        pinned = await pinned_history(self._threads, invoke)
-        if pinned is None:
+        # The same reads an attempt makes, at once: the cache answers only what the plan
+        # would send at the pinned revision.
+        reads = await plan_reads(self._threads, self._assembler, invoke)
+        planned = await reads.planned(self._assembler, invoke)
+        if planned is None:
             _log.info(
                 "cache.lookup.revision_moved",
                 generation_id=invoke.generation_id,
                 attempt=invoke.attempt,
             )
             return LookupCacheResult(revision_moved=True)
-        sources = pinned.sources
-        assembled = await self._assembler.request_parts(
-            key,
-            invoke.thread_id,
-            invoke.history_source,
-            sources,
-            invoke.context,
-            summary=(invoke.summary_artifact_id, invoke.summary_position),
-            message_ranges=invoke.message_ranges,
-            history=pinned.messages,
-        )
+        sources, assembled = planned.sources, planned.assembled
         keys = cache_keys(
             CacheKeyParts(
                 model=invoke.model,

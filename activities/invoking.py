@@ -14,11 +14,11 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities._assembly import RequestAssembler, TurnParts
+from activities._assembly import RequestAssembler
 from activities._inputs import scoped_key
 from activities._outage import Unstaged, keeping_side_effect
 from activities._output import reply_defects
-from activities._pinning import PinnedHistory, pinned_history, refuse_if_sources_redacted
+from activities._pinning import PlanReads, plan_reads, refuse_if_sources_redacted
 from activities._providers import ProviderRegistry, sampling_fields
 from activities._registries import PromptLookup, ToolLookup
 from activities._streaming import stream_to_staging
@@ -61,19 +61,6 @@ class _Answer:
     result: InvokeModelResult
     sources: tuple[str, ...] = ()
     """Thread messages the request was built from (the redaction cascade follows them)."""
-
-
-@dataclass(frozen=True)
-class PlanReads:
-    """What an attempt's plan sends, read before the call (each part, or why it failed).
-
-    Attributes:
-        pinned: The plan's history at the pinned revision (`None`: the Thread moved).
-        parts: Everything else the plan sends.
-    """
-
-    pinned: PinnedHistory | None | BaseException
-    parts: TurnParts | BaseException
 
 
 class ModelInvoker:
@@ -154,30 +141,14 @@ class ModelInvoker:
         )
 
     async def plan_reads(self, request: InvokeModelInput) -> PlanReads:
-        """Read what the attempt's plan sends, its history at the pinned revision included.
-
-        Read only, so a caller starts it beside its own lookups, before it knows whether
-        the attempt still calls the provider; failures are kept for `invoke` to raise.
-        """
-        pinned, parts = await asyncio.gather(
-            pinned_history(self._threads, request),
-            self._assembler.turn_parts(
-                scoped_key(request),
-                request.thread_id,
-                request.history_source,
-                request.context,
-                request.turn_messages,
-                summary=(request.summary_artifact_id, request.summary_position),
-            ),
-            return_exceptions=True,
-        )
-        return PlanReads(pinned=pinned, parts=parts)
+        """`activities._pinning.plan_reads` of this attempt (read only, failures kept)."""
+        return await plan_reads(self._threads, self._assembler, request)
 
     async def invoke(
         self,
         request: InvokeModelInput,
         staged: StagedMessage | None,
-        reads: PlanReads | None = None,
+        reads: PlanReads,
     ) -> InvokeModelResult:
         """Re-check the pinned revision, call the provider once, stage the output.
 
@@ -185,8 +156,7 @@ class ModelInvoker:
             request: The attempt.
             staged: What `staged_output(request)` read (the caller reads it, beside its
                 own lookups).
-            reads: What `plan_reads(request)` read, when the caller read it beside them
-                (read here otherwise).
+            reads: What `plan_reads(request)` read (beside those lookups too).
         """
         if staged is not None and staged.info is not None:
             # A retry after a lost completion: the provider already answered this attempt.
@@ -201,13 +171,8 @@ class ModelInvoker:
             result = await self._stage_answer(request, held)
             await self._refuse_if_sources_redacted(request, held.sources)
             return result.model_copy(update={"reused_staged_output": True})
-        # The pinned history and everything else the plan sends are read at once: an
-        # attempt's first provider byte waits on one storage round trip, not two.
-        reads = reads or await self.plan_reads(request)
-        pinned, parts = reads.pinned, reads.parts
-        if isinstance(pinned, BaseException):
-            raise pinned
-        if pinned is None:
+        planned = await reads.planned(self._assembler, request)
+        if planned is None:
             # Nothing was sent for this plan yet: sending it now would answer a stale view
             # of the Thread, so the workflow reads the new revision and plans again.
             _log.info(
@@ -216,20 +181,8 @@ class ModelInvoker:
                 attempt=request.attempt,
             )
             return InvokeModelResult.moved()
-        if isinstance(parts, BaseException):
-            raise parts
-        sources = pinned.sources
-        history = pinned.messages
-        if history is None:
-            # Call-site messages: the plan's ranges over the staged transcript.
-            history = await self._assembler.history_messages(
-                scoped_key(request),
-                request.thread_id,
-                request.history_source,
-                sources,
-                request.message_ranges,
-            )
-        messages = parts.assembled(history).messages
+        sources = planned.sources
+        messages = planned.assembled.messages
         await self._record_retries(request)
         provider, model_name = self._providers.resolve(request.model)
         chat_request = ChatRequest(

@@ -168,10 +168,13 @@ async def read_skeleton(
         threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=store_counts
     )
     summary = None
+    # Only managed history prepares summaries: its read keeps the path's ids (already
+    # listed to find a stored summary) to name where the first plan's summaries end.
+    path_ids: tuple[str, ...] = ()
     if history.kind == "managed":
-        path = [entry.id for entry in skeleton.view.messages]
+        path_ids = tuple(entry.id for entry in skeleton.view.messages)
         summary = await _stored_summary(
-            summaries, SummaryScope.thread(thread_id), path, history, model
+            summaries, SummaryScope.thread(thread_id), path_ids, history, model
         )
     columns, older = skeleton.history, skeleton.older
     if cut:
@@ -186,7 +189,7 @@ async def read_skeleton(
             "older_history": older,
             "counted_messages": skeleton.counted,
         }
-    ).with_path(tuple(entry.id for entry in skeleton.view.messages))
+    ).with_path(path_ids)
 
 
 def _cut(
@@ -203,7 +206,7 @@ def _cut(
 async def _stored_summary(
     summaries: SummaryStore,
     scope: SummaryScope,
-    path: list[str],
+    path: Sequence[str],
     history: HistorySpec,
     model: str,
 ) -> HistorySummary | None:

@@ -18,6 +18,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RawValue
 
+from contracts.activities import PrepareSummaryInput
 from crux._notices import serving
 from crux._worker import build_worker, worker_resources
 from crux.config import Settings
@@ -159,6 +160,19 @@ def payload_text(node: object) -> str:
         values: list[object] = node
         return "\n".join(payload_text(value) for value in values)
     return ""
+
+
+def summary_input_without_thread(prefix: str) -> PrepareSummaryInput:
+    """A summary preparation of a Thread that does not exist (its preparation refuses)."""
+    return PrepareSummaryInput(
+        thread_id=f"{prefix}:{uuid.uuid4().hex[:6]}",
+        owner="main",
+        through_id="gen:missing:assistant",
+        strategy="adaptive",
+        model="offline:echo",
+        counting_model="offline:echo",
+        generation_id="g",
+    )
 
 
 async def record_history(client: Client, workflow_id: str, name: str) -> None:

@@ -30,7 +30,14 @@ from providers.loopback import (
     Reply,
     TextReply,
 )
-from tests.helpers import closed_run, grow_thread, new_worker, record_history, settings_for
+from tests.helpers import (
+    closed_run,
+    grow_thread,
+    new_worker,
+    record_history,
+    settings_for,
+    summary_input_without_thread,
+)
 from vocabulary.errors import ErrorType
 from workflows.summary import SUMMARY_WORKFLOW
 
@@ -59,15 +66,7 @@ async def _summary_run_id(client: Client, workflow_id: str) -> str:
 
 
 def _summary_input() -> PrepareSummaryInput:
-    return PrepareSummaryInput(
-        thread_id=f"join-lost:{uuid.uuid4().hex[:6]}",
-        owner="main",
-        through_id="gen:missing:assistant",
-        strategy="adaptive",
-        model="offline:echo",
-        counting_model="offline:echo",
-        generation_id="g",
-    )
+    return summary_input_without_thread("join-lost")
 
 
 async def test_a_joined_run_that_timed_out_is_reported_lost(client: Client) -> None:

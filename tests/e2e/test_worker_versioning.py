@@ -27,12 +27,12 @@ from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 
 from activities.summary_join import await_running_summary
-from contracts.activities import AwaitSummaryInput, PrepareSummaryInput
+from contracts.activities import AwaitSummaryInput
 from crux._worker import build_worker, deployment_config, worker_resources
 from crux.models import workflow_id_for
 from crux.runtime import Runtime
 from providers.loopback import LoopbackOpenAIServer, TextReply
-from tests.helpers import eventually, settings_for
+from tests.helpers import eventually, settings_for, summary_input_without_thread
 from vocabulary.settings import Settings
 
 
@@ -149,15 +149,7 @@ async def test_a_summary_run_started_inline_stays_on_the_starting_build(
     )
     first = base.model_copy(update={"build_id": "build-a"})
     second = base.model_copy(update={"build_id": "build-b"})
-    summary_input = PrepareSummaryInput(
-        thread_id=f"versioning-summary:{uuid.uuid4().hex[:6]}",
-        owner="main",
-        through_id="gen:missing:assistant",
-        strategy="adaptive",
-        model="offline:echo",
-        counting_model="offline:echo",
-        generation_id="g",
-    )
+    summary_input = summary_input_without_thread("versioning-summary")
     run_id = f"crux/summary/versioning-{uuid.uuid4().hex[:8]}"
     async with (
         worker_resources(first, pool=pool) as activities_a,
