@@ -76,6 +76,9 @@ async def _stream(
     pending: list[str] = []
     # The first text goes out at once: time to first delta is what a reader waits on most.
     flushed = float("-inf")
+    # The first delta of the run is committed without waiting for the disk, and repeated by
+    # the next one, which does wait (see `GenerationStore.stage_delta`).
+    unconfirmed: list[tuple[str, str]] = []
     final: ChatResponse | None = None
     async for event in provider.stream(chat_request):
         if isinstance(event, TextDelta):
@@ -84,13 +87,18 @@ async def _stream(
             final = event.response
         due = time.monotonic() - flushed >= STREAM_FLUSH_SECONDS
         if pending and (due or final is not None):
+            key = f"{request.attempt:03d}:{run:03d}:{sequence:06d}"
+            text = "".join(pending)
+            fast = sequence == 0
             try:
                 await generations.stage_delta(
                     scoped_key(request),
-                    f"{request.attempt:03d}:{run:03d}:{sequence:06d}",
-                    "".join(pending),
+                    key,
+                    text,
                     thread_id=request.thread_id,
                     source_message_ids=sources,
+                    fast=fast,
+                    unconfirmed=unconfirmed,
                 )
             except Exception as error:
                 # Deltas are progress only: a storage outage must not cost the answer being
@@ -100,6 +108,10 @@ async def _stream(
             else:
                 sequence += 1
                 pending = []
+                unconfirmed = [(key, text)] if fast else []
+                # A follower in this process was just handed the delta: let it run before
+                # the rest of the reply (often already buffered) is read.
+                await asyncio.sleep(0)
             flushed = time.monotonic()
             activity.heartbeat()
     if final is None:

@@ -78,25 +78,29 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> bool:
     key = generation_key(request.generation_id, request.thread_id)
     thread_id = request.thread_id
     fingerprint = call.fingerprint()
-    claimed, stored = await generations.claim_identity(key, fingerprint, thread_id=thread_id)
+    rows: list[tuple[str, Message | list[Message]]] = list(call.turn.staged())
+    if call.caller is not None:
+        rows.append((StagingKind.CALLER_MESSAGES, call.caller))
+    elif call.declared is not None:
+        rows.append((StagingKind.PROMPT_MESSAGES, call.declared))
+    claimed, stored = await generations.claim_and_stage(key, fingerprint, rows, thread_id=thread_id)
+    if claimed:
+        return False
     if stored != fingerprint:
         raise ThreadError(
             "identity_conflict",
             "this generation_id was already used with a different request",
             thread_id=thread_id,
         )
-    if not claimed and await generations.find_result(key) is not None:
+    if await generations.find_result(key) is not None:
         # A completed generation asked again: the workflow replays its stored result;
         # staging its text again would only leave rows nobody drops.
         return True
-    for kind, message in call.turn.staged():
-        await generations.stage(key, 0, kind, message, thread_id=thread_id)
-    if call.caller is not None:
-        await generations.stage_messages(
-            key, StagingKind.CALLER_MESSAGES, call.caller, thread_id=thread_id
-        )
-    elif call.declared is not None:
-        await generations.stage_messages(
-            key, StagingKind.PROMPT_MESSAGES, call.declared, thread_id=thread_id
-        )
+    # The same request again while its first call runs (or after it failed): the rows it
+    # staged stay as they are (and are equal, by the fingerprint).
+    for kind, content in rows:
+        if isinstance(content, Message):
+            await generations.stage(key, 0, kind, content, thread_id=thread_id)
+        else:
+            await generations.stage_messages(key, kind, content, thread_id=thread_id)
     return False

@@ -40,37 +40,49 @@ async def follow_deltas(
         key: The generation's storage key (the notification payload).
         outcome: The run's result (not awaited here; cancelled if still pending on exit).
     """
-    wake = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Deltas staged in this process (its own worker runs the attempt), handed over as soon
     # as their rows commit: no notification delivery and no catch-up read before they show.
     handed: list[tuple[str, str]] = []
+    # Set by whatever should end a wait (a delta, a notification, the outcome, the poll
+    # timer), and cleared before each read, never after it: what arrives while the caller
+    # handles the deltas read here must still cut the next wait short.
+    woken = False
+    waiter: asyncio.Future[None] | None = None
+
+    def wake() -> None:
+        nonlocal woken
+        woken = True
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_notify(_connection: object, _pid: int, _channel: str, payload: object) -> None:
         # A delta this process stages is handed over as its row commits: reading it again
         # on its notification would only hold the hand-over up behind a round trip.
         if payload == key and not LOCAL_DELTA_FOLLOWERS.stages_here(key):
-            wake.set()
+            wake()
 
     def on_local(delta_key: str, text: str) -> None:
         handed.append((delta_key, text))
-        wake.set()
+        wake()
 
     # Subscribed before the first read: a delta committed earlier is found by that read,
     # every later one is handed over, so none is missed between the two.
     def hand_over(delta_key: str, text: str) -> None:
-        loop.call_soon_threadsafe(on_local, delta_key, text)
+        if _running_loop() is loop:
+            on_local(delta_key, text)
+        else:
+            loop.call_soon_threadsafe(on_local, delta_key, text)
 
     unsubscribe = LOCAL_DELTA_FOLLOWERS.subscribe(key, hand_over)
+    outcome.add_done_callback(lambda _: wake())
     connection = await pool.acquire()
     await connection.add_listener(STREAM_CHANNEL, on_notify)
     try:
         last = ""
         current: str | None = None
         while True:
-            # Cleared before the read, never after it: a notification that arrives while the
-            # caller handles the deltas read here must still wake the next wait.
-            wake.clear()
+            woken = False
             finished = outcome.done()
             if handed and not finished:
                 # Committed rows, in staging order; those a read already returned are skipped.
@@ -89,17 +101,28 @@ async def follow_deltas(
                 if current is not None and _failed(outcome):
                     yield StreamReset(attempt=int(current.split(":")[0]), withdrawn=True)
                 return
-            waiter = asyncio.ensure_future(wake.wait())
-            await asyncio.wait(
-                {outcome, waiter}, timeout=STREAM_POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
-            )
-            waiter.cancel()
+            if not woken:
+                waiter = loop.create_future()
+                timer = loop.call_later(STREAM_POLL_SECONDS, wake)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+                    waiter = None
     finally:
         unsubscribe()
         if not outcome.done():
             outcome.cancel()
         await connection.remove_listener(STREAM_CHANNEL, on_notify)
         await pool.release(connection)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _failed(outcome: asyncio.Future[Any]) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 import asyncpg
 
 from storage._failures import storage_errors
-from storage._staging_sql import STAGE
 from vocabulary.ids import unstorable_text
 from vocabulary.staging import DELTA_PREFIX, delta_kind
 
@@ -17,13 +16,27 @@ STREAM_CHANNEL = "crux_stream"
 """`NOTIFY` channel on which a generation's id is sent whenever a delta is staged."""
 
 
-_STAGE_AND_NOTIFY = f"""
-WITH staged AS ({STAGE.strip()})
-SELECT pg_notify($8, $1)
+_STAGE_AND_NOTIFY = """
+WITH commit_mode AS MATERIALIZED (
+    SELECT set_config(
+        'synchronous_commit',
+        CASE WHEN $7 THEN 'off' ELSE current_setting('synchronous_commit') END,
+        true
+    ) AS mode
+), staged AS (
+    INSERT INTO crux_generation_staging
+        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+    SELECT $1, 0, d.kind, $4, jsonb_build_object('role', 'assistant', 'content', d.text), $5, NULL
+    FROM unnest($2::text[], $3::text[]) AS d(kind, text)
+    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+)
+SELECT pg_notify($6, $1) FROM commit_mode
 """
-"""Stage a delta and wake followers in one statement: one round trip, and the notification
-is delivered with the row's commit (a data-modifying `WITH` runs whether or not it is read;
-a repeated key, an activity retry, wakes followers to no new row, which is harmless)."""
+"""Stage deltas and wake followers in one statement: one round trip, and the notification
+is delivered with the rows' commit (a data-modifying `WITH` runs whether or not it is read;
+a repeated key, an activity retry, wakes followers to no new row, which is harmless). With
+`$7` the commit does not wait for its WAL to reach the disk (`synchronous_commit` off for
+this transaction only)."""
 
 
 DeltaListener = Callable[[str, str], None]
@@ -112,25 +125,41 @@ class DeltaStream:
         *,
         thread_id: str | None,
         source_message_ids: Sequence[str],
+        fast: bool = False,
+        unconfirmed: Sequence[tuple[str, str]] = (),
     ) -> None:
         """Stage one streamed delta under `delta:<key>` and wake followers.
 
         Deltas are staging rows, so redaction cascades and the commit's cleanup reach them.
         A delta PostgreSQL cannot store is skipped: deltas are progress only, and the
         staged output is checked (and refused) as a whole.
+
+        Args:
+            generation_id: The generation's storage key.
+            key: The delta's key (`<attempt>:<activity attempt>:<seq>`).
+            text: The delta's text.
+            thread_id: The generation's Thread.
+            source_message_ids: The Thread messages the reply derives from.
+            fast: Commit without waiting for the disk: the row is visible at once but a
+                server crash right after may lose it. For a stream's first delta, the one
+                a reader waits on; the next delta repeats it (`unconfirmed`).
+            unconfirmed: Deltas `(key, text)` staged `fast` before, staged again in this
+                commit (a no-op when they are there). PostgreSQL makes its log durable in
+                order, so they outlive a crash with this one even when the crash came
+                between the two commits and took them.
         """
         if unstorable_text(text):
             return
+        rows = [(k, t) for k, t in unconfirmed if not unstorable_text(t)] + [(key, text)]
         await self._pool.execute(
             _STAGE_AND_NOTIFY,
             generation_id,
-            0,
-            delta_kind(key),
+            [delta_kind(k) for k, _ in rows],
+            [t for _, t in rows],
             thread_id,
-            {"role": "assistant", "content": text},
             list(source_message_ids),
-            None,
             STREAM_CHANNEL,
+            fast,
         )
         LOCAL_DELTA_FOLLOWERS.publish(generation_id, key, text)
 

@@ -83,6 +83,29 @@ SELECT false, info ->> 'fingerprint' FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity' AND NOT EXISTS (SELECT FROM claimed)
 """
 
+# The claim and, when this call made it, the request's rows, in one statement: a new
+# generation's input costs one commit (one disk flush) before its workflow starts.
+_CLAIM_AND_STAGE = """
+WITH claimed AS (
+    INSERT INTO crux_generation_staging
+        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+    VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
+    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+    RETURNING info ->> 'fingerprint' AS fingerprint
+), staged AS (
+    INSERT INTO crux_generation_staging
+        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
+    SELECT $1, 0, r.kind, $2, r.message, '{}', NULL
+    FROM unnest($4::text[], $5::jsonb[]) AS r(kind, message)
+    WHERE EXISTS (SELECT FROM claimed)
+    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
+)
+SELECT true AS claimed, fingerprint FROM claimed
+UNION ALL
+SELECT false, info ->> 'fingerprint' FROM crux_generation_staging
+WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity' AND NOT EXISTS (SELECT FROM claimed)
+"""
+
 _GET_IDENTITY = """
 SELECT info ->> 'fingerprint' FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity'
@@ -240,6 +263,60 @@ class GenerationStore(GenerationLedger, DeltaStream):
         async with self._pool.acquire() as connection:
             row = await connection.fetchrow(
                 _CLAIM_AND_GET_IDENTITY, generation_id, thread_id, {"fingerprint": fingerprint}
+            )
+            if row is None:
+                # Claimed by a concurrent call that committed after this statement began.
+                stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
+                return False, stored
+        return bool(row["claimed"]), row["fingerprint"]
+
+    @storage_errors()
+    async def claim_and_stage(
+        self,
+        generation_id: str,
+        fingerprint: str,
+        rows: Sequence[tuple[str, Message | Sequence[Message]]],
+        *,
+        thread_id: str | None,
+    ) -> tuple[bool, str | None]:
+        """`claim_identity`, staging the request's input rows with a claim this call made.
+
+        Nothing is staged when the id was claimed before: the caller then compares the
+        fingerprints and stages (idempotently) or replays, as after `claim_identity`.
+
+        Args:
+            generation_id: The generation's scoped key.
+            fingerprint: `crux.models.request_fingerprint` of the request.
+            rows: `(kind, message)` input rows (as `stage` would write them), or
+                `(kind, messages)` message lists (as `stage_messages` would).
+            thread_id: The Thread (so deleting it removes the rows too).
+
+        Returns:
+            `(claimed, stored)`, as `claim_identity` returns them.
+
+        Raises:
+            ThreadError: `invalid_message` for text PostgreSQL cannot store (before
+                anything is written).
+        """
+        kinds: list[str] = []
+        payloads: list[dict[str, Any]] = []
+        for kind, content in rows:
+            if isinstance(content, Message):
+                check_storable(content, thread_id=thread_id)
+                payloads.append(content.model_dump(mode="json"))
+            else:
+                for message in content:
+                    check_storable(message, thread_id=thread_id)
+                payloads.append({"messages": [m.model_dump(mode="json") for m in content]})
+            kinds.append(kind)
+        async with self._pool.acquire() as connection:
+            row = await connection.fetchrow(
+                _CLAIM_AND_STAGE,
+                generation_id,
+                thread_id,
+                {"fingerprint": fingerprint},
+                kinds,
+                payloads,
             )
             if row is None:
                 # Claimed by a concurrent call that committed after this statement began.

@@ -50,13 +50,20 @@ async def stage_turn(
     for message in [user, *([system] if system else []), *(body.messages or [])]:
         check_storable(message, thread_id=scoped.thread_id)
     fingerprint = _fingerprint(user, system, body.messages)
-    claimed, stored = await generations.claim_identity(key, fingerprint, thread_id=scoped.thread_id)
-    if stored != fingerprint:
+    rows: list[tuple[str, Message | list[Message]]] = [(StagingKind.USER, user)]
+    if system is not None:
+        rows.append((StagingKind.SYSTEM, system))
+    if body.messages is not None:
+        rows.append((StagingKind.CALLER_MESSAGES, list(body.messages)))
+    claimed, stored = await generations.claim_and_stage(
+        key, fingerprint, rows, thread_id=scoped.thread_id
+    )
+    if not claimed and stored != fingerprint:
         raise ThreadError(
             "identity_conflict", "this generation_id was already used with a different request"
         )
     replayed = not claimed and await generations.find_result(key) is not None
-    if not replayed:
+    if not claimed and not replayed:
         # Idempotent: a row staged before is kept as it is (and equal, by the fingerprint).
         await generations.stage(key, 0, StagingKind.USER, user, thread_id=scoped.thread_id)
         if system is not None:

@@ -17,7 +17,7 @@ import pytest
 
 from crux import _streaming
 from crux._outcomes import StreamDelta, StreamReset
-from storage import GenerationStore
+from storage import GenerationStore, create_pool
 from storage.generations import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL
 
 
@@ -114,3 +114,46 @@ async def test_a_delta_staged_elsewhere_is_caught_up_while_this_process_streams(
     assert isinstance(local, StreamDelta) and local.text == " and here"
     outcome.set_result(None)
     assert [item async for item in follower] == []
+
+
+async def test_a_first_delta_committed_fast_is_staged_again_by_the_next(
+    database_url: str,
+) -> None:
+    # One connection, so the setting is read where the fast commit ran.
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    generations = GenerationStore(pool)
+    key = f"fast:{uuid.uuid4().hex[:8]}"
+    handed: list[tuple[str, str]] = []
+    unsubscribe = LOCAL_DELTA_FOLLOWERS.subscribe(key, lambda k, t: handed.append((k, t)))
+    try:
+        async with pool.acquire() as connection:
+            before = await connection.fetchval("SHOW synchronous_commit")
+        await generations.stage_delta(
+            key, "001:001:000000", "first ", thread_id=None, source_message_ids=(), fast=True
+        )
+        # The fast commit changed the setting for its own transaction only.
+        async with pool.acquire() as connection:
+            assert await connection.fetchval("SHOW synchronous_commit") == before
+        # A server crash took the first row before its log reached the disk.
+        await pool.execute(
+            "DELETE FROM crux_generation_staging WHERE generation_id = $1 AND kind LIKE $2",
+            key,
+            "%000000",
+        )
+        await generations.stage_delta(
+            key,
+            "001:001:000001",
+            "second",
+            thread_id=None,
+            source_message_ids=(),
+            unconfirmed=[("001:001:000000", "first ")],
+        )
+        assert await generations.deltas_after(key, "") == [
+            ("001:001:000000", "first "),
+            ("001:001:000001", "second"),
+        ]
+    finally:
+        unsubscribe()
+        await pool.close()
+    # Followers in this process are told of each delta once.
+    assert handed == [("001:001:000000", "first "), ("001:001:000001", "second")]
