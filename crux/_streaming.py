@@ -6,7 +6,8 @@ Deltas this process staged itself (its own worker runs the attempt) are handed o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import asyncpg
@@ -14,6 +15,7 @@ import asyncpg
 from crux._outcomes import StreamDelta, StreamReset
 from storage import GenerationStore
 from storage.generations import LOCAL_DELTA_FOLLOWERS, STREAM_CHANNEL
+from vocabulary.errors import StorageUnavailableError
 
 STREAM_POLL_SECONDS = 0.25
 """Followers re-check staged deltas at least this often, notifications or not."""
@@ -33,6 +35,10 @@ async def follow_deltas(
     failed after text was yielded (terminal safety refused the reply, say, and withdrew its
     deltas from staging), a last `StreamReset(withdrawn=True)` tells the caller that text
     is void before the error is raised.
+
+    PostgreSQL going away while the run goes on does not end the stream: the follower reads
+    again at its next poll, listens again once the server is back, and completes from the
+    committed text whatever it could not read.
 
     Args:
         pool: The pool a listening connection is borrowed from.
@@ -76,8 +82,7 @@ async def follow_deltas(
 
     unsubscribe = LOCAL_DELTA_FOLLOWERS.subscribe(key, hand_over)
     outcome.add_done_callback(lambda _: wake())
-    connection = await pool.acquire()
-    await connection.add_listener(STREAM_CHANNEL, on_notify)
+    listening: asyncpg.Connection | None = await _listen(pool, on_notify)
     try:
         last = ""
         current: str | None = None
@@ -90,7 +95,20 @@ async def follow_deltas(
                 handed.clear()
             else:
                 handed.clear()
-                rows = await generations.deltas_after(key, last)
+                try:
+                    rows = await generations.deltas_after(key, last)
+                except StorageUnavailableError:
+                    # Deltas are progress: the next poll reads again, and a finished run's
+                    # committed text completes what could not be read.
+                    rows = []
+                else:
+                    if listening is None or _closed(listening):
+                        # The server came back: notifications wake this follower again.
+                        if listening is not None:
+                            await _stop_listening(pool, listening, on_notify)
+                        listening = None
+                        with contextlib.suppress(Exception):
+                            listening = await _listen(pool, on_notify)
             for delta_key, text in rows:
                 stream_id, _, _ = delta_key.rpartition(":")
                 if current is not None and stream_id != current:
@@ -113,8 +131,39 @@ async def follow_deltas(
         unsubscribe()
         if not outcome.done():
             outcome.cancel()
-        await connection.remove_listener(STREAM_CHANNEL, on_notify)
+        if listening is not None:
+            await _stop_listening(pool, listening, on_notify)
+
+
+_Notified = Callable[[Any, int, str, object], None]
+
+
+async def _listen(pool: asyncpg.Pool, on_notify: _Notified) -> asyncpg.Connection:
+    """A pool connection listening on the stream channel (held until `_stop_listening`)."""
+    connection: Any = await pool.acquire()
+    try:
+        await connection.add_listener(STREAM_CHANNEL, on_notify)
+    except BaseException:
         await pool.release(connection)
+        raise
+    return connection
+
+
+async def _stop_listening(pool: asyncpg.Pool, connection: Any, on_notify: _Notified) -> None:
+    """Stop listening and give the connection back, even one the server dropped."""
+    with contextlib.suppress(Exception):
+        if not _closed(connection):
+            await connection.remove_listener(STREAM_CHANNEL, on_notify)
+    with contextlib.suppress(Exception):
+        await pool.release(connection)
+
+
+def _closed(connection: Any) -> bool:
+    """Whether a pool connection is gone (the pool detaches one the server dropped)."""
+    try:
+        return bool(connection.is_closed())
+    except asyncpg.InterfaceError:
+        return True
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
