@@ -21,6 +21,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +29,7 @@ from typing import IO, Any
 import asyncpg
 
 from crux.stack import EmbeddedPostgres
+from providers.loopback import LoopbackOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,27 @@ CHAOS_TOOL = "lookup_fact"
 
 _COMMIT_STATEMENTS = ("crux_thread_fast_append", "FOR UPDATE OF c", "FROM crux_threads WHERE")
 """What a commit transaction runs while it waits for the control row (storage/threads)."""
+
+
+_PEER_PORT: ContextVar[int] = ContextVar("peer_port", default=0)
+
+
+def peer_port() -> int:
+    """The client port of the request a `PeerAwareOpenAIServer` responder is answering."""
+    return _PEER_PORT.get()
+
+
+class PeerAwareOpenAIServer(LoopbackOpenAIServer):
+    """The OpenAI loopback server, telling its responder which client port a request used.
+
+    With `WorkerFleet.pid_of_peer(peer_port(), server.port)`, a responder names the worker
+    process that sent the request it is answering.
+    """
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        _PEER_PORT.set(int(peer[1]) if peer else 0)
+        await super()._serve(reader, writer)
 
 
 def pause_postgres(server: EmbeddedPostgres) -> None:
@@ -134,6 +157,10 @@ class WorkerFleet:
 
     def _running(self) -> list[int]:
         return [i for i, p in enumerate(self._processes) if p is not None and p.poll() is None]
+
+    def ready(self) -> int:
+        """How many workers passed their start-up checks and poll their task queue."""
+        return sum(self._is_ready(slot) for slot in self._running())
 
     def _is_ready(self, slot: int) -> bool:
         """Whether the slot's worker passed its start-up checks and polls its task queue."""

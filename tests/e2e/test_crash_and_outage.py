@@ -50,7 +50,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,6 @@ from crux.models import GenerationInput, GenerationOutcome, workflow_id_for
 from crux.runtime import Runtime
 from crux.stack import EmbeddedPostgres
 from providers.loopback import (
-    LoopbackOpenAIServer,
     RecordedRequest,
     Reply,
     ScriptedToolCall,
@@ -73,10 +71,12 @@ from providers.loopback import (
 from storage import GenerationStore, ThreadStore, create_pool
 from tests.chaos import (
     CHAOS_TOOL,
+    PeerAwareOpenAIServer,
     WorkerFleet,
     chaos,
     kill_during_commit,
     pause_postgres,
+    peer_port,
     resume_postgres,
 )
 from tests.pg_faults import new_database, own_postgres
@@ -112,17 +112,6 @@ STAGE_ATTRIBUTE = TypedSearchAttributes(
 )
 SEED = int(os.environ.get("CRUX_CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
 
-_PEER_PORT: ContextVar[int] = ContextVar("peer_port", default=0)
-
-
-class _PeerAwareServer(LoopbackOpenAIServer):
-    """The OpenAI loopback server, telling its responder which client port a request used."""
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        _PEER_PORT.set(int(peer[1]) if peer else 0)
-        await super()._serve(reader, writer)
-
 
 @pytest.fixture
 def dedicated_postgres() -> Iterator[EmbeddedPostgres]:
@@ -141,7 +130,7 @@ class _Provider:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.server = _PeerAwareServer(responder=self.respond)
+        self.server = PeerAwareOpenAIServer(responder=self.respond)
         self.fleet: WorkerFleet | None = None
         self.summary_requests = 0
         self.aim_summaries = True
@@ -177,7 +166,7 @@ class _Provider:
             return
         if fleet.kill_reasons["summary"] >= AIMED_KILLS:
             return
-        pid = fleet.pid_of_peer(_PEER_PORT.get(), self.server.port)
+        pid = fleet.pid_of_peer(peer_port(), self.server.port)
         if pid is not None and fleet.kill_pid(pid, "summary"):
             self._next_aim = now + self.rng.uniform(*AIM_EVERY_SECONDS)
 
