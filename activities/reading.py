@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from activities._assembly import RequestAssembler
 from activities._inputs import InputStager, OverrideReason, replayed, scoped_key
 from activities._reply import with_reply
-from activities.skeleton import caller_skeleton, content_tokens, thread_skeleton
+from activities.skeleton import ThreadSkeleton, caller_skeleton, content_tokens, thread_skeleton
 from activities.summary_join import as_history_summary
 from contracts.activities import ReadRequestInput, ReadRequestResult
 from contracts.generation import GenerationOutcome, HistorySpec
@@ -95,6 +95,7 @@ async def read_skeleton(
     summaries: SummaryStore,
     store_counts: bool,
     cut: bool = True,
+    read_ahead: Awaitable[ThreadSkeleton] | None = None,
 ) -> ReadRequestResult:
     """Size a request: history source by precedence, one Thread revision, every text.
 
@@ -117,6 +118,8 @@ async def read_skeleton(
             (`preview`, which writes nothing).
         cut: List only what the history policy can use (`False`: every group that could
             fit `ceiling`, for a step that may plan under another model or budget).
+        read_ahead: `thread_skeleton` of `thread_id` with these same arguments, started
+            earlier; used instead of reading the Thread here.
     """
     [turn_tokens, *rest] = content_tokens(
         counter, [sources.user, *([sources.system] if sources.system else [])]
@@ -164,9 +167,11 @@ async def read_skeleton(
         )
     if thread_id is None:
         return measured
-    skeleton = await thread_skeleton(
-        threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=store_counts
-    )
+    if read_ahead is None:
+        read_ahead = thread_skeleton(
+            threads, counter, thread_id, owner=owner, ceiling=ceiling, store_counts=store_counts
+        )
+    skeleton = await read_ahead
     summary = None
     # Only managed history prepares summaries: its read keeps the path's ids (already
     # listed to find a stored summary) to name where the first plan's summaries end.
@@ -276,6 +281,48 @@ class RequestReader:
     async def read(self, request: ReadRequestInput) -> ReadRequestResult:
         """Stage the user turn, read one exact Thread revision and size everything."""
         await self._inputs.check_identity(request)
+        read_ahead = self._read_ahead(request)
+        try:
+            return await self._read(request, read_ahead)
+        finally:
+            if read_ahead is not None:
+                # Unless awaited already: not needed (a result was found, or the request was
+                # refused first). Its failure, if any, was raised by the read or is moot.
+                read_ahead.add_done_callback(_retrieved)
+                read_ahead.cancel()
+
+    def _read_ahead(self, request: ReadRequestInput) -> asyncio.Future[ThreadSkeleton] | None:
+        """The Thread's skeleton, started beside the first lookups when it will be needed.
+
+        A facade-staged turn on the main owner's path of a Thread, without a message array:
+        whatever those lookups find, the Thread is read next unless a result already exists.
+        """
+        if (
+            request.thread_id is None
+            or request.input_ref != scoped_key(request)
+            or request.messages_ref is not None
+            or request.owner != MAIN_OWNER
+        ):
+            return None
+        try:
+            check_model(request.model, self._catalog)
+        except Exception:
+            return None  # refused below, before anything is read
+        profile = self._catalog.resolve(request.model)
+        return asyncio.ensure_future(
+            thread_skeleton(
+                self._threads,
+                TokenCounter.for_encoding(profile.encoding),
+                request.thread_id,
+                owner=request.owner,
+                ceiling=request_ceiling(request, profile),
+                store_counts=True,
+            )
+        )
+
+    async def _read(
+        self, request: ReadRequestInput, read_ahead: asyncio.Future[ThreadSkeleton] | None
+    ) -> ReadRequestResult:
         staged: tuple[Message, Message | None] | BaseException | None = None
         if request.input_ref == scoped_key(request):
             # The facade staged the turn under this generation: reading it only reads, so it
@@ -340,12 +387,19 @@ class RequestReader:
             summaries=self._summaries,
             store_counts=True,
             cut=not request.keep_listing,
+            read_ahead=read_ahead,
         )
         policies = self._tool_policies(request.tools) if self._tool_policies else {}
         update: dict[str, object] = {"profile": profile, "tool_policies": policies}
         if self._approval_tools is not None:
             update["approval_tools"] = self._approval_tools(request.tools)
         return read.model_copy(update=update)
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a finished future's exception as seen (nothing to report twice)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _log_override(
