@@ -9,10 +9,14 @@ the same run shows what our stages add. It runs in two places:
 - on a plain `temporalio.worker.Worker` with SDK defaults on a task queue of its own, started
   by a plain client's `execute_workflow` (`plain_worker`, `plain_client`): what any Temporal
   application pays for three activities, the floor a turn is held to.
+
+`FirstCallFloor` is the streaming benchmark's anchor: a local activity, then an activity
+that notes when it began, the shape of a turn up to its provider call.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 
@@ -103,3 +107,37 @@ def workflow_task_waits(history: WorkflowHistory) -> list[float]:
             waits.append((event.event_time.ToDatetime() - scheduled).total_seconds() * 1000)
             scheduled = None
     return waits
+
+
+FIRST_CALL_WORKFLOW = "BenchFirstCallFloor"
+
+FIRST_CALL_STARTS: dict[str, float] = {}
+"""`time.perf_counter()` at which each first-call floor run's activity began, by workflow id
+(the run and its caller share one process)."""
+
+
+@activity.defn(name="bench.first_call")
+async def first_call_activity(value: int) -> int:
+    """Note when the activity began (where a turn's provider call would go out)."""
+    FIRST_CALL_STARTS[activity.info().workflow_id or ""] = time.perf_counter()
+    return value
+
+
+@workflow.defn(name=FIRST_CALL_WORKFLOW)
+class FirstCallFloor:
+    """What Temporal costs a turn before its provider call: a local activity, then one more.
+
+    A managed turn reads its Thread in a local activity and calls the provider in the next
+    activity; this workflow does the same with no-ops, so the time from its (eager) start to
+    its second activity's start is Temporal's share of a turn's time to the provider call.
+    """
+
+    @workflow.run
+    async def run(self, value: int) -> int:
+        """Run a local no-op, then the noting activity."""
+        value = await workflow.execute_local_activity(
+            noop_activity, value, start_to_close_timeout=timedelta(seconds=30)
+        )
+        return await workflow.execute_activity(
+            first_call_activity, value, start_to_close_timeout=timedelta(seconds=30)
+        )

@@ -9,7 +9,12 @@ events. Measured in the same run, interleaved call by call:
   decoding only);
 - managed: the first `StreamDelta` of `Runtime.stream` on the embedded stack (workflow start,
   Thread read, planning, receipt, the invoke activity, staging in PostgreSQL, notification to
-  the follower), and the time until the committed turn.
+  the follower), and the time until the committed turn;
+- Temporal's floor to the call: on the same worker, an eagerly started workflow that runs a
+  local no-op activity and then an activity, timed to that activity's start (a turn reads its
+  Thread in a local activity and calls the provider in the next activity): what Temporal
+  alone costs before any provider call, and so the part of the overhead no storage or
+  planning work of ours can remove.
 
 The overhead of a durable stream is the managed first delta minus the first byte, paid once
 per generation before any text shows; once text flows, deltas follow the provider's pace in
@@ -27,9 +32,17 @@ import time
 import uuid
 
 import httpx
+from temporalio.client import Client
 
 import crux
 from bench._figures import bench_database, loopback_settings, p50, p99
+from bench._noop import (
+    FIRST_CALL_STARTS,
+    FIRST_CALL_WORKFLOW,
+    FirstCallFloor,
+    first_call_activity,
+    noop_activity,
+)
 from crux._worker import build_worker, worker_resources
 from crux.runtime import Runtime
 from crux.stack import start_temporal
@@ -40,6 +53,9 @@ from vocabulary.messages import Message
 
 THINK_TIMES = (0.0, 0.25)
 """The provider's time to first byte, in seconds, for each table row."""
+
+SETTLE_SECONDS = 0.05
+"""Pause between the floor and the managed call of one row, beside the think-time spell."""
 
 REPLY = " ".join(f"word{n}" for n in range(120))
 MODEL = "gpt-4o-mini"
@@ -79,6 +95,17 @@ async def _adapter_first_delta(provider: OpenAIChatProvider) -> float:
     return first
 
 
+async def _floor_to_call(client: Client, task_queue: str, turn: int) -> float:
+    """Seconds from an eager start of `FirstCallFloor` to its second activity's start."""
+    workflow_id = f"stream-floor-{turn}-{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
+    handle = await client.start_workflow(
+        FIRST_CALL_WORKFLOW, 1, id=workflow_id, task_queue=task_queue, request_eager_start=True
+    )
+    await handle.result()
+    return FIRST_CALL_STARTS.pop(workflow_id) - started
+
+
 async def _managed_first_delta(runtime: Runtime, turn: int) -> tuple[float, float]:
     """Seconds to the first `StreamDelta` of a managed stream, and to its committed turn."""
     started = time.perf_counter()
@@ -116,25 +143,43 @@ async def main(calls: int) -> None:
             httpx.AsyncClient(timeout=30) as http,
         ):
             provider = OpenAIChatProvider(http, base_url=loopback.base_url, api_key="sk-bench")
-            worker = build_worker(env.client, task_queue="bench-stream", activities=activities)
+            worker = build_worker(
+                env.client,
+                task_queue="bench-stream",
+                activities=activities,
+                extra_workflows=[FirstCallFloor],
+                extra_activities=[noop_activity, first_call_activity],
+            )
             async with worker:
                 runtime = Runtime(env.client, pool, task_queue="bench-stream")
                 await _managed_first_delta(runtime, -1)  # warm the worker and the pools
+                await _floor_to_call(env.client, "bench-stream", -1)
                 turn = 0
                 for seconds in THINK_TIMES:
                     think["seconds"] = seconds
                     figures: dict[str, list[float]] = {
                         "first_byte": [],
                         "adapter": [],
+                        "floor": [],
                         "managed": [],
                         "committed": [],
                     }
                     for _ in range(calls):
                         figures["first_byte"].append(await _first_byte(http, loopback.base_url))
                         figures["adapter"].append(await _adapter_first_delta(provider))
-                        first, committed = await _managed_first_delta(runtime, turn)
-                        figures["managed"].append(first)
-                        figures["committed"].append(committed)
+                        # The floor and the managed call take turns going first; the second
+                        # waits out the quiet spell the two anchor calls left before the first
+                        # (and the first's trailing work), so both start equally cold.
+                        for measured in ("managed", "floor") if turn % 2 else ("floor", "managed"):
+                            if measured == "managed":
+                                first, committed = await _managed_first_delta(runtime, turn)
+                                figures["managed"].append(first)
+                                figures["committed"].append(committed)
+                            else:
+                                figures["floor"].append(
+                                    await _floor_to_call(env.client, "bench-stream", turn)
+                                )
+                            await asyncio.sleep(2 * seconds + SETTLE_SECONDS)
                         turn += 1
                     rows.append((seconds, figures))
 
@@ -166,6 +211,14 @@ async def main(calls: int) -> None:
         print(
             f"    first delta - first byte {p50(overhead):6.2f}  {p99(overhead):8.2f}   "
             f"ratio managed/first byte {p50(figures['managed']) / p50(figures['first_byte']):.2f}x"
+        )
+        print(
+            f"    Temporal floor to call {p50(figures['floor']):8.2f}  "
+            f"{p99(figures['floor']):8.2f}   (eager start, local no-op, activity start)"
+        )
+        print(
+            f"    overhead beyond floor  {p50(overhead) - p50(figures['floor']):8.2f}"
+            f"             (first delta - first byte - floor, p50s)"
         )
     sys.stdout.flush()
     os._exit(0)
