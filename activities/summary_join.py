@@ -85,12 +85,21 @@ async def await_running_summary(
     return result.model_copy(update={"reused": True, "support_calls": 0})
 
 
+STARTED_BY_MEMO = "crux_started_by"
+"""Memo key naming the generation whose inline preparation started a summary run (its
+workflow id: ids only)."""
+
+
 async def _started(request: AwaitSummaryInput, version: WorkerDeploymentVersion | None) -> bool:
     """Start the preparation; `False` when an identical one is already running.
 
     Started by the worker's client on its own task queue, as the generation's inline
-    preparation: a run of its own in the Temporal UI, found by its workflow id.
+    preparation: a run of its own in the Temporal UI, found by its workflow id. A run the
+    same generation started before (this activity's earlier try, whose worker was lost after
+    the start, or an earlier await of the turn) counts as started here: the turn's receipt
+    names it inline, its support calls paid by this generation.
     """
+    starter = activity.info().workflow_id or ""
     try:
         await activity.client().start_workflow(
             SUMMARY_WORKFLOW,
@@ -99,10 +108,12 @@ async def _started(request: AwaitSummaryInput, version: WorkerDeploymentVersion 
             task_queue=activity.info().task_queue,
             static_summary=summary_run_summary(request.request, inline=True),
             static_details=summary_run_details(request.request),
+            memo={STARTED_BY_MEMO: starter},
             versioning_override=PinnedVersioningOverride(version) if version else None,
         )
     except WorkflowAlreadyStartedError:
-        return False
+        running = await activity.client().get_workflow_handle(request.workflow_id).describe()
+        return bool(starter) and await running.memo_value(STARTED_BY_MEMO, None) == starter
     return True
 
 
