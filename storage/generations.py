@@ -68,43 +68,36 @@ SELECT message, info, source_message_ids FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = $2 AND kind = $3 AND NOT EXISTS (SELECT FROM inserted)
 """
 
-# The claim and the fingerprint on record in one round trip (see `_STAGE_RETURNING`).
-_CLAIM_AND_GET_IDENTITY = """
-WITH claimed AS (
+_CLAIM = """claimed AS (
     INSERT INTO crux_generation_staging
         (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
     VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
     ON CONFLICT (generation_id, attempt, kind) DO NOTHING
     RETURNING info ->> 'fingerprint' AS fingerprint
-)
+)"""
+"""The identity claim, a `WITH` item: the fingerprint is recorded unless one already is."""
+
+_CLAIMED_OR_ON_RECORD = """
 SELECT true AS claimed, fingerprint FROM claimed
 UNION ALL
 SELECT false, info ->> 'fingerprint' FROM crux_generation_staging
 WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity' AND NOT EXISTS (SELECT FROM claimed)
 """
+"""Whether the claim was made here, and the fingerprint on record."""
+
+# The claim and the fingerprint on record in one round trip (see `_STAGE_RETURNING`).
+_CLAIM_AND_GET_IDENTITY = f"WITH {_CLAIM}{_CLAIMED_OR_ON_RECORD}"
 
 # The claim and, when this call made it, the request's rows, in one statement: a new
 # generation's input costs one commit (one disk flush) before its workflow starts.
-_CLAIM_AND_STAGE = """
-WITH claimed AS (
+_CLAIM_AND_STAGE = f"""WITH {_CLAIM}, staged AS (
     INSERT INTO crux_generation_staging
         (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
-    VALUES ($1, 0, 'identity', $2, '{"role": "system", "content": ""}'::jsonb, '{}', $3)
-    ON CONFLICT (generation_id, attempt, kind) DO NOTHING
-    RETURNING info ->> 'fingerprint' AS fingerprint
-), staged AS (
-    INSERT INTO crux_generation_staging
-        (generation_id, attempt, kind, thread_id, message, source_message_ids, info)
-    SELECT $1, 0, r.kind, $2, r.message, '{}', NULL
+    SELECT $1, 0, r.kind, $2, r.message, '{{}}', NULL
     FROM unnest($4::text[], $5::jsonb[]) AS r(kind, message)
     WHERE EXISTS (SELECT FROM claimed)
     ON CONFLICT (generation_id, attempt, kind) DO NOTHING
-)
-SELECT true AS claimed, fingerprint FROM claimed
-UNION ALL
-SELECT false, info ->> 'fingerprint' FROM crux_generation_staging
-WHERE generation_id = $1 AND attempt = 0 AND kind = 'identity' AND NOT EXISTS (SELECT FROM claimed)
-"""
+){_CLAIMED_OR_ON_RECORD}"""
 
 _GET_IDENTITY = """
 SELECT info ->> 'fingerprint' FROM crux_generation_staging

@@ -43,6 +43,28 @@ _COMMIT_STATEMENTS = ("crux_thread_fast_append", "FOR UPDATE OF c", "FROM crux_t
 """What a commit transaction runs while it waits for the control row (storage/threads)."""
 
 
+def worker_env(
+    client_target: str, database_url: str, task_queue: str, openai_base_url: str
+) -> dict[str, str]:
+    """The environment of a worker process of the test's stack (a `WorkerFleet`, say).
+
+    Args:
+        client_target: The Temporal frontend (`client.service_client.config.target_host`).
+        database_url: The test's database.
+        task_queue: The task queue the worker polls.
+        openai_base_url: The loopback OpenAI server the worker calls.
+    """
+    return {
+        "TEMPORAL_ADDRESS": client_target,
+        "CRUX_DATABASE_URL": database_url,
+        "CRUX_TASK_QUEUE": task_queue,
+        "OPENAI_BASE_URL": openai_base_url,
+        "OPENAI_API_KEY": "sk-test-not-a-secret",
+        "CRUX_LOG_FORMAT": "json",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
 _PEER_PORT: ContextVar[int] = ContextVar("peer_port", default=0)
 
 

@@ -78,6 +78,7 @@ from tests.chaos import (
     pause_postgres,
     peer_port,
     resume_postgres,
+    worker_env,
 )
 from tests.pg_faults import new_database, own_postgres
 from vocabulary.commits import ThreadCommit
@@ -182,15 +183,12 @@ async def test_every_generation_completes_exactly_once_through_kills_and_an_outa
     provider = _Provider(random.Random(SEED + 1))
     async with provider.server as server:
         fleet = WorkerFleet(
-            env={
-                "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-                "CRUX_DATABASE_URL": database_url,
-                "CRUX_TASK_QUEUE": task_queue,
-                "OPENAI_BASE_URL": server.base_url,
-                "OPENAI_API_KEY": "sk-test-not-a-secret",
-                "CRUX_LOG_FORMAT": "json",
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-            },
+            env=worker_env(
+                client.service_client.config.target_host,
+                database_url,
+                task_queue,
+                server.base_url,
+            ),
             size=WORKERS,
             log_dir=tmp_path,
             command=(sys.executable, "-m", "tests.chaos"),

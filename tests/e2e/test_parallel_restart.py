@@ -24,6 +24,7 @@ from crux.runtime import Runtime
 from providers.loopback import CountReply, LoopbackOpenAIServer, RecordedRequest, TextReply
 from providers.loopback._replies import Reply
 from providers.loopback._shared import input_tokens_of
+from tests.chaos import worker_env
 from tests.helpers import eventually, worker_polls
 
 pytestmark = pytest.mark.durability
@@ -60,15 +61,9 @@ async def test_parallel_run_completes_after_its_worker_is_killed(
     task_queue = f"crux-parallel-kill-{suffix}"
     threads = {"left": f"left:{suffix}", "right": f"right:{suffix}"}
     async with LoopbackOpenAIServer(responder=respond) as server:
-        env = {
-            "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-            "CRUX_DATABASE_URL": database_url,
-            "CRUX_TASK_QUEUE": task_queue,
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "sk-test-not-a-secret",
-            "CRUX_LOG_FORMAT": "json",
-            "PYTHONPATH": str(ROOT),
-        }
+        env = worker_env(
+            client.service_client.config.target_host, database_url, task_queue, server.base_url
+        )
         first = _spawn(env, tmp_path / "worker-1.log")
         second: subprocess.Popen[bytes] | None = None
         try:

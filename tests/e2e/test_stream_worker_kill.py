@@ -27,7 +27,13 @@ from crux.runtime import Runtime
 from crux.stack import EmbeddedPostgres
 from providers.loopback import RecordedRequest, TextReply
 from storage import ThreadStore, create_pool
-from tests.chaos import PeerAwareOpenAIServer, WorkerFleet, peer_port, resume_postgres
+from tests.chaos import (
+    PeerAwareOpenAIServer,
+    WorkerFleet,
+    peer_port,
+    resume_postgres,
+    worker_env,
+)
 from tests.helpers import eventually
 from tests.pg_faults import new_database, own_postgres
 
@@ -65,15 +71,12 @@ async def test_a_worker_killed_mid_stream_resets_the_stream_and_commits_the_retr
     try:
         async with PeerAwareOpenAIServer(responder=respond) as server:
             fleet = WorkerFleet(
-                env={
-                    "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-                    "CRUX_DATABASE_URL": database_url,
-                    "CRUX_TASK_QUEUE": task_queue,
-                    "OPENAI_BASE_URL": server.base_url,
-                    "OPENAI_API_KEY": "sk-test-not-a-secret",
-                    "CRUX_LOG_FORMAT": "json",
-                    "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-                },
+                env=worker_env(
+                    client.service_client.config.target_host,
+                    database_url,
+                    task_queue,
+                    server.base_url,
+                ),
                 size=2,
                 log_dir=tmp_path,
                 command=(sys.executable, "-m", "tests.chaos"),
