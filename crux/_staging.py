@@ -98,9 +98,5 @@ async def stage_call(call: BuiltCall, generations: GenerationStore) -> bool:
         return True
     # The same request again while its first call runs (or after it failed): the rows it
     # staged stay as they are (and are equal, by the fingerprint).
-    for kind, content in rows:
-        if isinstance(content, Message):
-            await generations.stage(key, 0, kind, content, thread_id=thread_id)
-        else:
-            await generations.stage_messages(key, kind, content, thread_id=thread_id)
+    await generations.stage_input(key, rows, thread_id=thread_id)
     return False

@@ -291,17 +291,8 @@ class GenerationStore(GenerationLedger, DeltaStream):
             ThreadError: `invalid_message` for text PostgreSQL cannot store (before
                 anything is written).
         """
-        kinds: list[str] = []
-        payloads: list[dict[str, Any]] = []
-        for kind, content in rows:
-            if isinstance(content, Message):
-                check_storable(content, thread_id=thread_id)
-                payloads.append(content.model_dump(mode="json"))
-            else:
-                for message in content:
-                    check_storable(message, thread_id=thread_id)
-                payloads.append({"messages": [m.model_dump(mode="json") for m in content]})
-            kinds.append(kind)
+        kinds = [kind for kind, _ in rows]
+        payloads = [_input_payload(content, thread_id) for _, content in rows]
         async with self._pool.acquire() as connection:
             row = await connection.fetchrow(
                 _CLAIM_AND_STAGE,
@@ -316,6 +307,30 @@ class GenerationStore(GenerationLedger, DeltaStream):
                 stored: str | None = await connection.fetchval(_GET_IDENTITY, generation_id)
                 return False, stored
         return bool(row["claimed"]), row["fingerprint"]
+
+    async def stage_input(
+        self,
+        generation_id: str,
+        rows: Sequence[tuple[str, Message | Sequence[Message]]],
+        *,
+        thread_id: str | None,
+    ) -> None:
+        """Stage a request's input rows one by one, keeping any row staged before.
+
+        For a generation id claimed earlier by the same request (`claim_and_stage` staged
+        nothing): the rows its first call staged stay as they are, the missing ones are
+        staged.
+
+        Args:
+            generation_id: The generation's scoped key.
+            rows: As for `claim_and_stage`.
+            thread_id: The Thread (so deleting it removes the rows too).
+        """
+        for kind, content in rows:
+            if isinstance(content, Message):
+                await self.stage(generation_id, 0, kind, content, thread_id=thread_id)
+            else:
+                await self.stage_messages(generation_id, kind, content, thread_id=thread_id)
 
     @storage_errors()
     async def get_staged_many(
@@ -361,9 +376,7 @@ class GenerationStore(GenerationLedger, DeltaStream):
         Raises:
             ThreadError: `invalid_message` for text PostgreSQL cannot store.
         """
-        for message in messages:
-            check_storable(message)
-        payload = {"messages": [m.model_dump(mode="json") for m in messages]}
+        payload = _input_payload(messages, None)
         async with self._pool.acquire() as connection:
             row = await connection.fetchrow(
                 _STAGE_RETURNING, generation_id, 0, kind, thread_id, payload, [], None
@@ -475,3 +488,17 @@ class GenerationStore(GenerationLedger, DeltaStream):
             key,
             kind,
         )
+
+
+def _input_payload(content: Message | Sequence[Message], thread_id: str | None) -> dict[str, Any]:
+    """The staged `message` of an input row: a message, or a message list as one row.
+
+    Raises:
+        ThreadError: `invalid_message` for text PostgreSQL cannot store.
+    """
+    if isinstance(content, Message):
+        check_storable(content, thread_id=thread_id)
+        return content.model_dump(mode="json")
+    for message in content:
+        check_storable(message, thread_id=thread_id)
+    return {"messages": [m.model_dump(mode="json") for m in content]}

@@ -14,7 +14,7 @@ import json
 
 from crux.serve._models import StagedInput, StageRequest, StartFields
 from crux.serve._tenancy import Scoped
-from storage import GenerationStore, check_storable
+from storage import GenerationStore
 from vocabulary.errors import ThreadError
 from vocabulary.ids import user_message_id, workflow_id_for
 from vocabulary.messages import Message
@@ -47,8 +47,6 @@ async def stage_turn(
     key = scoped.key
     user = Message(id=user_message_id(scoped.generation_id), role="user", content=body.message)
     system = Message(role="system", content=body.system) if body.system is not None else None
-    for message in [user, *([system] if system else []), *(body.messages or [])]:
-        check_storable(message, thread_id=scoped.thread_id)
     fingerprint = _fingerprint(user, system, body.messages)
     rows: list[tuple[str, Message | list[Message]]] = [(StagingKind.USER, user)]
     if system is not None:
@@ -65,13 +63,7 @@ async def stage_turn(
     replayed = not claimed and await generations.find_result(key) is not None
     if not claimed and not replayed:
         # Idempotent: a row staged before is kept as it is (and equal, by the fingerprint).
-        await generations.stage(key, 0, StagingKind.USER, user, thread_id=scoped.thread_id)
-        if system is not None:
-            await generations.stage(key, 0, StagingKind.SYSTEM, system, thread_id=scoped.thread_id)
-        if body.messages is not None:
-            await generations.stage_messages(
-                key, StagingKind.CALLER_MESSAGES, body.messages, thread_id=scoped.thread_id
-            )
+        await generations.stage_input(key, rows, thread_id=scoped.thread_id)
     return StagedInput(
         input_ref=key,
         workflow_id=workflow_id_for(scoped.generation_id, scoped.thread_id),
