@@ -14,7 +14,14 @@ events. Measured in the same run, interleaved call by call:
   local no-op activity and then an activity, timed to that activity's start (a turn reads its
   Thread in a local activity and calls the provider in the next activity): what Temporal
   alone costs before any provider call, and so the part of the overhead no storage or
-  planning work of ours can remove.
+  planning work of ours can remove;
+- one durable PostgreSQL commit: raw asyncpg inserting one row into a scratch table on the
+  bench database, after the same quiet spell (a durable turn commits the caller's input before
+  its workflow starts, and its receipt before the call goes out).
+
+Temporal's floor plus one durable commit is what a turn costs before its provider call with no
+work of ours but committing the caller's input ahead of its workflow's start; the table prints
+that sum beside the target.
 
 The overhead of a durable stream is the managed first delta minus the first byte, paid once
 per generation before any text shows; once text flows, deltas follow the provider's pace in
@@ -31,6 +38,7 @@ import sys
 import time
 import uuid
 
+import asyncpg
 import httpx
 from temporalio.client import Client
 
@@ -56,6 +64,9 @@ THINK_TIMES = (0.0, 0.25)
 
 SETTLE_SECONDS = 0.05
 """Pause between the floor and the managed call of one row, beside the think-time spell."""
+
+TARGET_MS = 20.0
+"""The target: a stream's first text at most this much after the provider's first byte, p50."""
 
 REPLY = " ".join(f"word{n}" for n in range(120))
 MODEL = "gpt-4o-mini"
@@ -106,6 +117,13 @@ async def _floor_to_call(client: Client, task_queue: str, turn: int) -> float:
     return FIRST_CALL_STARTS.pop(workflow_id) - started
 
 
+async def _durable_commit(connection: asyncpg.Connection, turn: int) -> float:
+    """Seconds for one synchronous commit of a one-row insert (raw asyncpg)."""
+    started = time.perf_counter()
+    await connection.execute("INSERT INTO bench_commit_probe (turn) VALUES ($1)", turn)
+    return time.perf_counter() - started
+
+
 async def _managed_first_delta(runtime: Runtime, turn: int) -> tuple[float, float]:
     """Seconds to the first `StreamDelta` of a managed stream, and to its committed turn."""
     started = time.perf_counter()
@@ -129,6 +147,8 @@ async def main(calls: int) -> None:
     pool = await create_pool(url, max_size=8)
     async with pool.acquire() as connection:
         await migrate(connection)
+    probe = await asyncpg.connect(url)
+    await probe.execute("CREATE TABLE IF NOT EXISTS bench_commit_probe (turn integer)")
     env = await start_temporal(ui=False)
     think = {"seconds": 0.0}
 
@@ -163,15 +183,19 @@ async def main(calls: int) -> None:
                         "floor": [],
                         "managed": [],
                         "committed": [],
+                        "commit": [],
                     }
                     for _ in range(calls):
                         figures["first_byte"].append(await _first_byte(http, loopback.base_url))
                         figures["adapter"].append(await _adapter_first_delta(provider))
-                        # The floor and the managed call take turns going first; the second
-                        # waits out the quiet spell the two anchor calls left before the first
-                        # (and the first's trailing work), so both start equally cold.
-                        for measured in ("managed", "floor") if turn % 2 else ("floor", "managed"):
-                            if measured == "managed":
+                        # The floor, the commit and the managed call take turns going first;
+                        # each waits out the same quiet spell after the one before it (and
+                        # its trailing work), so all three start equally cold.
+                        order = ("floor", "commit", "managed")
+                        for measured in reversed(order) if turn % 2 else order:
+                            if measured == "commit":
+                                figures["commit"].append(await _durable_commit(probe, turn))
+                            elif measured == "managed":
                                 first, committed = await _managed_first_delta(runtime, turn)
                                 figures["managed"].append(first)
                                 figures["committed"].append(committed)
@@ -183,6 +207,7 @@ async def main(calls: int) -> None:
                         turn += 1
                     rows.append((seconds, figures))
 
+    await probe.close()
     await pool.close()
     await env.shutdown()
     database.stop()
@@ -219,6 +244,16 @@ async def main(calls: int) -> None:
         print(
             f"    overhead beyond floor  {p50(overhead) - p50(figures['floor']):8.2f}"
             f"             (first delta - first byte - floor, p50s)"
+        )
+        print(
+            f"    one durable commit     {p50(figures['commit']):8.2f}  "
+            f"{p99(figures['commit']):8.2f}   (anchor: raw asyncpg, same quiet spell)"
+        )
+        least = p50(figures["floor"]) + p50(figures["commit"])
+        print(
+            f"    floor + one commit     {least:8.2f}             "
+            f"(input commits before the start; target {TARGET_MS:.0f}: "
+            f"{'within' if least <= TARGET_MS else 'beyond'})"
         )
     sys.stdout.flush()
     os._exit(0)

@@ -71,9 +71,10 @@ BENCHMARKS = (
         "bench_streaming.py",
         "Streaming time to first delta",
         "the provider's own first byte (raw httpx on the same loopback server), the "
-        "project's adapter without Temporal, and Temporal's own floor to the call (an eagerly "
+        "project's adapter without Temporal, Temporal's own floor to the call (an eagerly "
         "started workflow on the same worker: a local no-op, then an activity timed to its "
-        "start), interleaved call by call",
+        "start), and one durable PostgreSQL commit (raw asyncpg) after the same quiet spell, "
+        "interleaved call by call",
     ),
     Benchmark(
         "bench_cache.py",
